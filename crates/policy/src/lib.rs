@@ -1,0 +1,20 @@
+//! # nicsched policies
+//!
+//! A policy says how tenants share one host's egress link; a scenario adds the
+//! traffic offered to it. This crate turns YAML into the validated [`Policy`] and
+//! [`Scenario`] (parse once at the edge, nothing past it panics), and computes the
+//! ideal (fluid) allocation every enforcer is judged against.
+
+mod error;
+mod explain;
+mod ideal;
+mod model;
+mod parse;
+mod units;
+
+pub use error::PolicyError;
+pub use explain::{explain, parse_active};
+pub use ideal::{Allocation, ideal_allocation};
+pub use model::*;
+pub use parse::{load_policy, load_scenario, parse_policy, parse_scenario};
+pub use units::{format_rate, format_size, format_time, parse_rate, parse_size, parse_time};

@@ -1,0 +1,206 @@
+//! The validated form of a policy and a scenario. Everything here has passed
+//! validation: names are unique, rates are consistent, every app belongs to a
+//! tenant, every tenant has at least one app. Code past the parser relies on that
+//! and never re-checks.
+
+use std::net::IpAddr;
+
+/// Index of a tenant in [`Policy::tenants`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TenantId(pub u16);
+
+/// Index of an app in [`Policy::apps`] (flat over all tenants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AppId(pub u32);
+
+impl TenantId {
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+impl AppId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Highest core index a policy may name; Linux's `NR_CPUS` upper bound.
+pub const CORE_INDEX_MAX: u16 = 4095;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    pub rate_bps: u64,
+    pub queues: u16,
+    pub mtu_bytes: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    pub link: Link,
+    /// Shared cap on bytes buffered for the whole host.
+    pub buffer_bytes: Option<u64>,
+    pub tenants: Vec<Tenant>,
+    /// Every app of every tenant, implicit `default` apps included, in tenant order.
+    pub apps: Vec<App>,
+    /// Cores of the host: one past the highest core any tenant names, or
+    /// `link.queues` when no tenant names cores (one Tx queue per core, as XPS pairs them).
+    pub host_cores: u16,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tenant {
+    pub name: String,
+    pub weight: u32,
+    pub priority: u8,
+    pub min_rate_bps: Option<u64>,
+    pub max_rate_bps: Option<u64>,
+    /// Never empty: a tenant without `cores` gets every core of the host.
+    pub cores: Vec<u16>,
+    pub buffer_bytes: Option<u64>,
+    pub match_src: Option<Cidr>,
+    pub match_port: Option<String>,
+    /// Never empty; in declaration order, the implicit `default` app last.
+    pub apps: Vec<AppId>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct App {
+    pub name: String,
+    pub tenant: TenantId,
+    pub weight: u32,
+    pub priority: u8,
+    pub min_rate_bps: Option<u64>,
+    pub max_rate_bps: Option<u64>,
+    pub match_proto: Option<Proto>,
+    /// Source or destination port in this list matches; empty matches any port.
+    pub match_ports: Vec<u16>,
+    pub split: Option<Split>,
+    /// True for the `default` app the policy did not declare.
+    pub implicit: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    Tcp,
+    Udp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitBy {
+    Destination,
+    Flow,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Split {
+    pub by: SplitBy,
+    pub max_rate_bps: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    pub addr: IpAddr,
+    pub prefix_len: u8,
+}
+
+impl Policy {
+    pub fn tenant(&self, id: TenantId) -> &Tenant {
+        &self.tenants[id.index()]
+    }
+
+    pub fn app(&self, id: AppId) -> &App {
+        &self.apps[id.index()]
+    }
+
+    pub fn tenant_by_name(&self, name: &str) -> Option<TenantId> {
+        self.tenants
+            .iter()
+            .position(|t| t.name == name)
+            .map(|i| TenantId(i as u16))
+    }
+
+    /// The app named `name` of `tenant`.
+    pub fn app_by_name(&self, tenant: TenantId, name: &str) -> Option<AppId> {
+        self.tenant(tenant)
+            .apps
+            .iter()
+            .copied()
+            .find(|&a| self.app(a).name == name)
+    }
+
+    /// The app that takes a tenant's traffic when none is named: `default`.
+    pub fn default_app(&self, tenant: TenantId) -> AppId {
+        self.app_by_name(tenant, "default")
+            .expect("validation gives every tenant a default app")
+    }
+}
+
+/// A scenario: a policy plus the traffic offered to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    pub name: String,
+    /// The policy with the scenario's `link` overrides applied.
+    pub policy: Policy,
+    pub duration_ns: u64,
+    pub interval_ns: u64,
+    pub seed: u64,
+    pub enforcers: Vec<String>,
+    pub traffic: Vec<Traffic>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Traffic {
+    pub name: String,
+    pub tenant: TenantId,
+    pub app: AppId,
+    pub kind: TrafficKind,
+    pub start_ns: u64,
+    pub stop_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TrafficKind {
+    /// Backlogged TCP-like flows.
+    Bulk { flows: u32 },
+    /// Open-loop constant-rate datagrams; `rate_bps` is the total over all flows.
+    Udp {
+        rate_bps: u64,
+        size_bytes: u32,
+        flows: u32,
+    },
+    /// Open-loop datagrams with exponential gaps; `rate_bps` is the total mean rate.
+    Poisson {
+        rate_bps: u64,
+        size_bytes: u32,
+        flows: u32,
+    },
+    /// Request/response; closed loop unless `rate_per_s` is set.
+    Rpc {
+        request_bytes: u32,
+        response_bytes: u32,
+        concurrency: u32,
+        rate_per_s: Option<f64>,
+    },
+}
+
+impl TrafficKind {
+    pub fn label(&self) -> &'static str {
+        match self {
+            TrafficKind::Bulk { .. } => "bulk",
+            TrafficKind::Udp { .. } => "udp",
+            TrafficKind::Poisson { .. } => "poisson",
+            TrafficKind::Rpc { .. } => "rpc",
+        }
+    }
+
+    /// Flows the traffic opens: each is its own 5-tuple and destination.
+    pub fn flows(&self) -> u32 {
+        match self {
+            TrafficKind::Bulk { flows }
+            | TrafficKind::Udp { flows, .. }
+            | TrafficKind::Poisson { flows, .. } => *flows,
+            TrafficKind::Rpc { concurrency, .. } => *concurrency,
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! # nicsched enforcers
+//!
+//! An enforcer is one way of making a link behave as a policy asks. All of them sit
+//! behind the sans-I/O [`Enforcer`] trait: time comes in as `now_ns`, packets come in
+//! as [`Packet`] descriptors, frames go out of [`Enforcer::dequeue`]. Nothing here
+//! reads a clock, sleeps or does I/O, so the simulator and the lab run the same code
+//! and unit tests are exact.
+//!
+//! - [`nic`]: the model of a commodity multiqueue NIC (per-queue double-ended qdisc,
+//!   bounded descriptor ring, round-robin arbiter one MTU per queue per round). The
+//!   `fifo`, `hash`, `xps`, `tonic` and `tonic-band` enforcers are queue-selection
+//!   drivers in front of it ([`multiqueue`]).
+//! - [`wf2q`], [`valve`], [`htb`], [`wheel`]: software schedulers (SENIC, FlowValve,
+//!   Linux HTB, Carousel/PicNIC).
+//! - [`accounting`]: packet accounting shared by every enforcer.
+
+pub mod accounting;
+pub mod htb;
+pub mod multiqueue;
+pub mod nic;
+mod packet;
+pub mod valve;
+pub mod wf2q;
+pub mod wheel;
+
+pub use accounting::{Accounting, TenantCounters};
+pub use packet::{Frame, Packet, Refusal};
+
+use policy::Policy;
+
+/// The table of verbs every enforcer implements.
+pub trait Enforcer {
+    /// Offers a packet. A refused packet is handed back with the reason, never lost.
+    fn enqueue(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)>;
+
+    /// The next frame to put on the link at `now_ns`, if the enforcer releases one.
+    fn dequeue(&mut self, now_ns: u64) -> Option<Frame>;
+
+    /// When `dequeue` returned `None` although packets are held (a shaper waiting
+    /// for tokens), the earliest time worth asking again; `None` when nothing waits
+    /// for time.
+    fn next_ready_ns(&self, now_ns: u64) -> Option<u64>;
+
+    /// Packets held, partly sent ones included.
+    fn backlog_packets(&self) -> usize;
+
+    /// Admissions and refusals per tenant (packet accounting).
+    fn counters(&self) -> &[TenantCounters];
+}
+
+/// How an enforcer renders a policy: what it expresses exactly, what only
+/// approximately (with the worst-case error), and what not at all.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Approximation {
+    pub exact: Vec<String>,
+    pub approximate: Vec<String>,
+    pub ignored: Vec<String>,
+    /// Worst-case relative error of a tenant's share when every tenant is backlogged.
+    pub share_error_max: Option<f64>,
+}
+
+/// One selectable enforcer.
+#[derive(Clone, Copy, Debug)]
+pub struct EnforcerInfo {
+    pub name: &'static str,
+    pub from: &'static str,
+    pub mechanism: &'static str,
+}
+
+pub const ENFORCERS: &[EnforcerInfo] = &[
+    EnforcerInfo {
+        name: "fifo",
+        from: "-",
+        mechanism: "one FIFO, no policy",
+    },
+    EnforcerInfo {
+        name: "hash",
+        from: "Linux per-flow hash",
+        mechanism: "each flow hashed to one of all Tx queues; NIC round robin",
+    },
+    EnforcerInfo {
+        name: "xps",
+        from: "Linux XPS",
+        mechanism: "a packet goes to the Tx queue of the core that sent it; NIC round robin",
+    },
+    EnforcerInfo {
+        name: "tonic",
+        from: "TONIC",
+        mechanism: "per-tenant queue pools sized by weight, per-packet round robin, head insertion for prioritised apps",
+    },
+    EnforcerInfo {
+        name: "tonic-band",
+        from: "TONIC, improved",
+        mechanism: "as tonic, with a priority band per queue instead of head insertion",
+    },
+    EnforcerInfo {
+        name: "wf2q",
+        from: "SENIC",
+        mechanism: "rate-limited WF2Q+ with system time slowed by oversubscription",
+    },
+    EnforcerInfo {
+        name: "valve",
+        from: "FlowValve",
+        mechanism: "token-bucket tree with priority, weights, guarantees and lending",
+    },
+    EnforcerInfo {
+        name: "htb",
+        from: "Linux HTB semantics",
+        mechanism: "hierarchical token bucket: rate, ceil, quantum, priority, borrowing",
+    },
+    EnforcerInfo {
+        name: "wheel",
+        from: "Carousel / PicNIC",
+        mechanism: "timing wheel, one earliest departure time per packet",
+    },
+];
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BuildError {
+    Unknown(String),
+    Unsupported { name: String, reason: String },
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::Unknown(name) => {
+                let names: Vec<&str> = ENFORCERS.iter().map(|e| e.name).collect();
+                write!(
+                    f,
+                    "unknown enforcer `{name}` (known: {})",
+                    names.join(", ")
+                )
+            }
+            BuildError::Unsupported { name, reason } => {
+                write!(f, "enforcer `{name}` cannot run this policy: {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Builds the enforcer called `name` for `policy`.
+pub fn build(name: &str, policy: &Policy) -> Result<Box<dyn Enforcer>, BuildError> {
+    let unsupported = |reason: String| BuildError::Unsupported {
+        name: name.to_string(),
+        reason,
+    };
+    match name {
+        "fifo" | "hash" | "xps" | "tonic" | "tonic-band" => {
+            let driver = multiqueue::Driver::from_name(name).expect("matched above");
+            Ok(Box::new(multiqueue::MultiQueue::new(policy, driver)))
+        }
+        "wf2q" => wf2q::build(policy).map_err(unsupported),
+        "valve" => valve::build(policy).map_err(unsupported),
+        "htb" => htb::build(policy).map_err(unsupported),
+        "wheel" => wheel::build(policy).map_err(unsupported),
+        _ => Err(BuildError::Unknown(name.to_string())),
+    }
+}
+
+/// What `nicsched check --enforcer NAME` says about `policy`.
+pub fn approximation(name: &str, policy: &Policy) -> Result<Approximation, BuildError> {
+    match name {
+        "fifo" | "hash" | "xps" | "tonic" | "tonic-band" => {
+            let driver = multiqueue::Driver::from_name(name).expect("matched above");
+            Ok(multiqueue::approximation(policy, driver))
+        }
+        "wf2q" => Ok(wf2q::approximation(policy)),
+        "valve" => Ok(valve::approximation(policy)),
+        "htb" => Ok(htb::approximation(policy)),
+        "wheel" => Ok(wheel::approximation(policy)),
+        _ => Err(BuildError::Unknown(name.to_string())),
+    }
+}
