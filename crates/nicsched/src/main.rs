@@ -1,1 +1,305 @@
-fn main() {}
+//! `nicsched`: the command line. Only wiring: parsing lives in `policy`, mechanisms in
+//! `sched`, the simulator in `sim`, figures in `report`.
+
+use clap::{Parser, Subcommand};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use policy::{Policy, PolicyError, Scenario};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Mutex;
+
+/// Exit status for a bad policy, scenario or command line (as clap uses for usage).
+const EXIT_INPUT: u8 = 2;
+const EXIT_FAILURE: u8 = 1;
+
+#[derive(Parser)]
+#[command(
+    name = "nicsched",
+    version,
+    about = "Compare multi-tenant egress enforcement mechanisms on one policy",
+    long_about = "nicsched enforces hierarchical multi-tenant policies (weights, priorities, \
+guarantees, caps, buffer caps) on a host's egress link and compares enforcement \
+mechanisms on the same traffic.\n\n\
+Start with:\n  \
+nicsched check scenarios/tonic/policy-equal.yaml --enforcer tonic\n  \
+nicsched explain scenarios/tonic/policy-weighted-case1.yaml\n  \
+nicsched sim scenarios/tonic/asymmetry-1-8.yaml\n\n\
+Policies and scenarios are YAML; see the spec in shared/spec/ and the examples in scenarios/."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a policy (or a scenario's policy) and say how enforcers render it.
+    ///
+    /// Exit status 0 when valid, 2 with `FILE:LINE:COLUMN: error: ...` when not.
+    Check {
+        /// Policy file, or a scenario file (its policy is checked).
+        file: PathBuf,
+        /// Enforcer(s) to explain the policy for; may repeat. Default: tonic.
+        #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
+        enforcers: Vec<String>,
+    },
+    /// Print the class tree and the ideal allocation for a set of active classes.
+    Explain {
+        /// Policy file, or a scenario file (its policy is explained).
+        file: PathBuf,
+        /// Backlogged classes: `tenant` (all its apps), `tenant/app`, `tenant/app*N`
+        /// (N flows, for split apps), comma separated. Default: every app.
+        #[arg(long, value_name = "LIST")]
+        active: Option<String>,
+    },
+    /// Simulate a scenario under one or more enforcers and write the results.
+    ///
+    /// Writes DIR/ENFORCER/{summary.json,timeseries.csv,latency.csv,*.png} and
+    /// DIR/report.html, and prints a comparison table.
+    Sim {
+        /// Scenario file.
+        scenario: PathBuf,
+        /// Enforcer(s) to run; may repeat. Default: the scenario's `enforcers`.
+        #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
+        enforcers: Vec<String>,
+        /// Output directory. Default: results/SCENARIO-NAME.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Seed of the run (thread placement, random arrivals). Default: the scenario's.
+        #[arg(long, value_name = "N")]
+        seed: Option<u64>,
+        /// No progress bars.
+        #[arg(long, short = 'q')]
+        quiet: bool,
+    },
+    /// List the enforcers and the mechanism each implements.
+    Enforcers,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Check { file, enforcers } => check(&file, &enforcers),
+        Command::Explain { file, active } => explain(&file, active.as_deref()),
+        Command::Sim {
+            scenario,
+            enforcers,
+            out,
+            seed,
+            quiet,
+        } => simulate(&scenario, &enforcers, out, seed, quiet),
+        Command::Enforcers => {
+            for e in sched::ENFORCERS {
+                println!("{:<11} {:<20} {}", e.name, e.from, e.mechanism);
+            }
+            Ok(())
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("{}", failure.message);
+            ExitCode::from(failure.status)
+        }
+    }
+}
+
+struct Failure {
+    message: String,
+    status: u8,
+}
+
+impl Failure {
+    fn input(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            status: EXIT_INPUT,
+        }
+    }
+
+    fn runtime(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            status: EXIT_FAILURE,
+        }
+    }
+}
+
+impl From<PolicyError> for Failure {
+    fn from(error: PolicyError) -> Self {
+        Failure::input(error.to_string())
+    }
+}
+
+/// A file with a top-level `traffic` key is a scenario; anything else a policy.
+fn looks_like_scenario(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .map(|text| text.lines().any(|l| l.starts_with("traffic:")))
+        .unwrap_or(false)
+}
+
+fn load_policy_or_scenario(path: &Path) -> Result<Policy, Failure> {
+    if looks_like_scenario(path) {
+        Ok(policy::load_scenario(path)?.policy)
+    } else {
+        Ok(policy::load_policy(path)?)
+    }
+}
+
+fn check(path: &Path, enforcers: &[String]) -> Result<(), Failure> {
+    let policy = load_policy_or_scenario(path)?;
+    let default = ["tonic".to_string()];
+    let enforcers = if enforcers.is_empty() {
+        &default[..]
+    } else {
+        enforcers
+    };
+    println!(
+        "{}: ok: {} tenant(s), {} app(s), link {} with {} Tx queues",
+        path.display(),
+        policy.tenants.len(),
+        policy.apps.len(),
+        policy::format_rate(policy.link.rate_bps as f64),
+        policy.link.queues
+    );
+    for name in enforcers {
+        let approximation =
+            sched::approximation(name, &policy).map_err(|e| Failure::input(e.to_string()))?;
+        println!("\nenforcer {name}:");
+        for line in &approximation.exact {
+            println!("  exact:       {line}");
+        }
+        for line in &approximation.approximate {
+            println!("  approximate: {line}");
+        }
+        for line in &approximation.ignored {
+            println!("  not enforced: {line}");
+        }
+        if let Some(error) = approximation.share_error_max {
+            println!(
+                "  worst-case tenant share error with every tenant backlogged: {:.2}%",
+                error * 100.0
+            );
+        }
+    }
+    Ok(())
+}
+
+fn explain(path: &Path, active: Option<&str>) -> Result<(), Failure> {
+    let policy = load_policy_or_scenario(path)?;
+    let demands = match active {
+        Some(list) => policy::parse_active(&policy, list)
+            .map_err(|e| Failure::input(format!("--active: {e}")))?,
+        None => policy.apps.iter().map(|_| vec![f64::INFINITY]).collect(),
+    };
+    print!("{}", policy::explain(&policy, &demands));
+    Ok(())
+}
+
+fn simulate(
+    path: &Path,
+    enforcers: &[String],
+    out: Option<PathBuf>,
+    seed: Option<u64>,
+    quiet: bool,
+) -> Result<(), Failure> {
+    let mut scenario: Scenario = policy::load_scenario(path)?;
+    if let Some(seed) = seed {
+        scenario.seed = seed;
+    }
+    let enforcers: Vec<String> = if enforcers.is_empty() {
+        scenario.enforcers.clone()
+    } else {
+        enforcers.to_vec()
+    };
+    for name in &enforcers {
+        if name == "linux-htb" {
+            return Err(Failure::input(
+                "enforcer `linux-htb` is the kernel's own HTB and runs only in the lab (nicsched lab)",
+            ));
+        }
+        sched::build(name, &scenario.policy).map_err(|e| Failure::input(e.to_string()))?;
+    }
+    let out = out.unwrap_or_else(|| PathBuf::from("results").join(&scenario.name));
+
+    let bars = MultiProgress::new();
+    if quiet {
+        bars.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let style = ProgressStyle::with_template(
+        "{prefix:>11} [{bar:30}] {pos:>6}/{len} ms simulated  {elapsed}",
+    )
+    .expect("constant template")
+    .progress_chars("=> ");
+    let duration_ms = scenario.duration_ns / 1_000_000;
+    let jobs: Vec<(String, ProgressBar)> = enforcers
+        .iter()
+        .map(|name| {
+            let bar = bars.add(ProgressBar::new(duration_ms));
+            bar.set_style(style.clone());
+            bar.set_prefix(name.clone());
+            (name.clone(), bar)
+        })
+        .collect();
+
+    // Enforcers are independent runs: spread them over the cores.
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(jobs.len())
+        .max(1);
+    let next = Mutex::new(0usize);
+    let results: Mutex<Vec<Option<Result<report::RunRecord, String>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let job = {
+                        let mut next = next.lock().expect("no worker panics holding it");
+                        let job = *next;
+                        *next += 1;
+                        job
+                    };
+                    let Some((name, bar)) = jobs.get(job) else {
+                        return;
+                    };
+                    let outcome = sim::run(&scenario, name, sim::HostModel::default(), &mut |ns| {
+                        bar.set_position(ns / 1_000_000)
+                    })
+                    .map_err(|e| e.to_string());
+                    bar.finish();
+                    results.lock().expect("no worker panics holding it")[job] = Some(outcome);
+                }
+            });
+        }
+    });
+
+    let mut runs = Vec::new();
+    for (record, (name, _)) in results
+        .into_inner()
+        .expect("workers are done")
+        .into_iter()
+        .zip(&jobs)
+    {
+        let record = record.expect("every job ran").map_err(Failure::input)?;
+        let dir = out.join(name);
+        let summary = report::write_run(&dir, &record)
+            .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
+        if !quiet {
+            eprintln!(
+                "{name}: {} frames in {:.2} s wall ({:.2} M frames/s)",
+                record.frames_sent,
+                record.wall_s,
+                record.frames_sent as f64 / record.wall_s.max(1e-9) / 1e6
+            );
+        }
+        runs.push((summary, dir));
+    }
+    let html = report::write_html(&out, &scenario.name, &runs)
+        .map_err(|e| Failure::runtime(format!("{}: {e}", out.display())))?;
+    let summaries: Vec<report::Summary> = runs.into_iter().map(|(s, _)| s).collect();
+    println!("{}", report::comparison_table(&summaries));
+    println!("results: {}  report: {}", out.display(), html.display());
+    Ok(())
+}

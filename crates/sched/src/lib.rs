@@ -126,11 +126,7 @@ impl std::fmt::Display for BuildError {
         match self {
             BuildError::Unknown(name) => {
                 let names: Vec<&str> = ENFORCERS.iter().map(|e| e.name).collect();
-                write!(
-                    f,
-                    "unknown enforcer `{name}` (known: {})",
-                    names.join(", ")
-                )
+                write!(f, "unknown enforcer `{name}` (known: {})", names.join(", "))
             }
             BuildError::Unsupported { name, reason } => {
                 write!(f, "enforcer `{name}` cannot run this policy: {reason}")
@@ -150,7 +146,8 @@ pub fn build(name: &str, policy: &Policy) -> Result<Box<dyn Enforcer>, BuildErro
     match name {
         "fifo" | "hash" | "xps" | "tonic" | "tonic-band" => {
             let driver = multiqueue::Driver::from_name(name).expect("matched above");
-            Ok(Box::new(multiqueue::MultiQueue::new(policy, driver)))
+            let enforcer = multiqueue::MultiQueue::new(policy, driver).map_err(unsupported)?;
+            Ok(Box::new(enforcer))
         }
         "wf2q" => wf2q::build(policy).map_err(unsupported),
         "valve" => valve::build(policy).map_err(unsupported),

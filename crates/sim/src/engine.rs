@@ -1,0 +1,417 @@
+//! The run loop: senders offer packets to the enforcer, the link takes one frame at a
+//! time at the line rate, completions and responses flow back to the senders.
+
+use crate::events::{Event, EventQueue};
+use crate::host::{HostModel, UDP_HEADER_BYTES, bulk_send_bytes, serialisation_ns, tcp_wire_bytes};
+use crate::measure;
+use policy::{AppId, Scenario, TenantId, TrafficKind};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use report::{LatencyRecord, Mode, RunRecord};
+use sched::{Enforcer, Frame, Packet};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum SenderKind {
+    /// A backlogged TCP-like flow bounded by TCP small queues.
+    Bulk,
+    /// One flow of open-loop datagrams; `poisson` draws exponential gaps.
+    Datagram { gap_ns: f64, poisson: bool },
+    /// One rpc connection, closed loop: the next request goes out when the response is in.
+    RpcClosed,
+    /// One rpc connection, open loop: requests at exponential gaps of mean `gap_ns`.
+    RpcOpen { gap_ns: f64 },
+}
+
+#[derive(Debug)]
+struct Sender {
+    traffic: u32,
+    tenant: TenantId,
+    app: AppId,
+    flow: u32,
+    core: u16,
+    kind: SenderKind,
+    /// Bytes of one send (a bulk TSO send, a datagram, a response).
+    send_bytes: u32,
+    active: bool,
+    /// Bulk: sends between the socket and the completion.
+    in_flight: u32,
+    /// Bulk: refused with nothing in flight, a retry is scheduled.
+    retry_pending: bool,
+    rng: ChaCha8Rng,
+}
+
+/// Histogram bounds: 1 ns to 100 s at three significant digits.
+fn latency_histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new_with_bounds(1, 100_000_000_000, 3)
+        .expect("constant bounds are valid")
+}
+
+pub struct Engine<'a> {
+    scenario: &'a Scenario,
+    host: HostModel,
+    enforcer: Box<dyn Enforcer>,
+    events: EventQueue,
+    senders: Vec<Sender>,
+    /// First sender of each traffic; a traffic's senders are contiguous.
+    traffic_senders: Vec<std::ops::Range<u32>>,
+    /// The frame being serialised, if any.
+    on_wire: Option<Frame>,
+    kick_at_ns: Option<u64>,
+    record: RunRecord,
+    /// Report class of each app, if it is reported.
+    app_class: Vec<Option<usize>>,
+    /// Index into `record.latency` of each rpc traffic.
+    traffic_latency: Vec<Option<usize>>,
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(
+        scenario: &'a Scenario,
+        enforcer_name: &str,
+        enforcer: Box<dyn Enforcer>,
+        host: HostModel,
+    ) -> Self {
+        let policy = &scenario.policy;
+        let mtu = policy.link.mtu_bytes;
+        // Thread placement and every random draw come from the scenario's seed, so
+        // every enforcer of a run sees the same placement and the same arrivals.
+        let mut placement = ChaCha8Rng::seed_from_u64(scenario.seed);
+        let mut senders = Vec::new();
+        let mut traffic_senders = Vec::new();
+        for (ti, t) in scenario.traffic.iter().enumerate() {
+            let cores = &policy.tenant(t.tenant).cores;
+            let first = senders.len() as u32;
+            let flows = t.kind.flows();
+            for _ in 0..flows {
+                let (kind, send_bytes) = match t.kind {
+                    TrafficKind::Bulk { .. } => (SenderKind::Bulk, bulk_send_bytes(mtu)),
+                    TrafficKind::Udp {
+                        rate_bps,
+                        size_bytes,
+                        flows,
+                    }
+                    | TrafficKind::Poisson {
+                        rate_bps,
+                        size_bytes,
+                        flows,
+                    } => {
+                        let per_flow_bps = rate_bps as f64 / f64::from(flows);
+                        (
+                            SenderKind::Datagram {
+                                gap_ns: f64::from(size_bytes) * 8.0 * 1e9 / per_flow_bps,
+                                poisson: matches!(t.kind, TrafficKind::Poisson { .. }),
+                            },
+                            size_bytes + UDP_HEADER_BYTES,
+                        )
+                    }
+                    TrafficKind::Rpc {
+                        response_bytes,
+                        concurrency,
+                        rate_per_s,
+                        ..
+                    } => {
+                        let kind = match rate_per_s {
+                            None => SenderKind::RpcClosed,
+                            Some(rate) => SenderKind::RpcOpen {
+                                gap_ns: 1e9 * f64::from(concurrency) / rate,
+                            },
+                        };
+                        (kind, tcp_wire_bytes(response_bytes, mtu))
+                    }
+                };
+                let index = senders.len() as u64;
+                senders.push(Sender {
+                    traffic: ti as u32,
+                    tenant: t.tenant,
+                    app: t.app,
+                    flow: index as u32,
+                    core: cores[placement.random_range(0..cores.len())],
+                    kind,
+                    send_bytes,
+                    active: false,
+                    in_flight: 0,
+                    retry_pending: false,
+                    rng: ChaCha8Rng::seed_from_u64(
+                        scenario.seed ^ (index + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                    ),
+                });
+            }
+            traffic_senders.push(first..senders.len() as u32);
+        }
+
+        let classes = measure::report_classes(scenario);
+        let mut app_class = vec![None; policy.apps.len()];
+        for (c, a) in classes.iter().enumerate() {
+            app_class[a.index()] = Some(c);
+        }
+        let mut latency = Vec::new();
+        let traffic_latency = scenario
+            .traffic
+            .iter()
+            .map(|t| match t.kind {
+                TrafficKind::Rpc { .. } => {
+                    latency.push(LatencyRecord {
+                        traffic: t.name.clone(),
+                        histogram_ns: latency_histogram(),
+                    });
+                    Some(latency.len() - 1)
+                }
+                _ => None,
+            })
+            .collect();
+        let record = RunRecord {
+            scenario: scenario.name.clone(),
+            enforcer: enforcer_name.to_string(),
+            mode: Mode::Sim,
+            seed: scenario.seed,
+            duration_ns: scenario.duration_ns,
+            interval_ns: scenario.interval_ns,
+            link_rate_bps: policy.link.rate_bps,
+            tenants: policy.tenants.iter().map(|t| t.name.clone()).collect(),
+            class_tenant: classes
+                .iter()
+                .map(|&a| policy.app(a).tenant.index())
+                .collect(),
+            classes: measure::class_names(scenario, &classes),
+            intervals: measure::intervals(scenario, &host, &classes),
+            latency,
+            tenant_drops: vec![0; policy.tenants.len()],
+            frames_sent: 0,
+            wall_s: 0.0,
+        };
+
+        let mut events = EventQueue::default();
+        for (ti, t) in scenario.traffic.iter().enumerate() {
+            events.schedule(t.start_ns, Event::TrafficStart { traffic: ti as u32 });
+            events.schedule(t.stop_ns, Event::TrafficStop { traffic: ti as u32 });
+        }
+        Engine {
+            scenario,
+            host,
+            enforcer,
+            events,
+            senders,
+            traffic_senders,
+            on_wire: None,
+            kick_at_ns: None,
+            record,
+            app_class,
+            traffic_latency,
+        }
+    }
+
+    /// Runs to the scenario's end; `progress` hears the simulated time now and then.
+    pub fn run(mut self, progress: &mut dyn FnMut(u64)) -> RunRecord {
+        let end_ns = self.scenario.duration_ns;
+        let mut steps: u32 = 0;
+        while let Some((now, event)) = self.events.pop() {
+            if now > end_ns {
+                break;
+            }
+            self.handle(now, event);
+            steps = steps.wrapping_add(1);
+            if steps.is_multiple_of(65_536) {
+                progress(now);
+            }
+        }
+        progress(end_ns);
+        for (t, counters) in self.enforcer.counters().iter().enumerate() {
+            self.record.tenant_drops[t] = counters.refused_packets;
+        }
+        self.record
+    }
+
+    fn handle(&mut self, now: u64, event: Event) {
+        match event {
+            Event::LinkFree => self.frame_sent(now),
+            Event::Kick => {
+                if self.kick_at_ns == Some(now) {
+                    self.kick_at_ns = None;
+                }
+                self.transmit(now);
+            }
+            Event::TrafficStart { traffic } => {
+                for s in self.traffic_senders[traffic as usize].clone() {
+                    self.senders[s as usize].active = true;
+                    self.start_sender(now, s);
+                }
+            }
+            Event::TrafficStop { traffic } => {
+                for s in self.traffic_senders[traffic as usize].clone() {
+                    self.senders[s as usize].active = false;
+                }
+            }
+            Event::TxCompletion { sender } => {
+                let s = &mut self.senders[sender as usize];
+                s.in_flight -= 1;
+                self.fill_bulk(now, sender);
+            }
+            Event::Retry { sender } => {
+                self.senders[sender as usize].retry_pending = false;
+                self.fill_bulk(now, sender);
+            }
+            Event::OpenLoopSend { sender } => self.open_loop_send(now, sender),
+            Event::Respond { sender, issued_ns } => {
+                let bytes = self.senders[sender as usize].send_bytes;
+                if !self.offer(now, sender, bytes, issued_ns) {
+                    // A refused response waits for buffer space like a blocked socket.
+                    self.events.schedule(
+                        now + self.host.refused_retry_ns,
+                        Event::Respond { sender, issued_ns },
+                    );
+                }
+            }
+            Event::ResponseReceived { sender, issued_ns } => {
+                let s = &self.senders[sender as usize];
+                let traffic = s.traffic as usize;
+                let latency_ns = (now - issued_ns).max(1);
+                if let Some(l) = self.traffic_latency[traffic] {
+                    self.record.latency[l]
+                        .histogram_ns
+                        .saturating_record(latency_ns);
+                }
+                if s.active && s.kind == SenderKind::RpcClosed {
+                    self.issue_request(now, sender);
+                }
+            }
+        }
+    }
+
+    fn start_sender(&mut self, now: u64, sender: u32) {
+        let s = &mut self.senders[sender as usize];
+        match s.kind {
+            SenderKind::Bulk => self.fill_bulk(now, sender),
+            SenderKind::Datagram { gap_ns, .. } | SenderKind::RpcOpen { gap_ns } => {
+                // Random phase, so that flows of one traffic do not send in lockstep.
+                let phase = (s.rng.random::<f64>() * gap_ns) as u64;
+                self.events
+                    .schedule(now + phase, Event::OpenLoopSend { sender });
+            }
+            SenderKind::RpcClosed => self.issue_request(now, sender),
+        }
+    }
+
+    fn issue_request(&mut self, now: u64, sender: u32) {
+        let at = now + self.host.wire_delay_ns + self.host.server_delay_ns;
+        self.events.schedule(
+            at,
+            Event::Respond {
+                sender,
+                issued_ns: now,
+            },
+        );
+    }
+
+    fn open_loop_send(&mut self, now: u64, sender: u32) {
+        let s = &mut self.senders[sender as usize];
+        if !s.active {
+            return;
+        }
+        let (gap_ns, poisson) = match s.kind {
+            SenderKind::Datagram { gap_ns, poisson } => (gap_ns, poisson),
+            SenderKind::RpcOpen { gap_ns } => (gap_ns, true),
+            SenderKind::Bulk | SenderKind::RpcClosed => unreachable!("closed-loop senders"),
+        };
+        let gap = if poisson {
+            -(1.0 - s.rng.random::<f64>()).ln() * gap_ns
+        } else {
+            gap_ns
+        };
+        let next = now + (gap.round() as u64).max(1);
+        let is_rpc = matches!(s.kind, SenderKind::RpcOpen { .. });
+        let bytes = s.send_bytes;
+        self.events.schedule(next, Event::OpenLoopSend { sender });
+        if is_rpc {
+            self.issue_request(now, sender);
+        } else {
+            // A refused datagram is dropped: counted by the enforcer against its tenant.
+            self.offer(now, sender, bytes, 0);
+        }
+    }
+
+    fn fill_bulk(&mut self, now: u64, sender: u32) {
+        loop {
+            let s = &self.senders[sender as usize];
+            if !s.active || s.in_flight >= self.host.tsq_sends || s.retry_pending {
+                return;
+            }
+            let bytes = s.send_bytes;
+            if self.offer(now, sender, bytes, 0) {
+                self.senders[sender as usize].in_flight += 1;
+            } else {
+                let s = &mut self.senders[sender as usize];
+                if s.in_flight == 0 {
+                    s.retry_pending = true;
+                    self.events
+                        .schedule(now + self.host.refused_retry_ns, Event::Retry { sender });
+                }
+                return;
+            }
+        }
+    }
+
+    /// Offers one send to the enforcer; true when admitted.
+    fn offer(&mut self, now: u64, sender: u32, bytes: u32, issued_ns: u64) -> bool {
+        let s = &self.senders[sender as usize];
+        let packet = Packet {
+            len_bytes: bytes,
+            tenant: s.tenant,
+            app: s.app,
+            flow: s.flow,
+            destination: s.flow,
+            core: s.core,
+            arrival_ns: now,
+            handle: (u64::from(sender) << 40) | (issued_ns & ((1 << 40) - 1)),
+        };
+        let admitted = self.enforcer.enqueue(now, packet).is_ok();
+        if admitted && self.on_wire.is_none() {
+            self.transmit(now);
+        }
+        admitted
+    }
+
+    fn transmit(&mut self, now: u64) {
+        debug_assert!(self.on_wire.is_none());
+        if let Some(frame) = self.enforcer.dequeue(now) {
+            let done = now + serialisation_ns(frame.bytes, self.scenario.policy.link.rate_bps);
+            self.on_wire = Some(frame);
+            self.events.schedule(done, Event::LinkFree);
+        } else if let Some(at) = self.enforcer.next_ready_ns(now) {
+            let at = at.max(now + 1);
+            if self.kick_at_ns.is_none_or(|k| at < k) {
+                self.kick_at_ns = Some(at);
+                self.events.schedule(at, Event::Kick);
+            }
+        }
+    }
+
+    fn frame_sent(&mut self, now: u64) {
+        let frame = self.on_wire.take().expect("LinkFree follows a frame");
+        self.record.frames_sent += 1;
+        let packet = frame.packet;
+        if let Some(c) = self.app_class[packet.app.index()] {
+            let k = (now.saturating_sub(1) / self.scenario.interval_ns) as usize;
+            if let Some(interval) = self.record.intervals.get_mut(k) {
+                interval.class_bytes[c] += u64::from(frame.bytes);
+            }
+        }
+        if frame.last {
+            let sender = (packet.handle >> 40) as u32;
+            match self.senders[sender as usize].kind {
+                SenderKind::Bulk => self.events.schedule(
+                    now + self.host.tx_completion_delay_ns,
+                    Event::TxCompletion { sender },
+                ),
+                SenderKind::RpcClosed | SenderKind::RpcOpen { .. } => self.events.schedule(
+                    now + self.host.wire_delay_ns,
+                    Event::ResponseReceived {
+                        sender,
+                        issued_ns: packet.handle & ((1 << 40) - 1),
+                    },
+                ),
+                SenderKind::Datagram { .. } => {}
+            }
+        }
+        self.transmit(now);
+    }
+}

@@ -1,0 +1,115 @@
+//! The event queue: a binary heap ordered by (time, sequence number), so events at
+//! the same nanosecond run in the order they were scheduled and a run is
+//! reproducible bit for bit.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The frame on the wire has been serialised.
+    LinkFree,
+    /// The enforcer asked to be polled again (a shaper waiting for time).
+    Kick,
+    TrafficStart {
+        traffic: u32,
+    },
+    TrafficStop {
+        traffic: u32,
+    },
+    /// A bulk flow's send has been reaped from its Tx ring.
+    TxCompletion {
+        sender: u32,
+    },
+    /// A bulk flow refused with nothing in flight tries again.
+    Retry {
+        sender: u32,
+    },
+    /// An open-loop source sends its next datagram (udp, poisson) or request (rpc).
+    OpenLoopSend {
+        sender: u32,
+    },
+    /// A request reached the server, which sends its response now.
+    Respond {
+        sender: u32,
+        issued_ns: u64,
+    },
+    /// The last byte of a response reached the client.
+    ResponseReceived {
+        sender: u32,
+        issued_ns: u64,
+    },
+}
+
+#[derive(Debug)]
+struct Scheduled {
+    time_ns: u64,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.time_ns, self.seq) == (other.time_ns, other.seq)
+    }
+}
+
+impl Eq for Scheduled {}
+
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Scheduled {
+    // Reversed: BinaryHeap is a max-heap and the earliest event must come out first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.time_ns, other.seq).cmp(&(self.time_ns, self.seq))
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct EventQueue {
+    heap: BinaryHeap<Scheduled>,
+    seq: u64,
+}
+
+impl EventQueue {
+    pub fn schedule(&mut self, time_ns: u64, event: Event) {
+        self.seq += 1;
+        self.heap.push(Scheduled {
+            time_ns,
+            seq: self.seq,
+            event,
+        });
+    }
+
+    pub fn pop(&mut self) -> Option<(u64, Event)> {
+        self.heap.pop().map(|s| (s.time_ns, s.event))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earliest_first_and_fifo_among_equal_times() {
+        let mut q = EventQueue::default();
+        q.schedule(5, Event::Retry { sender: 1 });
+        q.schedule(3, Event::Retry { sender: 2 });
+        q.schedule(5, Event::Retry { sender: 3 });
+        q.schedule(3, Event::Retry { sender: 4 });
+        let order: Vec<(u64, Event)> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            order,
+            vec![
+                (3, Event::Retry { sender: 2 }),
+                (3, Event::Retry { sender: 4 }),
+                (5, Event::Retry { sender: 1 }),
+                (5, Event::Retry { sender: 3 }),
+            ]
+        );
+    }
+}
