@@ -149,6 +149,8 @@ impl Ctx<'_> {
         let options = serde_saphyr::options! {
             duplicate_keys: DuplicateKeyPolicy::PassThrough,
             with_snippet: false,
+            // YAML 1.1 reads `y`, `no`, `on` as booleans: fine names for apps.
+            strict_booleans: true,
         };
         serde_saphyr::from_str_with_options::<Sp>(text, options).map_err(|e| {
             let (line, column) = e
