@@ -9,7 +9,11 @@ use crate::{App, Policy, Proto, SplitBy, Tenant, TenantId, ideal_allocation};
 /// backlogged flows. Naming an app twice adds up its flows.
 pub fn parse_active(policy: &Policy, list: &str) -> Result<Vec<Vec<f64>>, String> {
     let mut demands = vec![Vec::new(); policy.apps.len()];
-    for item in list.split(',').map(str::trim).filter(|item| !item.is_empty()) {
+    for item in list
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+    {
         let (path, flows) = match item.split_once('*') {
             Some((path, count)) => match count.trim().parse::<usize>() {
                 Ok(n) if (1..=1_000_000).contains(&n) => (path.trim(), n),
@@ -79,7 +83,13 @@ fn core_ranges(cores: &[u16]) -> String {
     }
     ranges
         .iter()
-        .map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -174,9 +184,16 @@ pub fn explain(policy: &Policy, app_flow_demands_bps: &[Vec<f64>]) -> String {
         .unwrap_or(0);
     let last_tenant = policy.tenants.len().saturating_sub(1);
     for (t, tenant) in policy.tenants.iter().enumerate() {
-        let (glyph, rail) = if t == last_tenant { ("└─ ", "   ") } else { ("├─ ", "│  ") };
+        let (glyph, rail) = if t == last_tenant {
+            ("└─ ", "   ")
+        } else {
+            ("├─ ", "│  ")
+        };
         let label = format!("{glyph}{}", tenant.name);
-        out += &format!("{label:<label_width$}  {}\n", tenant_details(policy, tenant));
+        out += &format!(
+            "{label:<label_width$}  {}\n",
+            tenant_details(policy, tenant)
+        );
         let last_app = tenant.apps.len().saturating_sub(1);
         for (i, &app) in tenant.apps.iter().enumerate() {
             let app = policy.app(app);
@@ -198,8 +215,16 @@ pub fn explain(policy: &Policy, app_flow_demands_bps: &[Vec<f64>]) -> String {
     );
     let demands_of = |i: usize| app_flow_demands_bps.get(i).map_or(&[][..], |d| &d[..]);
     for (t, tenant) in policy.tenants.iter().enumerate() {
-        let (glyph, rail) = if t == last_tenant { ("└─ ", "   ") } else { ("├─ ", "│  ") };
-        let flows: usize = tenant.apps.iter().map(|a| demands_of(a.index()).len()).sum();
+        let (glyph, rail) = if t == last_tenant {
+            ("└─ ", "   ")
+        } else {
+            ("├─ ", "│  ")
+        };
+        let flows: usize = tenant
+            .apps
+            .iter()
+            .map(|a| demands_of(a.index()).len())
+            .sum();
         let label = format!("{glyph}{}", tenant.name);
         out += &format!(
             "{label:<label_width$}  {:>10}  {:>5.1}%  {}\n",
@@ -263,10 +288,16 @@ tenants:
     fn explains_tree_and_allocation() {
         let p = parse_policy(POLICY, "p.yaml").unwrap();
         let text = explain(&p, &parse_active(&p, "web/batch*10,db").unwrap());
-        assert!(text.starts_with("link 10Gbit  queues 16  mtu 1500B  cores 3"), "{text}");
+        assert!(
+            text.starts_with("link 10Gbit  queues 16  mtu 1500B  cores 3"),
+            "{text}"
+        );
         assert!(text.contains("├─ web"), "{text}");
         assert!(text.contains("│  ├─ kvs"), "{text}");
-        assert!(text.contains("split by destination, each <= 50Mbit"), "{text}");
+        assert!(
+            text.contains("split by destination, each <= 50Mbit"),
+            "{text}"
+        );
         assert!(text.contains("match src 10.0.1.0/24"), "{text}");
         assert!(text.contains("500Mbit"), "{text}");
         assert!(text.contains("9.5Gbit"), "{text}");

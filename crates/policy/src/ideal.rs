@@ -34,7 +34,11 @@ fn share(capacity_bps: f64, children: &[Child]) -> Vec<f64> {
     if guaranteed > capacity_bps {
         // Only a scenario's slower link can get here; validation keeps the
         // guarantees within the link otherwise.
-        let scale = if guaranteed > 0.0 { capacity_bps / guaranteed } else { 0.0 };
+        let scale = if guaranteed > 0.0 {
+            capacity_bps / guaranteed
+        } else {
+            0.0
+        };
         given.iter_mut().for_each(|g| *g *= scale);
         return given;
     }
@@ -52,9 +56,9 @@ fn share(capacity_bps: f64, children: &[Child]) -> Vec<f64> {
         while !wanting.is_empty() && left_bps > 0.0 {
             let weight_sum: f64 = wanting.iter().map(|&i| children[i].weight).sum();
             let per_weight = left_bps / weight_sum;
-            let (sated, hungry): (Vec<usize>, Vec<usize>) = wanting
-                .iter()
-                .partition(|&&i| children[i].demand_bps - given[i] <= per_weight * children[i].weight);
+            let (sated, hungry): (Vec<usize>, Vec<usize>) = wanting.iter().partition(|&&i| {
+                children[i].demand_bps - given[i] <= per_weight * children[i].weight
+            });
             if sated.is_empty() {
                 for &i in &hungry {
                     given[i] += per_weight * children[i].weight;
@@ -216,9 +220,8 @@ mod tests {
         let a = ideal_allocation(&p, &[vec![INF], vec![0.5e9], vec![INF]]);
         assert_close(&a.tenant_bps, &[8.5e9, 0.5e9, 1e9]);
         // Weighted sharing of the excess, above the guarantees.
-        let p = policy(
-            "link: {rate: 10Gbit}\ntenants:\n- {name: a, min_rate: 4Gbit}\n- {name: b}\n",
-        );
+        let p =
+            policy("link: {rate: 10Gbit}\ntenants:\n- {name: a, min_rate: 4Gbit}\n- {name: b}\n");
         let a = ideal_allocation(&p, &backlogged(&p, &[0, 1]));
         assert_close(&a.tenant_bps, &[7e9, 3e9]);
     }
@@ -269,15 +272,30 @@ mod tests {
     }
 
     fn arb_policy() -> impl Strategy<Value = Policy> {
-        let app = (1u32..4, 0u8..3, proptest::option::of(1u64..6), proptest::option::of(1u64..20), any::<bool>());
-        let tenant = (1u32..4, 0u8..3, proptest::option::of(1u64..4), proptest::option::of(1u64..20), proptest::collection::vec(app, 0..4));
+        let app = (
+            1u32..4,
+            0u8..3,
+            proptest::option::of(1u64..6),
+            proptest::option::of(1u64..20),
+            any::<bool>(),
+        );
+        let tenant = (
+            1u32..4,
+            0u8..3,
+            proptest::option::of(1u64..4),
+            proptest::option::of(1u64..20),
+            proptest::collection::vec(app, 0..4),
+        );
         proptest::collection::vec(tenant, 1..5).prop_map(|tenants| {
             let mut yaml = String::from("link: {rate: 20Gbit}\ntenants:\n");
             for (t, (weight, priority, min, max, apps)) in tenants.iter().enumerate() {
                 yaml += &format!("- name: t{t}\n  weight: {weight}\n  priority: {priority}\n");
                 // Guarantees are bounded so that every generated policy is valid.
                 if let Some(min) = min {
-                    yaml += &format!("  min_rate: {min}Gbit\n  max_rate: {}Gbit\n", max.unwrap_or(20).max(*min));
+                    yaml += &format!(
+                        "  min_rate: {min}Gbit\n  max_rate: {}Gbit\n",
+                        max.unwrap_or(20).max(*min)
+                    );
                 } else if let Some(max) = max {
                     yaml += &format!("  max_rate: {max}Gbit\n");
                 }
@@ -308,7 +326,8 @@ mod tests {
     fn arb_case() -> impl Strategy<Value = (Policy, Vec<Vec<f64>>)> {
         arb_policy().prop_flat_map(|p| {
             let demand = prop_oneof![Just(INF), 0.0..15e9f64];
-            let demands = proptest::collection::vec(proptest::collection::vec(demand, 0..4), p.apps.len());
+            let demands =
+                proptest::collection::vec(proptest::collection::vec(demand, 0..4), p.apps.len());
             (Just(p), demands)
         })
     }

@@ -2,11 +2,14 @@
 //! every node keeps its position ([`Node`]); validation then walks that tree by hand,
 //! so that each mistake is reported at the node that holds it (the key for an
 //! unknown key, the value for a bad value, the second occurrence of a duplicate).
+//!
+//! An app's `max_rate` above its tenant's is accepted: the tenant's cap binds
+//! anyway, and refusing it would force every app cap to be edited with the tenant's.
 
 use crate::units::{self, UnitError};
 use crate::{
-    App, AppId, CORE_INDEX_MAX, Cidr, Link, Policy, PolicyError, Proto, Scenario, Split,
-    SplitBy, Tenant, TenantId, Traffic, TrafficKind,
+    App, AppId, CORE_INDEX_MAX, Cidr, Link, Policy, PolicyError, Proto, Scenario, Split, SplitBy,
+    Tenant, TenantId, Traffic, TrafficKind,
 };
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::options::DuplicateKeyPolicy;
@@ -157,7 +160,11 @@ impl Ctx<'_> {
                 .location()
                 .map_or((1, 1), |loc| (loc.line().max(1), loc.column().max(1)));
             let text = e.to_string();
-            let first = text.lines().next().unwrap_or("").trim_start_matches("error: ");
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ");
             let message = first
                 .strip_prefix(&format!("line {line} column {column}: "))
                 .unwrap_or(first);
@@ -188,7 +195,10 @@ impl Ctx<'_> {
             let Node::Str(name) = &key.value else {
                 return self.err(
                     key,
-                    format!("keys of {what} must be names, found {}", describe(&key.value)),
+                    format!(
+                        "keys of {what} must be names, found {}",
+                        describe(&key.value)
+                    ),
                     Some(format!("keys of {what}: {}", allowed.join(", "))),
                 );
             };
@@ -286,7 +296,10 @@ impl Ctx<'_> {
             Node::Float(v) => Ok(v.to_string()),
             other => self.err(
                 node,
-                format!("{key} must be a quantity with a unit, found {}", describe(other)),
+                format!(
+                    "{key} must be a quantity with a unit, found {}",
+                    describe(other)
+                ),
                 None,
             ),
         }
@@ -615,7 +628,11 @@ fn app<'n>(draft: &mut Draft<'n>, tenant: TenantId, first_app: usize, node: &'n 
         if let Some(ports) = m.get("ports") {
             for port in ctx.seq(ports, "match.ports")? {
                 let port_number = match &port.value {
-                    Node::Str(text) => text.trim().parse::<u64>().ok().filter(|p| (1..=65535).contains(p)),
+                    Node::Str(text) => text
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|p| (1..=65535).contains(p)),
                     Node::Int(p) if (1..=65535).contains(p) => Some(*p as u64),
                     _ => None,
                 };
@@ -804,7 +821,14 @@ pub fn load_scenario(path: &Path) -> Result<Scenario, PolicyError> {
 }
 
 const SCENARIO_KEYS: &[&str] = &[
-    "name", "policy", "duration", "interval", "seed", "enforcers", "link", "traffic",
+    "name",
+    "policy",
+    "duration",
+    "interval",
+    "seed",
+    "enforcers",
+    "link",
+    "traffic",
 ];
 const TRAFFIC_KEYS: &[&str] = &[
     "name",
@@ -824,7 +848,16 @@ const COMMON_TRAFFIC_KEYS: &[&str] = &["name", "tenant", "app", "kind", "start",
 
 /// Enforcers a scenario may name; the `sched` crate implements them.
 const ENFORCERS: &[&str] = &[
-    "fifo", "hash", "xps", "tonic", "tonic-band", "wf2q", "valve", "htb", "wheel", "linux-htb",
+    "fifo",
+    "hash",
+    "xps",
+    "tonic",
+    "tonic-band",
+    "wf2q",
+    "valve",
+    "htb",
+    "wheel",
+    "linux-htb",
 ];
 
 const INTERVAL_NS_DEFAULT: u64 = 500_000_000;
@@ -851,9 +884,10 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
             }
             name
         }
-        None => Path::new(file)
-            .file_stem()
-            .map_or_else(|| "scenario".to_owned(), |s| s.to_string_lossy().into_owned()),
+        None => Path::new(file).file_stem().map_or_else(
+            || "scenario".to_owned(),
+            |s| s.to_string_lossy().into_owned(),
+        ),
     };
 
     let policy_node = ctx.require(&top, "policy", "the scenario")?;
@@ -879,7 +913,10 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
         other => {
             return ctx.err(
                 policy_node,
-                format!("policy must be a path or a mapping, found {}", describe(other)),
+                format!(
+                    "policy must be a path or a mapping, found {}",
+                    describe(other)
+                ),
                 None,
             );
         }

@@ -84,7 +84,10 @@ fn split_number(text: &str, what: &str, example: &str) -> Result<(f64, String), 
         }
     };
     if !value.is_finite() {
-        return Err(UnitError::new(format!("{what} `{text}` is out of range"), None));
+        return Err(UnitError::new(
+            format!("{what} `{text}` is out of range"),
+            None,
+        ));
     }
     Ok((value, unit.trim().to_owned()))
 }
@@ -106,7 +109,10 @@ fn scale(
     let scaled = value * factor;
     // u64::MAX is not representable in f64; 2^64 is the first value past it.
     if !scaled.is_finite() || scaled >= 18_446_744_073_709_551_616.0 {
-        return Err(UnitError::new(format!("{what} `{text}` is too large"), None));
+        return Err(UnitError::new(
+            format!("{what} `{text}` is too large"),
+            None,
+        ));
     }
     let rounded = scaled.round();
     // Decimal fractions such as 0.1 are inexact in binary; only a real fraction of the
@@ -198,13 +204,23 @@ pub fn parse_time(text: &str) -> Result<u64, String> {
 fn short_decimal(value: f64) -> String {
     let text = format!("{value:.3}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text == "-0" { "0".to_owned() } else { text.to_owned() }
+    if text == "-0" {
+        "0".to_owned()
+    } else {
+        text.to_owned()
+    }
 }
 
 /// A rate for people: `2.5Gbit`, `500Mbit`, `0bit`.
 pub fn format_rate(bps: f64) -> String {
     if !bps.is_finite() {
-        return if bps.is_nan() { "NaN".to_owned() } else if bps > 0.0 { "inf".to_owned() } else { "-inf".to_owned() };
+        return if bps.is_nan() {
+            "NaN".to_owned()
+        } else if bps > 0.0 {
+            "inf".to_owned()
+        } else {
+            "-inf".to_owned()
+        };
     }
     let magnitude = bps.abs();
     let (factor, unit) = [(1e12, "Tbit"), (1e9, "Gbit"), (1e6, "Mbit"), (1e3, "kbit")]
@@ -218,7 +234,7 @@ pub fn format_rate(bps: f64) -> String {
 fn format_exact(value: u64, units: &[(&str, u64)], base: &str) -> String {
     units
         .iter()
-        .find(|&&(_, factor)| value != 0 && value % factor == 0)
+        .find(|&&(_, factor)| value != 0 && value.is_multiple_of(factor))
         .map(|&(unit, factor)| format!("{}{unit}", value / factor))
         .unwrap_or_else(|| format!("{value}{base}"))
 }
@@ -241,7 +257,11 @@ pub fn format_size(bytes: u64) -> String {
 
 /// A time that parses back exactly: `500ms`, `15s`, `20us`.
 pub fn format_time(ns: u64) -> String {
-    format_exact(ns, &[("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1000)], "ns")
+    format_exact(
+        ns,
+        &[("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1000)],
+        "ns",
+    )
 }
 
 #[cfg(test)]
@@ -265,7 +285,10 @@ mod tests {
     fn rate_mistakes() {
         for bad in ["10Gbps", "10gbps", "10Bps", "10mbps", "1bps"] {
             let e = parse_rate(bad).unwrap_err();
-            assert!(e.contains("bytes per second") && e.contains("factor-of-8"), "{e}");
+            assert!(
+                e.contains("bytes per second") && e.contains("factor-of-8"),
+                "{e}"
+            );
         }
         assert!(parse_rate("10").unwrap_err().contains("Mbit"));
         assert!(parse_rate("10GB").unwrap_err().contains("unknown"));
@@ -276,7 +299,11 @@ mod tests {
         assert!(parse_rate("1.2.3Gbit").is_err());
         assert!(parse_rate("Gbit").is_err());
         assert!(parse_rate(".Gbit").is_err());
-        assert!(parse_rate("99999999999Tbit").unwrap_err().contains("too large"));
+        assert!(
+            parse_rate("99999999999Tbit")
+                .unwrap_err()
+                .contains("too large")
+        );
         assert!(parse_rate("0.5bit").unwrap_err().contains("whole"));
     }
 
@@ -316,7 +343,17 @@ mod tests {
 
     #[test]
     fn formats_parse_back() {
-        for bytes in [0, 1, 999, 1000, 1024, 1500, 65536, 123_456_789, u64::MAX / 1024] {
+        for bytes in [
+            0,
+            1,
+            999,
+            1000,
+            1024,
+            1500,
+            65536,
+            123_456_789,
+            u64::MAX / 1024,
+        ] {
             assert_eq!(parse_size(&format_size(bytes)), Ok(bytes));
         }
         for ns in [1, 1000, 1_500_000, 15_000_000_000] {
