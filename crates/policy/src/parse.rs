@@ -1,15 +1,1216 @@
-use crate::{Policy, PolicyError, Scenario};
+//! YAML to the validated model. The text is first read into a generic tree in which
+//! every node keeps its position ([`Node`]); validation then walks that tree by hand,
+//! so that each mistake is reported at the node that holds it (the key for an
+//! unknown key, the value for a bad value, the second occurrence of a duplicate).
+//!
+//! An app's `max_rate` above its tenant's is accepted: the tenant's cap binds
+//! anyway, and refusing it would force every app cap to be edited with the tenant's.
+
+use crate::units::{self, UnitError};
+use crate::{
+    App, AppId, CORE_INDEX_MAX, Cidr, Link, Policy, PolicyError, Proto, Scenario, Split, SplitBy,
+    Tenant, TenantId, Traffic, TrafficKind,
+};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::options::DuplicateKeyPolicy;
+use serde_saphyr::{Location, Spanned};
+use std::fmt;
+use std::net::IpAddr;
 use std::path::Path;
 
-pub fn load_policy(_path: &Path) -> Result<Policy, PolicyError> {
-    unimplemented!()
+/// A YAML node; scalars keep the type the YAML core schema gave them.
+#[derive(Debug)]
+enum Node {
+    Null,
+    Bool,
+    Int(i128),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Spanned<Node>>),
+    Map(Vec<(Spanned<Node>, Spanned<Node>)>),
 }
-pub fn parse_policy(_text: &str, _file: &str) -> Result<Policy, PolicyError> {
-    unimplemented!()
+
+type Sp = Spanned<Node>;
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(NodeVisitor)
+    }
 }
-pub fn load_scenario(_path: &Path) -> Result<Scenario, PolicyError> {
-    unimplemented!()
+
+struct NodeVisitor;
+
+impl<'de> Visitor<'de> for NodeVisitor {
+    type Value = Node;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Node, E> {
+        Ok(Node::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Node, E> {
+        Ok(Node::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Node, D::Error> {
+        Node::deserialize(deserializer)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Node, E> {
+        Ok(Node::Bool)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Node, E> {
+        Ok(Node::Int(v.into()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Node, E> {
+        Ok(Node::Int(v.into()))
+    }
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Node, E> {
+        Ok(Node::Int(v))
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Node, E> {
+        Ok(i128::try_from(v).map_or(Node::Float(v as f64), Node::Int))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Node, E> {
+        Ok(Node::Float(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Node, E> {
+        Ok(Node::Str(v.to_owned()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Node, E> {
+        Ok(Node::Str(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<Sp>()? {
+            items.push(item);
+        }
+        Ok(Node::Seq(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(key) = map.next_key::<Sp>()? {
+            entries.push((key, map.next_value::<Sp>()?));
+        }
+        Ok(Node::Map(entries))
+    }
 }
-pub fn parse_scenario(_text: &str, _file: &str, _base_dir: &Path) -> Result<Scenario, PolicyError> {
-    unimplemented!()
+
+fn describe(node: &Node) -> &'static str {
+    match node {
+        Node::Null => "nothing",
+        Node::Bool => "a boolean",
+        Node::Int(_) => "an integer",
+        Node::Float(_) => "a number",
+        Node::Str(_) => "a string",
+        Node::Seq(_) => "a list",
+        Node::Map(_) => "a mapping",
+    }
+}
+
+/// Reports mistakes of one file.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    file: &'a str,
+}
+
+type Res<T> = Result<T, PolicyError>;
+
+impl Ctx<'_> {
+    fn at(&self, loc: &Location, message: impl Into<String>, hint: Option<String>) -> PolicyError {
+        PolicyError {
+            file: self.file.to_owned(),
+            line: u32::try_from(loc.line()).unwrap_or(u32::MAX).max(1),
+            column: u32::try_from(loc.column()).unwrap_or(u32::MAX).max(1),
+            message: message.into(),
+            hint,
+        }
+    }
+
+    fn err<T>(&self, node: &Sp, message: impl Into<String>, hint: Option<String>) -> Res<T> {
+        Err(self.at(&node.referenced, message, hint))
+    }
+
+    fn unit_err(&self, node: &Sp, key: &str, e: UnitError) -> PolicyError {
+        self.at(&node.referenced, format!("{key}: {}", e.message), e.hint)
+    }
+
+    /// Reads the text into a tree; YAML syntax errors keep the parser's position.
+    fn read(&self, text: &str) -> Res<Sp> {
+        if text
+            .lines()
+            .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'))
+        {
+            return Err(PolicyError {
+                file: self.file.to_owned(),
+                line: 1,
+                column: 1,
+                message: "empty file".to_owned(),
+                hint: Some("a policy needs at least `link: {rate: ...}` and `tenants:`".into()),
+            });
+        }
+        // Duplicate keys are passed through so that they are reported in our words.
+        let options = serde_saphyr::options! {
+            duplicate_keys: DuplicateKeyPolicy::PassThrough,
+            with_snippet: false,
+            // YAML 1.1 reads `y`, `no`, `on` as booleans: fine names for apps.
+            strict_booleans: true,
+        };
+        serde_saphyr::from_str_with_options::<Sp>(text, options).map_err(|e| {
+            let (line, column) = e
+                .location()
+                .map_or((1, 1), |loc| (loc.line().max(1), loc.column().max(1)));
+            let text = e.to_string();
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ");
+            let message = first
+                .strip_prefix(&format!("line {line} column {column}: "))
+                .unwrap_or(first);
+            PolicyError {
+                file: self.file.to_owned(),
+                line: u32::try_from(line).unwrap_or(u32::MAX),
+                column: u32::try_from(column).unwrap_or(u32::MAX),
+                message: format!("not valid YAML: {message}"),
+                hint: None,
+            }
+        })
+    }
+
+    /// The entries of a mapping, checked against the keys it may hold.
+    fn fields<'n>(&self, node: &'n Sp, what: &str, allowed: &[&str]) -> Res<Fields<'n>> {
+        let Node::Map(entries) = &node.value else {
+            return self.err(
+                node,
+                format!("{what} must be a mapping, found {}", describe(&node.value)),
+                Some(format!("keys of {what}: {}", allowed.join(", "))),
+            );
+        };
+        let mut fields = Fields {
+            at: node,
+            entries: Vec::new(),
+        };
+        for (key, value) in entries {
+            let Node::Str(name) = &key.value else {
+                return self.err(
+                    key,
+                    format!(
+                        "keys of {what} must be names, found {}",
+                        describe(&key.value)
+                    ),
+                    Some(format!("keys of {what}: {}", allowed.join(", "))),
+                );
+            };
+            if !allowed.contains(&name.as_str()) {
+                return self.err(
+                    key,
+                    format!("unknown key `{name}` in {what}"),
+                    Some(format!("allowed keys: {}", allowed.join(", "))),
+                );
+            }
+            if fields.entries.iter().any(|(k, _, _)| *k == name) {
+                return self.err(key, format!("duplicate key `{name}` in {what}"), None);
+            }
+            fields.entries.push((name.as_str(), key, value));
+        }
+        Ok(fields)
+    }
+
+    fn require<'n>(&self, fields: &Fields<'n>, key: &str, what: &str) -> Res<&'n Sp> {
+        fields.get(key).ok_or_else(|| {
+            self.at(
+                &fields.at.referenced,
+                format!("missing required key `{key}` in {what}"),
+                None,
+            )
+        })
+    }
+
+    fn integer(&self, node: &Sp, key: &str, min: u64, max: u64) -> Res<u64> {
+        let value = match node.value {
+            Node::Int(v) => Some(v),
+            // YAML 1.1 leftovers such as `011` arrive as floats; whole ones are fine.
+            Node::Float(v) if v.fract() == 0.0 && v.abs() < 1e30 => Some(v as i128),
+            _ => None,
+        };
+        match value {
+            Some(v) if (i128::from(min)..=i128::from(max)).contains(&v) => Ok(v as u64),
+            Some(v) => self.err(
+                node,
+                format!("{key} {v} is out of range {min}..={max}"),
+                None,
+            ),
+            None => self.err(
+                node,
+                format!("{key} must be an integer, found {}", describe(&node.value)),
+                Some(format!("write a whole number in {min}..={max}")),
+            ),
+        }
+    }
+
+    fn string<'n>(&self, node: &'n Sp, key: &str) -> Res<&'n str> {
+        match &node.value {
+            Node::Str(s) => Ok(s),
+            other => self.err(
+                node,
+                format!("{key} must be a string, found {}", describe(other)),
+                None,
+            ),
+        }
+    }
+
+    /// A name as written; `123` is read as an integer by YAML but is a fine name.
+    fn name(&self, node: &Sp, key: &str) -> Res<String> {
+        let name = match &node.value {
+            Node::Str(s) => s.clone(),
+            Node::Int(v) if *v >= 0 => v.to_string(),
+            other => {
+                return self.err(
+                    node,
+                    format!("{key} must be a name, found {}", describe(other)),
+                    None,
+                );
+            }
+        };
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        {
+            return self.err(
+                node,
+                format!("invalid {key} `{name}`"),
+                Some("names use only a-z, 0-9, `_` and `-`".into()),
+            );
+        }
+        Ok(name)
+    }
+
+    /// The text of a scalar that must carry a unit; numbers are passed on so that the
+    /// unit parser reports the missing unit.
+    fn unit_text(&self, node: &Sp, key: &str) -> Res<String> {
+        match &node.value {
+            Node::Str(s) => Ok(s.clone()),
+            Node::Int(v) => Ok(v.to_string()),
+            Node::Float(v) => Ok(v.to_string()),
+            other => self.err(
+                node,
+                format!(
+                    "{key} must be a quantity with a unit, found {}",
+                    describe(other)
+                ),
+                None,
+            ),
+        }
+    }
+
+    fn rate(&self, node: &Sp, key: &str) -> Res<u64> {
+        let text = self.unit_text(node, key)?;
+        units::rate_bps(&text).map_err(|e| self.unit_err(node, key, e))
+    }
+
+    fn positive_rate(&self, node: &Sp, key: &str) -> Res<u64> {
+        match self.rate(node, key)? {
+            0 => self.err(node, format!("{key} must be above 0"), None),
+            rate => Ok(rate),
+        }
+    }
+
+    fn size(&self, node: &Sp, key: &str) -> Res<u64> {
+        let text = self.unit_text(node, key)?;
+        units::size_bytes(&text).map_err(|e| self.unit_err(node, key, e))
+    }
+
+    fn size_u32(&self, node: &Sp, key: &str, min: u64, max: u64) -> Res<u32> {
+        let bytes = self.size(node, key)?;
+        if !(min..=max).contains(&bytes) {
+            return self.err(
+                node,
+                format!(
+                    "{key} {} is out of range {}..={}",
+                    units::format_size(bytes),
+                    units::format_size(min),
+                    units::format_size(max)
+                ),
+                None,
+            );
+        }
+        Ok(bytes as u32)
+    }
+
+    fn time(&self, node: &Sp, key: &str) -> Res<u64> {
+        let text = self.unit_text(node, key)?;
+        units::time_ns(&text).map_err(|e| self.unit_err(node, key, e))
+    }
+
+    fn seq<'n>(&self, node: &'n Sp, key: &str) -> Res<&'n [Sp]> {
+        match &node.value {
+            Node::Seq(items) => Ok(items),
+            other => self.err(
+                node,
+                format!("{key} must be a list, found {}", describe(other)),
+                None,
+            ),
+        }
+    }
+}
+
+struct Fields<'n> {
+    at: &'n Sp,
+    entries: Vec<(&'n str, &'n Sp, &'n Sp)>,
+}
+
+impl<'n> Fields<'n> {
+    fn get(&self, key: &str) -> Option<&'n Sp> {
+        self.entries
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .map(|&(_, _, value)| value)
+    }
+}
+
+const POLICY_KEYS: &[&str] = &["link", "buffer", "tenants"];
+const LINK_KEYS: &[&str] = &["rate", "queues", "mtu"];
+const TENANT_KEYS: &[&str] = &[
+    "name", "weight", "priority", "min_rate", "max_rate", "cores", "buffer", "match", "apps",
+];
+const TENANT_MATCH_KEYS: &[&str] = &["src", "port"];
+const APP_KEYS: &[&str] = &[
+    "name", "priority", "weight", "min_rate", "max_rate", "match", "split",
+];
+const APP_MATCH_KEYS: &[&str] = &["proto", "ports"];
+const SPLIT_KEYS: &[&str] = &["by", "max_rate"];
+
+const PRIORITY_MAX: u64 = 7;
+const MTU_BYTES_MIN: u64 = 68;
+const MTU_BYTES_MAX: u64 = 65535;
+
+/// A policy read from YAML before the link is final: a scenario may still override
+/// the link, which changes the default cores and the bound on guarantees.
+struct Draft<'n> {
+    ctx: Ctx<'n>,
+    link: Link,
+    buffer_bytes: Option<u64>,
+    tenants: Vec<Tenant>,
+    apps: Vec<App>,
+    /// Where each tenant's `min_rate` was written, for the guarantee checks.
+    tenant_min_at: Vec<Option<&'n Sp>>,
+    app_min_at: Vec<Option<&'n Sp>>,
+    /// Whether each tenant named its cores (the others get every core of the host).
+    cores_given: Vec<bool>,
+}
+
+fn link_fields(ctx: Ctx, fields: &Fields, link: &mut Link) -> Res<()> {
+    if let Some(node) = fields.get("rate") {
+        link.rate_bps = ctx.positive_rate(node, "link.rate")?;
+    }
+    if let Some(node) = fields.get("queues") {
+        link.queues = ctx.integer(node, "link.queues", 1, u64::from(u16::MAX))? as u16;
+    }
+    if let Some(node) = fields.get("mtu") {
+        link.mtu_bytes = ctx.size_u32(node, "link.mtu", MTU_BYTES_MIN, MTU_BYTES_MAX)?;
+    }
+    Ok(())
+}
+
+fn policy_draft<'n>(ctx: Ctx<'n>, root: &'n Sp) -> Res<Draft<'n>> {
+    let top = ctx.fields(root, "the policy", POLICY_KEYS)?;
+    let link_node = ctx.require(&top, "link", "the policy")?;
+    let link_fields_ = ctx.fields(link_node, "link", LINK_KEYS)?;
+    ctx.require(&link_fields_, "rate", "link")?;
+    let mut link = Link {
+        rate_bps: 0,
+        queues: 16,
+        mtu_bytes: 1500,
+    };
+    link_fields(ctx, &link_fields_, &mut link)?;
+    let buffer_bytes = top
+        .get("buffer")
+        .map(|node| ctx.size(node, "buffer"))
+        .transpose()?;
+
+    let tenants_node = ctx.require(&top, "tenants", "the policy")?;
+    let tenant_nodes = ctx.seq(tenants_node, "tenants")?;
+    if tenant_nodes.is_empty() {
+        return ctx.err(tenants_node, "a policy needs at least one tenant", None);
+    }
+    if tenant_nodes.len() > usize::from(u16::MAX) {
+        return ctx.err(tenants_node, "too many tenants", None);
+    }
+    let mut draft = Draft {
+        ctx,
+        link,
+        buffer_bytes,
+        tenants: Vec::new(),
+        apps: Vec::new(),
+        tenant_min_at: Vec::new(),
+        app_min_at: Vec::new(),
+        cores_given: Vec::new(),
+    };
+    for node in tenant_nodes {
+        tenant(&mut draft, node)?;
+    }
+    Ok(draft)
+}
+
+/// Reads `min_rate` and `max_rate` and checks that the first is below the second.
+fn rate_bounds(ctx: Ctx, fields: &Fields) -> Res<(Option<u64>, Option<u64>)> {
+    let min = fields
+        .get("min_rate")
+        .map(|node| ctx.rate(node, "min_rate"))
+        .transpose()?;
+    let max = fields
+        .get("max_rate")
+        .map(|node| ctx.positive_rate(node, "max_rate"))
+        .transpose()?;
+    if let (Some(min), Some(max)) = (min, max)
+        && min > max
+    {
+        return ctx.err(
+            fields.get("min_rate").unwrap_or(fields.at),
+            format!(
+                "min_rate {} is above max_rate {}",
+                units::format_rate(min as f64),
+                units::format_rate(max as f64)
+            ),
+            None,
+        );
+    }
+    Ok((min, max))
+}
+
+fn weight_priority(ctx: Ctx, fields: &Fields) -> Res<(u32, u8)> {
+    let weight = match fields.get("weight") {
+        Some(node) => match node.value {
+            Node::Int(0) => {
+                return ctx.err(
+                    node,
+                    "weight must be at least 1",
+                    Some("a weight of 0 would never be served; use max_rate to limit".into()),
+                );
+            }
+            _ => ctx.integer(node, "weight", 1, u64::from(u32::MAX))? as u32,
+        },
+        None => 1,
+    };
+    let priority = match fields.get("priority") {
+        Some(node) => ctx.integer(node, "priority", 0, PRIORITY_MAX)? as u8,
+        None => 1,
+    };
+    Ok((weight, priority))
+}
+
+fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
+    let ctx = draft.ctx;
+    let fields = ctx.fields(node, "tenant", TENANT_KEYS)?;
+    let name_node = ctx.require(&fields, "name", "tenant")?;
+    let name = ctx.name(name_node, "tenant name")?;
+    if draft.tenants.iter().any(|t| t.name == name) {
+        return ctx.err(name_node, format!("duplicate tenant name `{name}`"), None);
+    }
+    let (weight, priority) = weight_priority(ctx, &fields)?;
+    let (min_rate_bps, max_rate_bps) = rate_bounds(ctx, &fields)?;
+
+    let mut cores = Vec::new();
+    if let Some(cores_node) = fields.get("cores") {
+        let items = ctx.seq(cores_node, "cores")?;
+        if items.is_empty() {
+            return ctx.err(
+                cores_node,
+                "cores must not be empty",
+                Some("leave `cores` out to use every core".into()),
+            );
+        }
+        for item in items {
+            let core = ctx.integer(item, "core index", 0, u64::from(CORE_INDEX_MAX))? as u16;
+            if cores.contains(&core) {
+                return ctx.err(item, format!("core {core} is listed twice"), None);
+            }
+            cores.push(core);
+        }
+    }
+
+    let buffer_bytes = fields
+        .get("buffer")
+        .map(|node| ctx.size(node, "buffer"))
+        .transpose()?;
+    let (mut match_src, mut match_port) = (None, None);
+    if let Some(match_node) = fields.get("match") {
+        let m = ctx.fields(match_node, "tenant match", TENANT_MATCH_KEYS)?;
+        if let Some(src) = m.get("src") {
+            match_src = Some(cidr(ctx, src)?);
+        }
+        if let Some(port) = m.get("port") {
+            let port_name = ctx.string(port, "match.port")?;
+            if port_name.is_empty() || port_name.len() > 15 || port_name.contains(['/', ' ']) {
+                return ctx.err(
+                    port,
+                    format!("`{port_name}` is not an interface name"),
+                    Some("interface names have 1 to 15 characters, no `/` or space".into()),
+                );
+            }
+            match_port = Some(port_name.to_owned());
+        }
+    }
+
+    let tenant_id = TenantId(draft.tenants.len() as u16);
+    let first_app = draft.apps.len();
+    if let Some(apps_node) = fields.get("apps") {
+        for app_node in ctx.seq(apps_node, "apps")? {
+            app(draft, tenant_id, first_app, app_node)?;
+        }
+    }
+    if !draft.apps[first_app..].iter().any(|a| a.name == "default") {
+        draft.apps.push(App {
+            name: "default".to_owned(),
+            tenant: tenant_id,
+            weight: 1,
+            priority: 1,
+            min_rate_bps: None,
+            max_rate_bps: None,
+            match_proto: None,
+            match_ports: Vec::new(),
+            split: None,
+            implicit: true,
+        });
+        draft.app_min_at.push(None);
+    }
+    if draft.apps.len() > u32::MAX as usize {
+        return ctx.err(node, "too many apps", None);
+    }
+    let apps = (first_app..draft.apps.len())
+        .map(|i| AppId(i as u32))
+        .collect();
+    draft.cores_given.push(!cores.is_empty());
+    draft.tenant_min_at.push(fields.get("min_rate"));
+    draft.tenants.push(Tenant {
+        name,
+        weight,
+        priority,
+        min_rate_bps,
+        max_rate_bps,
+        cores,
+        buffer_bytes,
+        match_src,
+        match_port,
+        apps,
+    });
+    Ok(())
+}
+
+fn app<'n>(draft: &mut Draft<'n>, tenant: TenantId, first_app: usize, node: &'n Sp) -> Res<()> {
+    let ctx = draft.ctx;
+    let fields = ctx.fields(node, "app", APP_KEYS)?;
+    let name_node = ctx.require(&fields, "name", "app")?;
+    let name = ctx.name(name_node, "app name")?;
+    if draft.apps[first_app..].iter().any(|a| a.name == name) {
+        return ctx.err(name_node, format!("duplicate app name `{name}`"), None);
+    }
+    let (weight, priority) = weight_priority(ctx, &fields)?;
+    let (min_rate_bps, max_rate_bps) = rate_bounds(ctx, &fields)?;
+    let (mut match_proto, mut match_ports) = (None, Vec::new());
+    if let Some(match_node) = fields.get("match") {
+        let m = ctx.fields(match_node, "app match", APP_MATCH_KEYS)?;
+        if let Some(proto) = m.get("proto") {
+            match_proto = Some(match ctx.string(proto, "match.proto")? {
+                "tcp" => Proto::Tcp,
+                "udp" => Proto::Udp,
+                other => {
+                    return ctx.err(
+                        proto,
+                        format!("unknown proto `{other}`"),
+                        Some("proto is tcp or udp".into()),
+                    );
+                }
+            });
+        }
+        if let Some(ports) = m.get("ports") {
+            for port in ctx.seq(ports, "match.ports")? {
+                let port_number = match &port.value {
+                    Node::Str(text) => text
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|p| (1..=65535).contains(p)),
+                    Node::Int(p) if (1..=65535).contains(p) => Some(*p as u64),
+                    _ => None,
+                };
+                let Some(port_number) = port_number else {
+                    return ctx.err(
+                        port,
+                        "invalid port",
+                        Some("ports are integers in 1..=65535".into()),
+                    );
+                };
+                match_ports.push(port_number as u16);
+            }
+        }
+    }
+    let split = match fields.get("split") {
+        Some(split_node) => {
+            let s = ctx.fields(split_node, "split", SPLIT_KEYS)?;
+            let by_node = ctx.require(&s, "by", "split")?;
+            let by = match ctx.string(by_node, "split.by")? {
+                "destination" => SplitBy::Destination,
+                "flow" => SplitBy::Flow,
+                other => {
+                    return ctx.err(
+                        by_node,
+                        format!("unknown split.by `{other}`"),
+                        Some("split.by is destination or flow".into()),
+                    );
+                }
+            };
+            let max_node = ctx.require(&s, "max_rate", "split")?;
+            let max_rate_bps = ctx.positive_rate(max_node, "split.max_rate")?;
+            Some(Split { by, max_rate_bps })
+        }
+        None => None,
+    };
+    draft.app_min_at.push(fields.get("min_rate"));
+    draft.apps.push(App {
+        name,
+        tenant,
+        weight,
+        priority,
+        min_rate_bps,
+        max_rate_bps,
+        match_proto,
+        match_ports,
+        split,
+        implicit: false,
+    });
+    Ok(())
+}
+
+fn cidr(ctx: Ctx, node: &Sp) -> Res<Cidr> {
+    let text = ctx.string(node, "match.src")?;
+    let bad = |why: &str| {
+        ctx.err(
+            node,
+            format!("`{text}` is not a CIDR: {why}"),
+            Some("write an address and a prefix length, e.g. 10.0.1.0/24".into()),
+        )
+    };
+    let (addr_text, prefix_text) = text.split_once('/').unwrap_or((text, ""));
+    let Ok(addr) = addr_text.trim().parse::<IpAddr>() else {
+        return bad("bad address");
+    };
+    let prefix_max = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix_len = if prefix_text.is_empty() && !text.contains('/') {
+        prefix_max
+    } else {
+        match prefix_text.trim().parse::<u8>() {
+            Ok(len) if len <= prefix_max => len,
+            _ => return bad("bad prefix length"),
+        }
+    };
+    Ok(Cidr { addr, prefix_len })
+}
+
+impl Draft<'_> {
+    /// Checks the guarantees against the link; `link_rate_at` is where a scenario
+    /// overrode the rate, if it did, since that is then the node to blame.
+    fn check_guarantees(&self, link_rate_at: Option<(Ctx, &Sp)>) -> Res<()> {
+        let link_rate = self.link.rate_bps;
+        let blame = |own: &Sp, message: String, hint: String| match link_rate_at {
+            Some((ctx, rate_node)) => ctx.err(
+                rate_node,
+                format!("{message} (in {})", self.ctx.file),
+                Some(hint),
+            ),
+            None => self.ctx.err(own, message, Some(hint)),
+        };
+        let mut sum: u128 = 0;
+        for (tenant, at) in self.tenants.iter().zip(&self.tenant_min_at) {
+            sum += u128::from(tenant.min_rate_bps.unwrap_or(0));
+            if sum > u128::from(link_rate)
+                && let Some(at) = at
+            {
+                return blame(
+                    at,
+                    format!(
+                        "the tenants' min_rate add up to {}, above link.rate {}",
+                        units::format_rate(sum as f64),
+                        units::format_rate(link_rate as f64)
+                    ),
+                    "guarantees must fit in the link together".into(),
+                );
+            }
+        }
+        for tenant in &self.tenants {
+            let (bound, bound_name) = match (tenant.min_rate_bps, tenant.max_rate_bps) {
+                (Some(min), _) => (min, "the tenant's min_rate"),
+                (None, Some(max)) => (max, "the tenant's max_rate"),
+                (None, None) => (link_rate, "link.rate"),
+            };
+            let mut sum: u128 = 0;
+            for &app in &tenant.apps {
+                sum += u128::from(self.apps[app.index()].min_rate_bps.unwrap_or(0));
+                if sum > u128::from(bound)
+                    && let Some(at) = self.app_min_at[app.index()]
+                {
+                    return blame(
+                        at,
+                        format!(
+                            "the apps' min_rate of tenant `{}` add up to {}, above {bound_name} {}",
+                            tenant.name,
+                            units::format_rate(sum as f64),
+                            units::format_rate(bound as f64)
+                        ),
+                        "an app's guarantee comes out of its tenant's".into(),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Policy {
+        let named_max = self
+            .tenants
+            .iter()
+            .flat_map(|t| t.cores.iter().copied())
+            .max();
+        // Every core index is at most CORE_INDEX_MAX, so one past it fits in u16.
+        let host_cores = named_max.map_or(self.link.queues, |c| c + 1);
+        let mut tenants = self.tenants;
+        for (tenant, given) in tenants.iter_mut().zip(&self.cores_given) {
+            if !given {
+                tenant.cores = (0..host_cores).collect();
+            }
+        }
+        Policy {
+            link: self.link,
+            buffer_bytes: self.buffer_bytes,
+            tenants,
+            apps: self.apps,
+            host_cores,
+        }
+    }
+}
+
+/// Parses and validates a policy; `file` names it in error messages.
+pub fn parse_policy(text: &str, file: &str) -> Result<Policy, PolicyError> {
+    let ctx = Ctx { file };
+    let root = ctx.read(text)?;
+    let draft = policy_draft(ctx, &root)?;
+    draft.check_guarantees(None)?;
+    Ok(draft.finish())
+}
+
+fn read_file(path: &Path) -> Result<String, PolicyError> {
+    std::fs::read_to_string(path).map_err(|e| PolicyError {
+        file: path.display().to_string(),
+        line: 1,
+        column: 1,
+        message: format!("cannot read the file: {e}"),
+        hint: None,
+    })
+}
+
+pub fn load_policy(path: &Path) -> Result<Policy, PolicyError> {
+    parse_policy(&read_file(path)?, &path.display().to_string())
+}
+
+pub fn load_scenario(path: &Path) -> Result<Scenario, PolicyError> {
+    let text = read_file(path)?;
+    let base_dir = path.parent().unwrap_or(Path::new(""));
+    parse_scenario(&text, &path.display().to_string(), base_dir)
+}
+
+const SCENARIO_KEYS: &[&str] = &[
+    "name",
+    "policy",
+    "duration",
+    "interval",
+    "seed",
+    "enforcers",
+    "link",
+    "traffic",
+];
+const TRAFFIC_KEYS: &[&str] = &[
+    "name",
+    "tenant",
+    "app",
+    "kind",
+    "flows",
+    "start",
+    "stop",
+    "rate",
+    "size",
+    "request",
+    "response",
+    "concurrency",
+];
+const COMMON_TRAFFIC_KEYS: &[&str] = &["name", "tenant", "app", "kind", "start", "stop"];
+
+/// Enforcers a scenario may name; the `sched` crate implements them.
+const ENFORCERS: &[&str] = &[
+    "fifo",
+    "hash",
+    "xps",
+    "tonic",
+    "tonic-band",
+    "wf2q",
+    "valve",
+    "htb",
+    "wheel",
+    "linux-htb",
+];
+
+const INTERVAL_NS_DEFAULT: u64 = 500_000_000;
+const PACKET_BYTES_DEFAULT: u64 = 1470;
+const MESSAGE_BYTES_DEFAULT: u64 = 64;
+/// The largest UDP payload over IPv4.
+const DATAGRAM_BYTES_MAX: u64 = 65507;
+
+/// Parses and validates a scenario; a `policy:` path is resolved against `base_dir`.
+pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenario, PolicyError> {
+    let ctx = Ctx { file };
+    let root = ctx.read(text)?;
+    let top = ctx.fields(&root, "the scenario", SCENARIO_KEYS)?;
+
+    let name = match top.get("name") {
+        Some(node) => {
+            let name = ctx.unit_text(node, "name")?;
+            if name.trim().is_empty() || name.contains(['/', '\\']) {
+                return ctx.err(
+                    node,
+                    format!("invalid scenario name `{name}`"),
+                    Some("the name becomes a folder: no `/`, not empty".into()),
+                );
+            }
+            name
+        }
+        None => Path::new(file).file_stem().map_or_else(
+            || "scenario".to_owned(),
+            |s| s.to_string_lossy().into_owned(),
+        ),
+    };
+
+    let policy_node = ctx.require(&top, "policy", "the scenario")?;
+    let policy_text;
+    let policy_file;
+    let policy_root;
+    let (policy_ctx, policy_node) = match &policy_node.value {
+        Node::Str(path) => {
+            let full = base_dir.join(path);
+            policy_file = full.display().to_string();
+            policy_text = std::fs::read_to_string(&full).map_err(|e| {
+                ctx.at(
+                    &policy_node.referenced,
+                    format!("cannot read policy file {policy_file}: {e}"),
+                    None,
+                )
+            })?;
+            let policy_ctx = Ctx { file: &policy_file };
+            policy_root = policy_ctx.read(&policy_text)?;
+            (policy_ctx, &policy_root)
+        }
+        Node::Map(_) => (ctx, policy_node),
+        other => {
+            return ctx.err(
+                policy_node,
+                format!(
+                    "policy must be a path or a mapping, found {}",
+                    describe(other)
+                ),
+                None,
+            );
+        }
+    };
+    let mut draft = policy_draft(policy_ctx, policy_node)?;
+    draft.check_guarantees(None)?;
+    if let Some(link_node) = top.get("link") {
+        let fields = ctx.fields(link_node, "link", LINK_KEYS)?;
+        link_fields(ctx, &fields, &mut draft.link)?;
+        let rate_at = fields.get("rate").unwrap_or(link_node);
+        draft.check_guarantees(Some((ctx, rate_at)))?;
+    }
+    let policy = draft.finish();
+
+    let duration_node = ctx.require(&top, "duration", "the scenario")?;
+    let duration_ns = ctx.time(duration_node, "duration")?;
+    if duration_ns == 0 {
+        return ctx.err(duration_node, "duration must be above 0", None);
+    }
+    let interval_ns = match top.get("interval") {
+        Some(node) => {
+            let interval = ctx.time(node, "interval")?;
+            if interval == 0 || interval > duration_ns {
+                return ctx.err(
+                    node,
+                    format!(
+                        "interval {} must be above 0 and at most the duration {}",
+                        units::format_time(interval),
+                        units::format_time(duration_ns)
+                    ),
+                    None,
+                );
+            }
+            interval
+        }
+        None if duration_ns < INTERVAL_NS_DEFAULT => {
+            return ctx.err(
+                duration_node,
+                "duration is shorter than the default interval 500ms",
+                Some("set `interval` to at most the duration".into()),
+            );
+        }
+        None => INTERVAL_NS_DEFAULT,
+    };
+    let seed = match top.get("seed") {
+        Some(node) => ctx.integer(node, "seed", 0, u64::MAX)?,
+        None => 1,
+    };
+    let enforcers = match top.get("enforcers") {
+        Some(node) => enforcers(ctx, node)?,
+        None => vec!["tonic".to_owned()],
+    };
+
+    let traffic_node = ctx.require(&top, "traffic", "the scenario")?;
+    let items = ctx.seq(traffic_node, "traffic")?;
+    if items.is_empty() {
+        return ctx.err(traffic_node, "a scenario needs at least one traffic", None);
+    }
+    let mut traffic: Vec<Traffic> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let entry = traffic_entry(ctx, &policy, duration_ns, index, item)?;
+        if traffic.iter().any(|t| t.name == entry.name) {
+            let fields = ctx.fields(item, "traffic", TRAFFIC_KEYS)?;
+            return ctx.err(
+                fields.get("name").unwrap_or(item),
+                format!("duplicate traffic name `{}`", entry.name),
+                None,
+            );
+        }
+        traffic.push(entry);
+    }
+
+    Ok(Scenario {
+        name,
+        policy,
+        duration_ns,
+        interval_ns,
+        seed,
+        enforcers,
+        traffic,
+    })
+}
+
+fn enforcers(ctx: Ctx, node: &Sp) -> Res<Vec<String>> {
+    let items = ctx.seq(node, "enforcers")?;
+    if items.is_empty() {
+        return ctx.err(
+            node,
+            "enforcers must not be empty",
+            Some("leave `enforcers` out for [tonic]".into()),
+        );
+    }
+    let mut names = Vec::new();
+    for item in items {
+        let name = ctx.string(item, "enforcer")?;
+        if !ENFORCERS.contains(&name) {
+            return ctx.err(
+                item,
+                format!("unknown enforcer `{name}`"),
+                Some(format!("enforcers: {}", ENFORCERS.join(", "))),
+            );
+        }
+        if names.iter().any(|n| n == name) {
+            return ctx.err(item, format!("enforcer `{name}` is listed twice"), None);
+        }
+        names.push(name.to_owned());
+    }
+    Ok(names)
+}
+
+fn count(ctx: Ctx, fields: &Fields, key: &str) -> Res<u32> {
+    match fields.get(key) {
+        Some(node) => Ok(ctx.integer(node, key, 1, u64::from(u32::MAX))? as u32),
+        None => Ok(1),
+    }
+}
+
+fn traffic_entry(
+    ctx: Ctx,
+    policy: &Policy,
+    duration_ns: u64,
+    index: usize,
+    node: &Sp,
+) -> Res<Traffic> {
+    let fields = ctx.fields(node, "traffic", TRAFFIC_KEYS)?;
+    let tenant_node = ctx.require(&fields, "tenant", "traffic")?;
+    let tenant_name = ctx.name(tenant_node, "tenant")?;
+    let Some(tenant) = policy.tenant_by_name(&tenant_name) else {
+        let names: Vec<&str> = policy.tenants.iter().map(|t| t.name.as_str()).collect();
+        return ctx.err(
+            tenant_node,
+            format!("unknown tenant `{tenant_name}`"),
+            Some(format!("tenants: {}", names.join(", "))),
+        );
+    };
+    let app = match fields.get("app") {
+        Some(app_node) => {
+            let app_name = ctx.name(app_node, "app")?;
+            match policy.app_by_name(tenant, &app_name) {
+                Some(app) => app,
+                None => {
+                    let names: Vec<&str> = policy
+                        .tenant(tenant)
+                        .apps
+                        .iter()
+                        .map(|&a| policy.app(a).name.as_str())
+                        .collect();
+                    return ctx.err(
+                        app_node,
+                        format!("tenant `{tenant_name}` has no app `{app_name}`"),
+                        Some(format!("apps of `{tenant_name}`: {}", names.join(", "))),
+                    );
+                }
+            }
+        }
+        None => policy.default_app(tenant),
+    };
+
+    let kind_node = ctx.require(&fields, "kind", "traffic")?;
+    let kind_name = ctx.string(kind_node, "kind")?;
+    let own_keys: &[&str] = match kind_name {
+        "bulk" => &["flows"],
+        "udp" | "poisson" => &["rate", "size", "flows"],
+        "rpc" => &["request", "response", "concurrency", "rate"],
+        other => {
+            return ctx.err(
+                kind_node,
+                format!("unknown traffic kind `{other}`"),
+                Some("kinds: bulk, udp, poisson, rpc".into()),
+            );
+        }
+    };
+    if let Some((key, key_node, _)) = fields
+        .entries
+        .iter()
+        .find(|(k, _, _)| !COMMON_TRAFFIC_KEYS.contains(k) && !own_keys.contains(k))
+    {
+        return ctx.err(
+            key_node,
+            format!("key `{key}` does not apply to {kind_name} traffic"),
+            Some(format!("{kind_name} takes: {}", own_keys.join(", "))),
+        );
+    }
+
+    let datagram = |ctx: Ctx| -> Res<(u64, u32, u32)> {
+        let rate_node = ctx.require(&fields, "rate", &format!("{kind_name} traffic"))?;
+        let rate = ctx.positive_rate(rate_node, "rate")?;
+        let size = match fields.get("size") {
+            Some(node) => ctx.size_u32(node, "size", 1, DATAGRAM_BYTES_MAX)?,
+            None => PACKET_BYTES_DEFAULT as u32,
+        };
+        Ok((rate, size, count(ctx, &fields, "flows")?))
+    };
+    let message_size = |key: &str| match fields.get(key) {
+        Some(node) => ctx.size_u32(node, key, 1, u64::from(u32::MAX)),
+        None => Ok(MESSAGE_BYTES_DEFAULT as u32),
+    };
+    let kind = match kind_name {
+        "bulk" => TrafficKind::Bulk {
+            flows: count(ctx, &fields, "flows")?,
+        },
+        "udp" => {
+            let (rate_bps, size_bytes, flows) = datagram(ctx)?;
+            TrafficKind::Udp {
+                rate_bps,
+                size_bytes,
+                flows,
+            }
+        }
+        "poisson" => {
+            let (rate_bps, size_bytes, flows) = datagram(ctx)?;
+            TrafficKind::Poisson {
+                rate_bps,
+                size_bytes,
+                flows,
+            }
+        }
+        _ => TrafficKind::Rpc {
+            request_bytes: message_size("request")?,
+            response_bytes: message_size("response")?,
+            concurrency: count(ctx, &fields, "concurrency")?,
+            rate_per_s: fields
+                .get("rate")
+                .map(|node| requests_per_s(ctx, node))
+                .transpose()?,
+        },
+    };
+
+    let start_ns = match fields.get("start") {
+        Some(node) => ctx.time(node, "start")?,
+        None => 0,
+    };
+    let stop_ns = match fields.get("stop") {
+        Some(node) => ctx.time(node, "stop")?,
+        None => duration_ns,
+    };
+    if stop_ns > duration_ns || start_ns >= stop_ns {
+        let at = fields
+            .get(if stop_ns > duration_ns || fields.get("start").is_none() {
+                "stop"
+            } else {
+                "start"
+            })
+            .unwrap_or(node);
+        return ctx.err(
+            at,
+            format!(
+                "traffic runs from {} to {}: start must be before stop, and stop at most the duration {}",
+                units::format_time(start_ns),
+                units::format_time(stop_ns),
+                units::format_time(duration_ns)
+            ),
+            None,
+        );
+    }
+
+    let name = match fields.get("name") {
+        Some(node) => ctx.name(node, "traffic name")?,
+        None => format!(
+            "{tenant_name}-{}-{kind_name}-{}",
+            policy.app(app).name,
+            index + 1
+        ),
+    };
+    Ok(Traffic {
+        name,
+        tenant,
+        app,
+        kind,
+        start_ns,
+        stop_ns,
+    })
+}
+
+/// Requests per second: `1000`, `2.5e3` or `1000/s`.
+fn requests_per_s(ctx: Ctx, node: &Sp) -> Res<f64> {
+    let rate = match &node.value {
+        Node::Int(v) => Some(*v as f64),
+        Node::Float(v) => Some(*v),
+        Node::Str(text) => text
+            .trim()
+            .strip_suffix("/s")
+            .unwrap_or(text)
+            .trim()
+            .parse::<f64>()
+            .ok(),
+        _ => None,
+    };
+    match rate {
+        Some(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => ctx.err(
+            node,
+            "rpc rate must be a positive number of requests per second",
+            Some("write e.g. `1000` or `1000/s`".into()),
+        ),
+    }
 }

@@ -1,0 +1,152 @@
+//! Valid policies and scenarios read into the model as policy.md and scenario.md say.
+
+use policy::*;
+use std::path::Path;
+
+/// The example of policy.md, verbatim.
+const EXAMPLE: &str = "link:
+  rate: 10Gbit        # required: line rate of the egress link
+  queues: 16          # hardware Tx queues of the NIC (multiqueue enforcers); default 16
+  mtu: 1500B          # default 1500B
+buffer: 16MB          # optional: shared cap on bytes buffered for the whole host (all tenants)
+
+tenants:
+  - name: web             # required, unique, [a-z0-9_-]+
+    weight: 3             # share among tenants of the same priority; integer >= 1; default 1
+    priority: 1           # 0 is served first; default 1; lower number wins strictly
+    min_rate: 1Gbit       # optional guarantee
+    max_rate: 6Gbit       # optional cap, never exceeded even on an idle link
+    cores: [0, 1, 2]      # CPUs the tenant's senders run on (used by xps/tonic); default: all
+    buffer: 2MB           # optional: cap on bytes buffered for this tenant (packet accounting)
+    match:                # how real traffic is recognised as this tenant's (lab mode)
+      src: 10.0.1.0/24    # any of: src (CIDR), port (the tenant's interface name)
+    apps:
+      - name: kvs
+        priority: 0       # strictly before priority 1 apps of the same tenant
+        match: { proto: tcp, ports: [11211] }   # src OR dst port in the list
+      - name: batch
+        priority: 1
+        weight: 1
+        max_rate: 4Gbit
+        split:            # optional: one dynamic class per key, each with its own limit
+          by: destination # destination | flow (5-tuple)
+          max_rate: 50Mbit
+";
+
+#[test]
+fn the_spec_example() {
+    let p = parse_policy(EXAMPLE, "example.yaml").unwrap();
+    assert_eq!(
+        p.link,
+        Link {
+            rate_bps: 10_000_000_000,
+            queues: 16,
+            mtu_bytes: 1500
+        }
+    );
+    assert_eq!(p.buffer_bytes, Some(16_000_000));
+    assert_eq!(p.host_cores, 3);
+    let web = &p.tenants[0];
+    assert_eq!(web.name, "web");
+    assert_eq!((web.weight, web.priority), (3, 1));
+    assert_eq!(web.min_rate_bps, Some(1_000_000_000));
+    assert_eq!(web.max_rate_bps, Some(6_000_000_000));
+    assert_eq!(web.cores, vec![0, 1, 2]);
+    assert_eq!(web.buffer_bytes, Some(2_000_000));
+    assert_eq!(
+        web.match_src,
+        Some(Cidr {
+            addr: "10.0.1.0".parse().unwrap(),
+            prefix_len: 24
+        })
+    );
+    assert_eq!(web.apps, vec![AppId(0), AppId(1), AppId(2)]);
+    let kvs = &p.apps[0];
+    assert_eq!((kvs.name.as_str(), kvs.priority, kvs.weight), ("kvs", 0, 1));
+    assert_eq!(kvs.match_proto, Some(Proto::Tcp));
+    assert_eq!(kvs.match_ports, vec![11211]);
+    assert!(!kvs.implicit);
+    let batch = &p.apps[1];
+    assert_eq!(batch.max_rate_bps, Some(4_000_000_000));
+    assert_eq!(
+        batch.split,
+        Some(Split {
+            by: SplitBy::Destination,
+            max_rate_bps: 50_000_000
+        })
+    );
+    let default = &p.apps[2];
+    assert_eq!(
+        (default.name.as_str(), default.priority, default.weight),
+        ("default", 1, 1)
+    );
+    assert!(default.implicit && default.match_ports.is_empty() && default.split.is_none());
+    assert_eq!(p.default_app(TenantId(0)), AppId(2));
+}
+
+#[test]
+fn defaults() {
+    let p = parse_policy(
+        "link: {rate: 1Gbit}\ntenants:\n  - name: a\n  - name: b\n    apps: [{name: default, weight: 2}, {name: x}]\n",
+        "p.yaml",
+    )
+    .unwrap();
+    assert_eq!((p.link.queues, p.link.mtu_bytes), (16, 1500));
+    assert_eq!(p.host_cores, 16);
+    assert_eq!(p.tenants[0].cores, (0..16).collect::<Vec<u16>>());
+    assert_eq!((p.tenants[0].weight, p.tenants[0].priority), (1, 1));
+    // A tenant without apps has only the implicit default app.
+    assert_eq!(p.tenants[0].apps, vec![AppId(0)]);
+    assert!(p.apps[0].implicit);
+    // A declared default app replaces the implicit one.
+    assert_eq!(p.tenants[1].apps, vec![AppId(1), AppId(2)]);
+    assert!(!p.apps[1].implicit && p.apps[1].weight == 2);
+    assert_eq!(p.default_app(TenantId(1)), AppId(1));
+}
+
+#[test]
+fn tenants_without_cores_get_every_named_core() {
+    let p = parse_policy(
+        "link: {rate: 1Gbit, queues: 4}\ntenants:\n  - {name: a, cores: [5]}\n  - {name: b}\n",
+        "p.yaml",
+    )
+    .unwrap();
+    assert_eq!(p.host_cores, 6);
+    assert_eq!(p.tenants[1].cores, (0..6).collect::<Vec<u16>>());
+}
+
+#[test]
+fn load_from_a_file() {
+    let dir = std::env::temp_dir().join(format!("policy-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("example.yaml");
+    std::fs::write(&path, EXAMPLE).unwrap();
+    assert_eq!(
+        load_policy(&path).unwrap(),
+        parse_policy(EXAMPLE, "x").unwrap()
+    );
+    let missing = load_policy(&dir.join("missing.yaml")).unwrap_err();
+    assert!(missing.message.contains("cannot read"), "{missing}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_explanation_of_the_example() {
+    let p = parse_policy(EXAMPLE, "example.yaml").unwrap();
+    let text = explain(&p, &parse_active(&p, "web").unwrap());
+    // kvs (priority 0) takes all of web's 6Gbit cap.
+    assert!(text.contains("6Gbit"), "{text}");
+    assert!(text.contains("60.0%"), "{text}");
+}
+
+#[test]
+fn a_missing_policy_file_is_reported_at_the_reference() {
+    let e = parse_scenario(
+        "policy: nowhere.yaml\nduration: 1s\ntraffic: [{tenant: a, kind: bulk}]\n",
+        "s.yaml",
+        Path::new("/nonexistent"),
+    )
+    .unwrap_err();
+    assert_eq!((e.file.as_str(), e.line, e.column), ("s.yaml", 1, 9));
+    assert!(e.message.contains("cannot read policy file"), "{e}");
+}
