@@ -15,10 +15,12 @@
 //! - [`accounting`]: packet accounting shared by every enforcer.
 
 pub mod accounting;
+pub mod classes;
 pub mod htb;
 pub mod multiqueue;
 pub mod nic;
 mod packet;
+pub mod testkit;
 pub mod valve;
 pub mod wf2q;
 pub mod wheel;
