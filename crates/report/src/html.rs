@@ -29,7 +29,7 @@ th { background: #f0f0f0; }
 th:first-child, td:first-child { text-align: left; }
 tr.app td:first-child { padding-left: 1.6rem; color: #555; }
 .grid { display: grid; gap: 1.5rem; align-items: start; overflow-x: auto; }
-.run { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 1rem; min-width: 0; }
+.run { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 1rem; min-width: 0; overflow-x: auto; }
 .run table { width: 100%; }
 img { width: 100%; height: auto; display: block; margin-bottom: 1rem; }
 ";
@@ -104,8 +104,7 @@ pub fn write_html(dir: &Path, scenario: &str, runs: &[(Summary, PathBuf)]) -> io
 
 fn run_meta(summary: &Summary) -> String {
     format!(
-        "{} {}, {} s, link {} Gbit/s",
-        summary.scenario,
+        "{}, {} s, link {} Gbit/s",
         summary.mode.as_str(),
         summary.duration_s,
         summary.link_rate_bps as f64 / 1e9

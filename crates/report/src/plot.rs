@@ -35,8 +35,24 @@ fn plot_error(error: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("plot: {error}"))
 }
 
+/// Tableau's ten colours: distinct on screen and in print, unlike plotters' palette
+/// whose yellow fades into the white background.
+const PALETTE: [(u8, u8, u8); 10] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+];
+
 fn colour(index: usize) -> RGBAColor {
-    Palette99::pick(index).to_rgba()
+    let (r, g, b) = PALETTE[index % PALETTE.len()];
+    RGBColor(r, g, b).to_rgba()
 }
 
 /// An axis from 0 to the largest value with some headroom; never empty, since plotters
@@ -55,12 +71,25 @@ fn time_axis(run: &RunRecord) -> Range<f64> {
     axis_to(ends.chain([run.duration_ns as f64 / 1e9]), 1.0, 1e-3)
 }
 
+/// Points of a line, in chart coordinates.
+type Curve = Vec<(f64, f64)>;
+
+/// Values taken per interval: (interval index, time_s, value).
+type Samples = Vec<(usize, f64, f64)>;
+
+/// One named line of a panel.
+struct Series<'a> {
+    name: &'a str,
+    colour: RGBAColor,
+    samples: Samples,
+}
+
 /// Runs of consecutive intervals, so that lines stop where non-steady intervals were
 /// left out instead of bridging them.
-fn segments(points: &[(usize, f64, f64)]) -> Vec<Vec<(f64, f64)>> {
-    let mut segments: Vec<Vec<(f64, f64)>> = Vec::new();
+fn segments(samples: &[(usize, f64, f64)]) -> Vec<Curve> {
+    let mut segments: Vec<Curve> = Vec::new();
     let mut previous: Option<usize> = None;
-    for &(index, x, y) in points {
+    for &(index, x, y) in samples {
         match segments.last_mut() {
             Some(segment) if previous.is_some_and(|p| p + 1 == index) => segment.push((x, y)),
             _ => segments.push(vec![(x, y)]),
@@ -74,7 +103,7 @@ fn segments(points: &[(usize, f64, f64)]) -> Vec<Vec<(f64, f64)>> {
 /// in the same colour.
 pub(crate) fn throughput(path: &Path, run: &RunRecord) -> io::Result<()> {
     register_font()?;
-    let per_tenant: Vec<(Vec<(f64, f64)>, Vec<(f64, f64)>)> = (0..run.tenants.len())
+    let per_tenant: Vec<(Curve, Curve)> = (0..run.tenants.len())
         .map(|tenant| {
             let mut throughput = Vec::with_capacity(2 * run.intervals.len());
             let mut ideal = Vec::with_capacity(2 * run.intervals.len());
@@ -152,7 +181,7 @@ fn draw_legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
 pub(crate) fn fairness(path: &Path, run: &RunRecord) -> io::Result<()> {
     register_font()?;
     let mut jain = Vec::new();
-    let mut errors: Vec<Vec<(usize, f64, f64)>> = vec![Vec::new(); run.tenants.len()];
+    let mut errors: Vec<Samples> = vec![Vec::new(); run.tenants.len()];
     for (index, interval) in run.intervals.iter().enumerate() {
         let Some(figures) = interval_fairness(run, interval) else {
             continue;
@@ -169,20 +198,29 @@ pub(crate) fn fairness(path: &Path, run: &RunRecord) -> io::Result<()> {
     let jain_min = jain.iter().map(|&(_, _, j)| j).fold(1.0, f64::min);
     // Zoomed to where the values are: Jain's index of a good enforcer lives in the
     // last percent below 1, and a 0..1 axis would flatten it.
-    let jain_axis = (jain_min - 0.02).clamp(0.0, 0.98)..1.005;
+    let jain_span = ((1.0 - jain_min) * 1.5).max(0.01);
+    let jain_axis = (1.0 - jain_span).max(0.0)..1.0 + jain_span / 20.0;
     draw_panel(
         &upper,
         run,
         &format!("{}: Jain's index of throughput / ideal", run.enforcer),
         "Jain's index",
         jain_axis,
-        &[("Jain", colour(0), jain)],
+        &[Series {
+            name: "Jain",
+            colour: colour(0),
+            samples: jain,
+        }],
     )?;
     let error_axis = axis_to(errors.iter().flatten().map(|&(_, _, e)| e), 1.15, 0.05);
-    let tenants: Vec<(&str, RGBAColor, Vec<(usize, f64, f64)>)> = errors
+    let tenants: Vec<Series> = errors
         .into_iter()
         .enumerate()
-        .map(|(tenant, points)| (run.tenants[tenant].as_str(), colour(tenant), points))
+        .map(|(tenant, samples)| Series {
+            name: &run.tenants[tenant],
+            colour: colour(tenant),
+            samples,
+        })
         .collect();
     draw_panel(
         &lower,
@@ -195,14 +233,14 @@ pub(crate) fn fairness(path: &Path, run: &RunRecord) -> io::Result<()> {
     root.present().map_err(plot_error)
 }
 
-/// One panel of values over the steady intervals; each series is (index, time_s, value).
+/// One panel of values taken over the steady intervals.
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     run: &RunRecord,
     caption: &str,
     y_desc: &str,
     y_axis: Range<f64>,
-    series: &[(&str, RGBAColor, Vec<(usize, f64, f64)>)],
+    series: &[Series],
 ) -> io::Result<()> {
     let mut chart = ChartBuilder::on(area)
         .caption(caption, (FONT, 20))
@@ -218,8 +256,13 @@ fn draw_panel<DB: DrawingBackend>(
         .label_style((FONT, 14))
         .draw()
         .map_err(plot_error)?;
-    for &(name, colour, ref points) in series {
-        for segment in segments(points) {
+    for &Series {
+        name,
+        colour,
+        ref samples,
+    } in series
+    {
+        for segment in segments(samples) {
             chart
                 .draw_series(LineSeries::new(segment, colour.stroke_width(2)).point_size(3))
                 .map_err(plot_error)?;
