@@ -3,7 +3,28 @@
 //! Figures every enforcer is judged by, computed the same way for the simulator and
 //! the lab: Jain's index of throughput over ideal, relative error against the ideal
 //! allocation, latency percentiles; and the files a run leaves behind.
+//!
+//! From the bottom up:
+//! - `record`: the `RunRecord` a run hands over, raw bytes and ideals per interval;
+//! - `figures`: the single definitions of Jain's index, relative error and latency
+//!   quantiles;
+//! - `summary`: `summarize` turns a record into the `Summary` of summary.json;
+//! - `files` and `plot`: `write_run` leaves summary.json, timeseries.csv, latency.csv
+//!   and the PNG plots in a run's folder;
+//! - `table` and `html`: the enforcers of a scenario side by side, as a terminal table
+//!   (`comparison_table`) and as a self-contained report.html (`write_html`).
 
+mod figures;
+mod files;
+mod html;
+mod plot;
 mod record;
+mod summary;
+mod table;
 
+pub use figures::*;
+pub use files::*;
+pub use html::*;
 pub use record::*;
+pub use summary::{AppSummary, Fairness, Summary, TenantSummary, summarize};
+pub use table::comparison_table;

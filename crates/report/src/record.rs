@@ -3,8 +3,10 @@
 //! derived from these, the same way for every enforcer and both worlds.
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     Sim,
     Lab,
@@ -44,6 +46,54 @@ pub struct Interval {
     pub tenant_active: Vec<bool>,
 }
 
+impl Interval {
+    /// The interval's real length: the last one of a run may be shorter than
+    /// `RunRecord::interval_ns`, and a rate must be divided by the time it was measured over.
+    pub fn length_s(&self) -> f64 {
+        self.end_ns.saturating_sub(self.start_ns) as f64 / 1e9
+    }
+
+    pub fn end_s(&self) -> f64 {
+        self.end_ns as f64 / 1e9
+    }
+
+    /// Throughput of class `class` in this interval; 0 for an empty interval rather than NaN,
+    /// since nothing could be sent in it.
+    pub fn class_throughput_bps(&self, class: usize) -> f64 {
+        let length_s = self.length_s();
+        match self.class_bytes.get(class) {
+            Some(&bytes) if length_s > 0.0 => bytes as f64 * 8.0 / length_s,
+            _ => 0.0,
+        }
+    }
+
+    pub fn class_active(&self, class: usize) -> bool {
+        self.class_active.get(class).copied().unwrap_or(false)
+    }
+
+    pub fn tenant_active(&self, tenant: usize) -> bool {
+        self.tenant_active.get(tenant).copied().unwrap_or(false)
+    }
+
+    /// The ideal as a figure to compare with: 0 while the class is idle, whatever the
+    /// record holds there.
+    pub fn class_ideal_bps(&self, class: usize) -> f64 {
+        if self.class_active(class) {
+            self.class_ideal_bps.get(class).copied().unwrap_or(0.0)
+        } else {
+            0.0
+        }
+    }
+
+    pub fn tenant_ideal_bps(&self, tenant: usize) -> f64 {
+        if self.tenant_active(tenant) {
+            self.tenant_ideal_bps.get(tenant).copied().unwrap_or(0.0)
+        } else {
+            0.0
+        }
+    }
+}
+
 /// Latency of one request/response traffic, in nanoseconds.
 #[derive(Clone, Debug)]
 pub struct LatencyRecord {
@@ -73,4 +123,32 @@ pub struct RunRecord {
     /// Wall-clock seconds the run took; not part of summary.json, which must be
     /// byte-identical for the same seed.
     pub wall_s: f64,
+}
+
+impl RunRecord {
+    /// A tenant's throughput is the sum of its classes'.
+    pub fn tenant_throughput_bps(&self, interval: &Interval, tenant: usize) -> f64 {
+        self.class_tenant
+            .iter()
+            .enumerate()
+            .filter(|&(_, &owner)| owner == tenant)
+            .map(|(class, _)| interval.class_throughput_bps(class))
+            .sum()
+    }
+
+    /// Whether every per-class and per-tenant vector has the length its index space
+    /// says; the figures tolerate a mismatch, but it means the producer has a bug.
+    pub fn is_well_formed(&self) -> bool {
+        let classes = self.classes.len();
+        let tenants = self.tenants.len();
+        self.class_tenant.len() == classes
+            && self.class_tenant.iter().all(|&tenant| tenant < tenants)
+            && self.intervals.iter().all(|interval| {
+                interval.class_bytes.len() == classes
+                    && interval.class_ideal_bps.len() == classes
+                    && interval.class_active.len() == classes
+                    && interval.tenant_ideal_bps.len() == tenants
+                    && interval.tenant_active.len() == tenants
+            })
+    }
 }

@@ -1,0 +1,261 @@
+//! summary.json: the figures of one run, derived from its `RunRecord` alone so that the
+//! same record always gives byte-identical JSON.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::figures::{LatencySummary, jain_index, rel_error};
+use crate::record::{Interval, Mode, RunRecord};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub scenario: String,
+    pub enforcer: String,
+    pub mode: Mode,
+    pub duration_s: f64,
+    pub interval_s: f64,
+    pub link_rate_bps: u64,
+    /// Mean over steady intervals with any active traffic of total throughput / link rate.
+    pub utilization: f64,
+    pub seed: u64,
+    pub tenants: Vec<TenantSummary>,
+    pub fairness: Fairness,
+    /// Keyed by traffic name; a BTreeMap so the JSON does not depend on hash order.
+    pub latency: BTreeMap<String, LatencySummary>,
+    pub frames_sent: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TenantSummary {
+    pub name: String,
+    /// Mean over the steady intervals in which the tenant was active.
+    pub throughput_bps: f64,
+    pub ideal_bps: f64,
+    pub rel_error_mean: f64,
+    pub rel_error_max: f64,
+    pub drops: u64,
+    pub apps: Vec<AppSummary>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppSummary {
+    pub name: String,
+    /// Mean over the steady intervals in which the app was active.
+    pub throughput_bps: f64,
+    pub ideal_bps: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fairness {
+    pub jain_mean: f64,
+    pub jain_min: f64,
+    pub rel_error_mean: f64,
+    pub rel_error_max: f64,
+    /// Steady intervals with at least one active tenant that has an ideal: the ones the
+    /// Jain figures are taken over.
+    pub intervals: u64,
+}
+
+impl Summary {
+    pub fn drops(&self) -> u64 {
+        self.tenants.iter().map(|tenant| tenant.drops).sum()
+    }
+
+    /// Pretty JSON as written to summary.json.
+    pub fn to_json(&self) -> String {
+        // Every figure is finite by construction and the keys are strings, so
+        // serialization cannot fail.
+        serde_json::to_string_pretty(self).expect("a Summary always serializes")
+    }
+}
+
+/// Running mean, min and max; empty gives the `empty` value for all three rather than
+/// NaN or infinities, which JSON cannot hold.
+#[derive(Default)]
+struct Accumulator {
+    sum: f64,
+    min: f64,
+    max: f64,
+    count: u64,
+}
+
+impl Accumulator {
+    fn add(&mut self, value: f64) {
+        if self.count == 0 {
+            self.min = value;
+            self.max = value;
+        } else {
+            self.min = self.min.min(value);
+            self.max = self.max.max(value);
+        }
+        self.sum += value;
+        self.count += 1;
+    }
+
+    fn mean_or(&self, empty: f64) -> f64 {
+        if self.count == 0 {
+            empty
+        } else {
+            self.sum / self.count as f64
+        }
+    }
+
+    fn min_or(&self, empty: f64) -> f64 {
+        if self.count == 0 { empty } else { self.min }
+    }
+
+    fn max_or(&self, empty: f64) -> f64 {
+        if self.count == 0 { empty } else { self.max }
+    }
+}
+
+/// A tenant with an ideal allocation in an interval: the only ones fairness speaks of.
+fn has_ideal(interval: &Interval, tenant: usize) -> bool {
+    interval.tenant_active(tenant) && interval.tenant_ideal_bps(tenant) > 0.0
+}
+
+pub fn summarize(run: &RunRecord) -> Summary {
+    debug_assert!(
+        run.is_well_formed(),
+        "RunRecord of {} has vectors of the wrong length",
+        run.enforcer
+    );
+    let steady: Vec<&Interval> = run.intervals.iter().filter(|i| i.steady).collect();
+    Summary {
+        scenario: run.scenario.clone(),
+        enforcer: run.enforcer.clone(),
+        mode: run.mode,
+        duration_s: run.duration_ns as f64 / 1e9,
+        interval_s: run.interval_ns as f64 / 1e9,
+        link_rate_bps: run.link_rate_bps,
+        utilization: utilization(run, &steady),
+        seed: run.seed,
+        tenants: (0..run.tenants.len())
+            .map(|tenant| tenant_summary(run, &steady, tenant))
+            .collect(),
+        fairness: fairness(run, &steady),
+        latency: run
+            .latency
+            .iter()
+            .map(|record| {
+                let summary = LatencySummary::from_histogram(&record.histogram_ns);
+                (record.traffic.clone(), summary)
+            })
+            .collect(),
+        frames_sent: run.frames_sent,
+    }
+}
+
+fn utilization(run: &RunRecord, steady: &[&Interval]) -> f64 {
+    if run.link_rate_bps == 0 {
+        return 0.0;
+    }
+    let mut utilization = Accumulator::default();
+    for interval in steady {
+        let classes = 0..run.classes.len();
+        if classes.clone().any(|class| interval.class_active(class)) {
+            let total_bps: f64 = classes
+                .map(|class| interval.class_throughput_bps(class))
+                .sum();
+            utilization.add(total_bps / run.link_rate_bps as f64);
+        }
+    }
+    utilization.mean_or(0.0)
+}
+
+/// The fairness figures of one interval, as both summary.json and the plots take them.
+pub(crate) struct IntervalFairness {
+    pub jain: f64,
+    /// (tenant, rel_error) for each tenant with an ideal in the interval.
+    pub rel_error: Vec<(usize, f64)>,
+}
+
+/// None for an interval the fairness figures leave out: not steady, or without any
+/// tenant that has an ideal to be judged against.
+pub(crate) fn interval_fairness(run: &RunRecord, interval: &Interval) -> Option<IntervalFairness> {
+    if !interval.steady {
+        return None;
+    }
+    let mut shares = Vec::new();
+    let mut errors = Vec::new();
+    for tenant in (0..run.tenants.len()).filter(|&tenant| has_ideal(interval, tenant)) {
+        let throughput_bps = run.tenant_throughput_bps(interval, tenant);
+        let ideal_bps = interval.tenant_ideal_bps(tenant);
+        shares.push(throughput_bps / ideal_bps);
+        errors.push((tenant, rel_error(throughput_bps, ideal_bps)));
+    }
+    (!shares.is_empty()).then(|| IntervalFairness {
+        jain: jain_index(&shares),
+        rel_error: errors,
+    })
+}
+
+fn fairness(run: &RunRecord, steady: &[&Interval]) -> Fairness {
+    let mut jain = Accumulator::default();
+    let mut error = Accumulator::default();
+    for figures in steady
+        .iter()
+        .filter_map(|interval| interval_fairness(run, interval))
+    {
+        jain.add(figures.jain);
+        for (_, rel_error) in figures.rel_error {
+            error.add(rel_error);
+        }
+    }
+    Fairness {
+        jain_mean: jain.mean_or(1.0),
+        jain_min: jain.min_or(1.0),
+        rel_error_mean: error.mean_or(0.0),
+        rel_error_max: error.max_or(0.0),
+        intervals: jain.count,
+    }
+}
+
+fn tenant_summary(run: &RunRecord, steady: &[&Interval], tenant: usize) -> TenantSummary {
+    let mut throughput = Accumulator::default();
+    let mut ideal = Accumulator::default();
+    let mut error = Accumulator::default();
+    for interval in steady.iter().filter(|i| i.tenant_active(tenant)) {
+        let throughput_bps = run.tenant_throughput_bps(interval, tenant);
+        let ideal_bps = interval.tenant_ideal_bps(tenant);
+        throughput.add(throughput_bps);
+        ideal.add(ideal_bps);
+        if ideal_bps > 0.0 {
+            error.add(rel_error(throughput_bps, ideal_bps));
+        }
+    }
+    let apps = run
+        .class_tenant
+        .iter()
+        .enumerate()
+        .filter(|&(_, &owner)| owner == tenant)
+        .map(|(class, _)| app_summary(run, steady, class))
+        .collect();
+    TenantSummary {
+        name: run.tenants[tenant].clone(),
+        throughput_bps: throughput.mean_or(0.0),
+        ideal_bps: ideal.mean_or(0.0),
+        rel_error_mean: error.mean_or(0.0),
+        rel_error_max: error.max_or(0.0),
+        drops: run.tenant_drops.get(tenant).copied().unwrap_or(0),
+        apps,
+    }
+}
+
+fn app_summary(run: &RunRecord, steady: &[&Interval], class: usize) -> AppSummary {
+    let mut throughput = Accumulator::default();
+    let mut ideal = Accumulator::default();
+    for interval in steady.iter().filter(|i| i.class_active(class)) {
+        throughput.add(interval.class_throughput_bps(class));
+        ideal.add(interval.class_ideal_bps(class));
+    }
+    AppSummary {
+        name: run
+            .classes
+            .get(class)
+            .map_or_else(String::new, |c| c.app.clone()),
+        throughput_bps: throughput.mean_or(0.0),
+        ideal_bps: ideal.mean_or(0.0),
+    }
+}

@@ -1,0 +1,92 @@
+//! The comparison of enforcers, one row each: the same cells for the terminal and for
+//! report.html, so the two never disagree.
+
+use std::collections::BTreeSet;
+
+use crate::summary::Summary;
+
+pub(crate) struct Comparison {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+pub(crate) fn comparison(summaries: &[Summary]) -> Comparison {
+    // Enforcers of one scenario share their traffic, but a run that recorded no
+    // latency for one still gets a cell.
+    let traffics: BTreeSet<&str> = summaries
+        .iter()
+        .flat_map(|summary| summary.latency.keys().map(String::as_str))
+        .collect();
+    let mut header: Vec<String> = [
+        "enforcer",
+        "utilization",
+        "jain_mean",
+        "jain_min",
+        "rel_error_mean",
+        "rel_error_max",
+        "drops",
+    ]
+    .map(String::from)
+    .into();
+    header.extend(traffics.iter().map(|traffic| format!("p99 {traffic} (µs)")));
+    let rows = summaries
+        .iter()
+        .map(|summary| {
+            let fairness = &summary.fairness;
+            let mut row = vec![
+                summary.enforcer.clone(),
+                format!("{:.3}", summary.utilization),
+                format!("{:.4}", fairness.jain_mean),
+                format!("{:.4}", fairness.jain_min),
+                format!("{:.4}", fairness.rel_error_mean),
+                format!("{:.4}", fairness.rel_error_max),
+                summary.drops().to_string(),
+            ];
+            row.extend(
+                traffics
+                    .iter()
+                    .map(|&traffic| match summary.latency.get(traffic) {
+                        Some(latency) if latency.count > 0 => format!("{:.1}", latency.p99_us),
+                        _ => "-".to_string(),
+                    }),
+            );
+            row
+        })
+        .collect();
+    Comparison { header, rows }
+}
+
+/// An aligned plain-text table of the enforcers' figures, for the end of a run:
+/// names left-aligned, numbers right-aligned.
+pub fn comparison_table(summaries: &[Summary]) -> String {
+    let Comparison { header, rows } = comparison(summaries);
+    let mut widths: Vec<usize> = header.iter().map(|cell| cell.chars().count()).collect();
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(column, (cell, &width))| {
+                if column == 0 {
+                    format!("{cell:<width$}")
+                } else {
+                    format!("{cell:>width$}")
+                }
+            })
+            .collect();
+        padded.join("  ").trim_end().to_string() + "\n"
+    };
+    let mut table = line(&header);
+    let rule_chars = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+    table.push_str(&"-".repeat(rule_chars));
+    table.push('\n');
+    for row in &rows {
+        table.push_str(&line(row));
+    }
+    table
+}

@@ -1,0 +1,461 @@
+//! The contract of scenario.md "Results", checked through the public API on small
+//! hand-built records whose figures can be worked out on paper.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use hdrhistogram::Histogram;
+use report::{
+    ClassName, Interval, LatencyRecord, Mode, RunRecord, Summary, comparison_table, summarize,
+    write_html, write_run,
+};
+
+const GBPS: f64 = 1e9;
+
+fn assert_close(actual: f64, expected: f64, what: &str) {
+    assert!(
+        (actual - expected).abs() <= 1e-12 * expected.abs().max(1.0),
+        "{what}: {actual} != {expected}"
+    );
+}
+
+/// Bytes that make `gbps` over `length_s`.
+fn bytes(gbps: f64, length_s: f64) -> u64 {
+    (gbps * GBPS * length_s / 8.0) as u64
+}
+
+struct Spec {
+    start_s: f64,
+    end_s: f64,
+    steady: bool,
+    /// Per class (t1/a, t1/b, t2/default): Gbit/s sent, ideal Gbit/s, active.
+    classes: [(f64, f64, bool); 3],
+    /// Per tenant: ideal Gbit/s, active.
+    tenants: [(f64, bool); 2],
+}
+
+fn interval(spec: Spec) -> Interval {
+    let length_s = spec.end_s - spec.start_s;
+    Interval {
+        start_ns: (spec.start_s * 1e9) as u64,
+        end_ns: (spec.end_s * 1e9) as u64,
+        steady: spec.steady,
+        class_bytes: spec.classes.iter().map(|c| bytes(c.0, length_s)).collect(),
+        class_ideal_bps: spec.classes.iter().map(|c| c.1 * GBPS).collect(),
+        class_active: spec.classes.iter().map(|c| c.2).collect(),
+        tenant_ideal_bps: spec.tenants.iter().map(|t| t.0 * GBPS).collect(),
+        tenant_active: spec.tenants.iter().map(|t| t.1).collect(),
+    }
+}
+
+/// Two tenants on a 10 Gbit/s link; t1 has apps a and b, t2 one app.
+///
+/// - 0..1 s, not steady: t1/a alone at 4 of an ideal 10: must not count.
+/// - 1..2 s: t1 4 (a 2, b 2) against 5, t2 6 against 5: shares 0.8 and 1.2.
+/// - 2..3 s: t1 5 (a alone) and t2 5, both against 5: exact.
+/// - 3..3.5 s, a short last interval: t2 alone at 4 against 10.
+fn two_tenants() -> RunRecord {
+    let off = (0.0, 0.0, false);
+    let intervals = vec![
+        interval(Spec {
+            start_s: 0.0,
+            end_s: 1.0,
+            steady: false,
+            classes: [(4.0, 10.0, true), off, off],
+            tenants: [(10.0, true), (0.0, false)],
+        }),
+        interval(Spec {
+            start_s: 1.0,
+            end_s: 2.0,
+            steady: true,
+            classes: [(2.0, 2.5, true), (2.0, 2.5, true), (6.0, 5.0, true)],
+            tenants: [(5.0, true), (5.0, true)],
+        }),
+        interval(Spec {
+            start_s: 2.0,
+            end_s: 3.0,
+            steady: true,
+            classes: [(5.0, 5.0, true), off, (5.0, 5.0, true)],
+            tenants: [(5.0, true), (5.0, true)],
+        }),
+        interval(Spec {
+            start_s: 3.0,
+            end_s: 3.5,
+            steady: true,
+            classes: [off, off, (4.0, 10.0, true)],
+            tenants: [(0.0, false), (10.0, true)],
+        }),
+    ];
+    let mut probe = Histogram::new(3).unwrap();
+    for ns in 1..=1000 {
+        probe.record(ns * 1000).unwrap();
+    }
+    RunRecord {
+        scenario: "two-tenants".into(),
+        enforcer: "tonic".into(),
+        mode: Mode::Sim,
+        seed: 7,
+        duration_ns: 3_500_000_000,
+        interval_ns: 1_000_000_000,
+        link_rate_bps: 10_000_000_000,
+        tenants: vec!["t1".into(), "t2".into()],
+        classes: vec![
+            ClassName {
+                tenant: "t1".into(),
+                app: "a".into(),
+            },
+            ClassName {
+                tenant: "t1".into(),
+                app: "b".into(),
+            },
+            ClassName {
+                tenant: "t2".into(),
+                app: "default".into(),
+            },
+        ],
+        class_tenant: vec![0, 0, 1],
+        intervals,
+        latency: vec![LatencyRecord {
+            traffic: "t2-probe".into(),
+            histogram_ns: probe,
+        }],
+        tenant_drops: vec![3, 0],
+        frames_sent: 123_456,
+        wall_s: 0.25,
+    }
+}
+
+#[test]
+fn summary_counts_only_steady_intervals() {
+    let summary = summarize(&two_tenants());
+    let fairness = &summary.fairness;
+    assert_eq!(fairness.intervals, 3);
+    assert_close(fairness.jain_min, 4.0 / 4.16, "jain_min");
+    assert_close(fairness.jain_mean, (4.0 / 4.16 + 2.0) / 3.0, "jain_mean");
+    // Pairs: (t1, 0.2), (t2, 0.2), (t1, 0), (t2, 0), (t2, 0.6).
+    assert_close(fairness.rel_error_mean, 0.2, "rel_error_mean");
+    assert_close(fairness.rel_error_max, 0.6, "rel_error_max");
+    // 10/10, 10/10 and 4/10 of the link.
+    assert_close(summary.utilization, 0.8, "utilization");
+}
+
+#[test]
+fn tenant_and_app_figures_are_means_over_their_active_steady_intervals() {
+    let summary = summarize(&two_tenants());
+    let [t1, t2] = &summary.tenants[..] else {
+        panic!("two tenants expected, got {:?}", summary.tenants);
+    };
+    assert_eq!((t1.name.as_str(), t2.name.as_str()), ("t1", "t2"));
+    assert_close(t1.throughput_bps, 4.5 * GBPS, "t1 throughput");
+    assert_close(t1.ideal_bps, 5.0 * GBPS, "t1 ideal");
+    assert_close(t1.rel_error_mean, 0.1, "t1 rel_error_mean");
+    assert_close(t1.rel_error_max, 0.2, "t1 rel_error_max");
+    assert_eq!((t1.drops, t2.drops), (3, 0));
+    assert_close(t2.throughput_bps, 5.0 * GBPS, "t2 throughput");
+    assert_close(t2.ideal_bps, 20.0 / 3.0 * GBPS, "t2 ideal");
+    assert_close(t2.rel_error_mean, 0.8 / 3.0, "t2 rel_error_mean");
+    assert_close(t2.rel_error_max, 0.6, "t2 rel_error_max");
+
+    let apps: Vec<&str> = t1.apps.iter().map(|app| app.name.as_str()).collect();
+    assert_eq!(apps, ["a", "b"]);
+    assert_close(t1.apps[0].throughput_bps, 3.5 * GBPS, "t1/a throughput");
+    assert_close(t1.apps[0].ideal_bps, 3.75 * GBPS, "t1/a ideal");
+    assert_close(t1.apps[1].throughput_bps, 2.0 * GBPS, "t1/b throughput");
+    assert_close(t1.apps[1].ideal_bps, 2.5 * GBPS, "t1/b ideal");
+    assert_eq!(t2.apps.len(), 1);
+    assert_close(
+        t2.apps[0].throughput_bps,
+        5.0 * GBPS,
+        "t2/default throughput",
+    );
+}
+
+#[test]
+fn summary_carries_the_run_and_its_latency() {
+    let summary = summarize(&two_tenants());
+    assert_eq!(summary.scenario, "two-tenants");
+    assert_eq!(summary.enforcer, "tonic");
+    assert_eq!(summary.mode, Mode::Sim);
+    assert_eq!(summary.duration_s, 3.5);
+    assert_eq!(summary.link_rate_bps, 10_000_000_000);
+    assert_eq!(summary.seed, 7);
+    assert_eq!(summary.frames_sent, 123_456);
+    let probe = &summary.latency["t2-probe"];
+    assert_eq!(probe.count, 1000);
+    // 1..=1000 µs sit above 2048 ns, where a 3-digit histogram rounds within 0.1%.
+    assert!(
+        (probe.mean_us - 500.5).abs() <= 0.5,
+        "mean {}",
+        probe.mean_us
+    );
+    assert!((probe.p50_us - 500.0).abs() <= 0.5, "p50 {}", probe.p50_us);
+    assert!((probe.p99_us - 990.0).abs() <= 1.0, "p99 {}", probe.p99_us);
+    assert!((probe.max_us - 1000.0).abs() <= 1.0, "max {}", probe.max_us);
+}
+
+#[test]
+fn summary_json_has_the_contract_keys_and_is_deterministic() {
+    let run = two_tenants();
+    let json = summarize(&run).to_json();
+    assert_eq!(json, summarize(&run).to_json());
+    assert_eq!(
+        json,
+        serde_json::to_string_pretty(&summarize(&run.clone())).unwrap()
+    );
+
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value["mode"], "sim");
+    assert_eq!(value["link_rate_bps"], 10_000_000_000u64);
+    for key in [
+        "scenario",
+        "enforcer",
+        "duration_s",
+        "utilization",
+        "seed",
+        "frames_sent",
+    ] {
+        assert!(value.get(key).is_some(), "missing {key}");
+    }
+    for key in [
+        "name",
+        "throughput_bps",
+        "ideal_bps",
+        "rel_error_mean",
+        "rel_error_max",
+        "drops",
+    ] {
+        assert!(
+            value["tenants"][0].get(key).is_some(),
+            "missing tenants[].{key}"
+        );
+    }
+    for key in ["name", "throughput_bps", "ideal_bps"] {
+        assert!(
+            value["tenants"][0]["apps"][0].get(key).is_some(),
+            "missing apps[].{key}"
+        );
+    }
+    for key in [
+        "jain_mean",
+        "jain_min",
+        "rel_error_mean",
+        "rel_error_max",
+        "intervals",
+    ] {
+        assert!(
+            value["fairness"].get(key).is_some(),
+            "missing fairness.{key}"
+        );
+    }
+    for key in [
+        "count", "mean_us", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us",
+    ] {
+        assert!(
+            value["latency"]["t2-probe"].get(key).is_some(),
+            "missing latency.{key}"
+        );
+    }
+
+    let back: Summary = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, summarize(&run));
+}
+
+#[test]
+fn without_steady_intervals_figures_stay_finite() {
+    let mut run = two_tenants();
+    for interval in &mut run.intervals {
+        interval.steady = false;
+    }
+    let summary = summarize(&run);
+    let fairness = &summary.fairness;
+    assert_eq!(fairness.intervals, 0);
+    assert_eq!((fairness.jain_mean, fairness.jain_min), (1.0, 1.0));
+    assert_eq!(
+        (fairness.rel_error_mean, fairness.rel_error_max),
+        (0.0, 0.0)
+    );
+    assert_eq!(summary.utilization, 0.0);
+    assert_eq!(summary.tenants[0].throughput_bps, 0.0);
+    assert!(!summary.to_json().contains("null"));
+}
+
+/// A folder under the system temp dir, unique to this process and test, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("report-test-{}-{test}", std::process::id()));
+        let _ = fs::remove_dir_all(&path);
+        Self(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn is_png(path: &Path) -> bool {
+    fs::read(path).is_ok_and(|bytes| bytes.starts_with(b"\x89PNG\r\n\x1a\n"))
+}
+
+#[test]
+fn write_run_leaves_every_file() {
+    let temp = TempDir::new("write-run");
+    let dir = temp.0.join("tonic");
+    let run = two_tenants();
+    let summary = write_run(&dir, &run).unwrap();
+    assert_eq!(summary, summarize(&run));
+    assert_eq!(
+        fs::read_to_string(dir.join("summary.json"))
+            .unwrap()
+            .trim_end(),
+        summary.to_json()
+    );
+
+    let timeseries = lines(&dir.join("timeseries.csv"));
+    assert_eq!(timeseries[0], "time_s,tenant,app,throughput_bps,ideal_bps");
+    assert_eq!(timeseries.len(), 1 + 4 * 3);
+    assert_eq!(timeseries[1], "1,t1,a,4000000000,10000000000");
+    // Inactive classes get an ideal of 0.
+    assert_eq!(timeseries[2], "1,t1,b,0,0");
+    assert_eq!(timeseries[12], "3.5,t2,default,4000000000,10000000000");
+
+    let latency = lines(&dir.join("latency.csv"));
+    assert_eq!(latency[0], "traffic,quantile,latency_us");
+    assert_eq!(latency.len(), 1 + 103);
+    assert!(latency[1].starts_with("t2-probe,0,"));
+    assert!(latency[103].starts_with("t2-probe,1,"));
+
+    for plot in ["throughput.png", "fairness.png", "latency_cdf.png"] {
+        assert!(is_png(&dir.join(plot)), "{plot} is not a PNG");
+    }
+}
+
+#[test]
+fn write_run_survives_degenerate_records() {
+    let temp = TempDir::new("degenerate");
+    let mut empty = two_tenants();
+    empty.intervals.clear();
+    empty.latency.clear();
+    empty.duration_ns = 0;
+    let mut nothing = empty.clone();
+    nothing.tenants.clear();
+    nothing.classes.clear();
+    nothing.class_tenant.clear();
+    nothing.tenant_drops.clear();
+    let mut single_idle = two_tenants();
+    single_idle.intervals.truncate(1);
+    single_idle.intervals[0].steady = true;
+    single_idle.intervals[0].class_bytes = vec![0; 3];
+    single_idle.latency[0].histogram_ns = Histogram::new(3).unwrap();
+    let mut zero_length = two_tenants();
+    zero_length.intervals[3].end_ns = zero_length.intervals[3].start_ns;
+
+    for (name, run) in [
+        ("empty", empty),
+        ("nothing", nothing),
+        ("single-idle", single_idle),
+        ("zero-length", zero_length),
+    ] {
+        let dir = temp.0.join(name);
+        let summary = write_run(&dir, &run).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!summary.to_json().contains("null"), "{name}");
+        assert!(is_png(&dir.join("throughput.png")), "{name}");
+        assert!(is_png(&dir.join("fairness.png")), "{name}");
+        let has_latency = run.latency.iter().any(|r| !r.histogram_ns.is_empty());
+        assert_eq!(dir.join("latency_cdf.png").exists(), has_latency, "{name}");
+        let timeseries = lines(&dir.join("timeseries.csv"));
+        assert_eq!(
+            timeseries.len(),
+            1 + run.intervals.len() * run.classes.len()
+        );
+        assert_eq!(
+            lines(&dir.join("latency.csv")).len(),
+            1 + 103 * run.latency.len()
+        );
+    }
+}
+
+#[test]
+fn html_report_holds_every_enforcer_with_inline_plots() {
+    let temp = TempDir::new("html");
+    let tonic = two_tenants();
+    let mut xps = two_tenants();
+    xps.enforcer = "<xps & co>".into();
+    xps.latency.clear();
+    let runs: Vec<(Summary, PathBuf)> = [tonic, xps]
+        .iter()
+        .enumerate()
+        .map(|(index, run)| {
+            let dir = temp.0.join(format!("run{index}"));
+            (write_run(&dir, run).unwrap(), dir)
+        })
+        .collect();
+    let path = write_html(&temp.0, "two <tenants>", &runs).unwrap();
+    assert_eq!(path, temp.0.join("report.html"));
+    let html = fs::read_to_string(&path).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("two &lt;tenants&gt;"));
+    assert!(html.contains("&lt;xps &amp; co&gt;"));
+    assert!(!html.contains("<xps"));
+    // tonic: three plots; xps without latency: two.
+    assert_eq!(
+        html.matches("src=\"data:image/png;base64,iVBORw0KGgo")
+            .count(),
+        5
+    );
+    for column in [
+        "jain_mean",
+        "jain_min",
+        "rel_error_mean",
+        "rel_error_max",
+        "drops",
+        "p99 t2-probe",
+    ] {
+        assert!(html.contains(column), "missing {column}");
+    }
+}
+
+#[test]
+fn comparison_table_aligns_one_row_per_enforcer() {
+    let tonic = summarize(&two_tenants());
+    let mut xps = tonic.clone();
+    xps.enforcer = "xps-with-a-long-name".into();
+    xps.latency.clear();
+    let table = comparison_table(&[tonic, xps]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 4, "{table}");
+    for column in [
+        "enforcer",
+        "utilization",
+        "jain_mean",
+        "jain_min",
+        "rel_error_mean",
+    ] {
+        assert!(lines[0].contains(column), "missing {column}");
+    }
+    assert!(lines[0].contains("p99 t2-probe"));
+    assert!(lines[2].starts_with("tonic "));
+    assert!(lines[3].starts_with("xps-with-a-long-name "));
+    // The last column is right-aligned, so every line ends at the same width.
+    let width = lines[0].chars().count();
+    assert!(
+        lines.iter().all(|line| line.chars().count() == width),
+        "{table}"
+    );
+    assert!(
+        lines[2].contains(" 0.800 ") && lines[2].contains(" 3 "),
+        "{table}"
+    );
+    assert!(lines[3].trim_end().ends_with('-'), "{table}");
+}
