@@ -49,11 +49,13 @@ pub struct Pool {
     pub len: u16,
 }
 
-/// TONIC's pool sizes: q_i = k·w_i with the largest k that fits, which expresses the
-/// weights exactly (the paper takes k = 1). When even k = 1 does not fit, queues are
-/// apportioned by largest remainder with at least one queue per tenant, and
-/// [`approximation`] reports the resulting share error. `None` when there are more
-/// tenants than queues, so pools cannot be disjoint.
+/// TONIC's pool sizes: q_i = w_i, as Algorithm 1 has it, which expresses the weights
+/// exactly with the fewest queues. Fewest matters: a pool only gets its round-robin
+/// share while every one of its queues is backlogged, and a tenant with few flows
+/// keeps only a few sends in flight (TCP small queues). When the weights add up to
+/// more queues than the NIC has, queues are apportioned by largest remainder with at
+/// least one per tenant, and [`approximation`] reports the resulting share error.
+/// `None` when there are more tenants than queues, so pools cannot be disjoint.
 pub fn tonic_pools(weights: &[u32], queues: u16) -> Option<Vec<Pool>> {
     let tenants = weights.len();
     if tenants == 0 || tenants > usize::from(queues) {
@@ -62,8 +64,7 @@ pub fn tonic_pools(weights: &[u32], queues: u16) -> Option<Vec<Pool>> {
     let weight_sum: u64 = weights.iter().map(|&w| u64::from(w)).sum();
     let queues_u64 = u64::from(queues);
     let sizes: Vec<u16> = if weight_sum <= queues_u64 {
-        let k = queues_u64 / weight_sum;
-        weights.iter().map(|&w| (k * u64::from(w)) as u16).collect()
+        weights.iter().map(|&w| w as u16).collect()
     } else {
         largest_remainder(weights, queues)
     };
@@ -463,8 +464,8 @@ mod tests {
                 Pool { start: 3, len: 3 }
             ]
         );
-        let pools = tonic_pools(&[1, 1], 16).unwrap();
-        assert_eq!(pools.iter().map(|p| p.len).collect::<Vec<_>>(), vec![8, 8]);
+        let pools = tonic_pools(&[3, 3], 16).unwrap();
+        assert_eq!(pools.iter().map(|p| p.len).collect::<Vec<_>>(), vec![3, 3]);
         let pools = tonic_pools(&[2, 3, 5], 16).unwrap();
         assert_eq!(
             pools.iter().map(|p| p.len).collect::<Vec<_>>(),

@@ -37,7 +37,7 @@ fn tonic_gives_weighted_shares_whatever_the_flow_counts() {
         },
     ];
     let run = drive_link(&policy, tonic.as_mut(), &sources, 0, 100_000_000);
-    // Pools of 2 and 4 queues: exactly one third and two thirds, to the frame.
+    // Pools of 1 and 2 queues: exactly one third and two thirds, to the frame.
     assert!(
         (share(&run.app_bytes, 0) - 1.0 / 3.0).abs() < 1e-3,
         "{:?}",

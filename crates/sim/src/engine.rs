@@ -37,6 +37,11 @@ struct Sender {
     in_flight: u32,
     /// Bulk: refused with nothing in flight, a retry is scheduled.
     retry_pending: bool,
+    /// Bulk: sends TSQ lets it keep in flight, from its measured delivery rate.
+    tsq_sends: u32,
+    /// Bulk: bytes completed since `window_start_ns`, for the delivery rate.
+    window_bytes: u64,
+    window_start_ns: u64,
     rng: ChaCha8Rng,
 }
 
@@ -131,6 +136,9 @@ impl<'a> Engine<'a> {
                     active: false,
                     in_flight: 0,
                     retry_pending: false,
+                    tsq_sends: host.tsq_sends_min,
+                    window_bytes: 0,
+                    window_start_ns: 0,
                     rng: ChaCha8Rng::seed_from_u64(
                         scenario.seed ^ (index + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
                     ),
@@ -242,8 +250,7 @@ impl<'a> Engine<'a> {
                 }
             }
             Event::TxCompletion { sender } => {
-                let s = &mut self.senders[sender as usize];
-                s.in_flight -= 1;
+                self.completed(now, sender);
                 self.fill_bulk(now, sender);
             }
             Event::Retry { sender } => {
@@ -277,8 +284,28 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// A bulk send completed: update the delivery rate and, from it, the TSQ limit.
+    fn completed(&mut self, now: u64, sender: u32) {
+        let host = &self.host;
+        let s = &mut self.senders[sender as usize];
+        s.in_flight -= 1;
+        s.window_bytes += u64::from(s.send_bytes);
+        let elapsed_ns = now - s.window_start_ns;
+        if elapsed_ns >= host.tsq_window_ns {
+            let pacing_bps = host.pacing_ratio * s.window_bytes as f64 * 8e9 / elapsed_ns as f64;
+            let limit_bytes =
+                (pacing_bps / 8.0 * host.tsq_window_ns as f64 / 1e9).min(host.tsq_bytes_max as f64);
+            s.tsq_sends =
+                ((limit_bytes / f64::from(s.send_bytes)).ceil() as u32).max(host.tsq_sends_min);
+            s.window_bytes = 0;
+            s.window_start_ns = now;
+        }
+    }
+
     fn start_sender(&mut self, now: u64, sender: u32) {
         let s = &mut self.senders[sender as usize];
+        s.window_start_ns = now;
+        s.window_bytes = 0;
         match s.kind {
             SenderKind::Bulk => self.fill_bulk(now, sender),
             SenderKind::Datagram { gap_ns, .. } | SenderKind::RpcOpen { gap_ns } => {
@@ -332,7 +359,7 @@ impl<'a> Engine<'a> {
     fn fill_bulk(&mut self, now: u64, sender: u32) {
         loop {
             let s = &self.senders[sender as usize];
-            if !s.active || s.in_flight >= self.host.tsq_sends || s.retry_pending {
+            if !s.active || s.in_flight >= s.tsq_sends || s.retry_pending {
                 return;
             }
             let bytes = s.send_bytes;

@@ -11,11 +11,18 @@ pub const TSO_BYTES_MAX: u32 = 65_536;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HostModel {
-    /// TCP small queues: a bulk flow keeps at most this many TSO sends between its
-    /// socket and the wire. Linux allows max(2 sends, ~1 ms at the pacing rate), capped
-    /// by `tcp_limit_output_bytes`; at the per-flow rates of a shared 10 Gbit/s link
-    /// 1 ms is less than two 64 KiB sends, so two sends is the bound that binds.
-    pub tsq_sends: u32,
+    /// TCP small queues: a bulk flow keeps at most max(`tsq_sends_min` sends, ~1 ms
+    /// of data at its pacing rate) between its socket and the wire, capped by
+    /// `tsq_bytes_max` (Linux: `2 * truesize`, `sk_pacing_rate >> 10`,
+    /// `tcp_limit_output_bytes`). At the per-flow rates of a shared link the two-send
+    /// floor binds; a lone fast flow keeps more in flight.
+    pub tsq_sends_min: u32,
+    pub tsq_bytes_max: u64,
+    /// The interval over which a flow's delivery rate is measured for its TSQ limit,
+    /// and the time of data TSQ lets it keep in flight.
+    pub tsq_window_ns: u64,
+    /// Pacing rate over delivery rate in congestion avoidance (`tcp_pacing_ca_ratio`).
+    pub pacing_ratio: f64,
     /// From the last frame of a send leaving the wire to the socket learning of it:
     /// Tx completions are reaped in NAPI polls after interrupt moderation (ixgbe's
     /// default moderation is in the tens of microseconds).
@@ -33,7 +40,10 @@ pub struct HostModel {
 impl Default for HostModel {
     fn default() -> Self {
         HostModel {
-            tsq_sends: 2,
+            tsq_sends_min: 2,
+            tsq_bytes_max: 1 << 20,
+            tsq_window_ns: 1_000_000,
+            pacing_ratio: 1.2,
             tx_completion_delay_ns: 20_000,
             wire_delay_ns: 10_000,
             server_delay_ns: 5_000,
