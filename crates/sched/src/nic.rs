@@ -286,4 +286,39 @@ mod tests {
         let order: Vec<u64> = drain(&mut n).iter().map(|f| f.1).collect();
         assert_eq!(order, vec![2, 4, 3]);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn every_packet_leaves_once_and_whole(
+            ops in proptest::collection::vec((0u16..4, 0u8..3, 1u32..5000, proptest::bool::ANY), 1..300),
+            ring_bytes_max in 1500u32..20_000,
+        ) {
+            let mut n = nic(4, ring_bytes_max);
+            let mut sent = std::collections::BTreeMap::new();
+            let mut left: std::collections::BTreeMap<u64, u32> = std::collections::BTreeMap::new();
+            let mut handle = 0;
+            let mut take = |n: &mut Nic, sent: &mut std::collections::BTreeMap<u64, u32>| {
+                if let Some((_, f)) = n.dequeue() {
+                    proptest::prop_assert!(f.bytes >= 1 && f.bytes <= 1500);
+                    *sent.entry(f.packet.handle).or_insert(0) += f.bytes;
+                    proptest::prop_assert_eq!(f.last, sent[&f.packet.handle] == f.packet.len_bytes);
+                }
+                Ok(())
+            };
+            for (queue, insert, len, dequeue) in ops {
+                let insert = [Insert::Tail, Insert::Head, Insert::PriorityBand][usize::from(insert)];
+                n.enqueue(queue, insert, packet(handle, len));
+                left.insert(handle, len);
+                handle += 1;
+                if dequeue {
+                    take(&mut n, &mut sent)?;
+                }
+            }
+            while n.backlog_packets() > 0 {
+                take(&mut n, &mut sent)?;
+            }
+            proptest::prop_assert!(n.dequeue().is_none());
+            proptest::prop_assert_eq!(sent, left);
+        }
+    }
 }
