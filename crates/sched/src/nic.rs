@@ -296,8 +296,7 @@ mod tests {
             let mut n = nic(4, ring_bytes_max);
             let mut sent = std::collections::BTreeMap::new();
             let mut left: std::collections::BTreeMap<u64, u32> = std::collections::BTreeMap::new();
-            let mut handle = 0;
-            let mut take = |n: &mut Nic, sent: &mut std::collections::BTreeMap<u64, u32>| {
+            let take = |n: &mut Nic, sent: &mut std::collections::BTreeMap<u64, u32>| {
                 if let Some((_, f)) = n.dequeue() {
                     proptest::prop_assert!(f.bytes >= 1 && f.bytes <= 1500);
                     *sent.entry(f.packet.handle).or_insert(0) += f.bytes;
@@ -305,11 +304,10 @@ mod tests {
                 }
                 Ok(())
             };
-            for (queue, insert, len, dequeue) in ops {
+            for (handle, (queue, insert, len, dequeue)) in (0u64..).zip(ops) {
                 let insert = [Insert::Tail, Insert::Head, Insert::PriorityBand][usize::from(insert)];
                 n.enqueue(queue, insert, packet(handle, len));
                 left.insert(handle, len);
-                handle += 1;
                 if dequeue {
                     take(&mut n, &mut sent)?;
                 }
