@@ -11,6 +11,8 @@ use std::sync::Mutex;
 /// Exit status for a bad policy, scenario or command line (as clap uses for usage).
 const EXIT_INPUT: u8 = 2;
 const EXIT_FAILURE: u8 = 1;
+/// The kernel's HTB compiled from the policy: there is no model of it to simulate.
+const LAB_ONLY_ENFORCER: &str = "linux-htb";
 
 #[derive(Parser)]
 #[command(
@@ -208,15 +210,32 @@ fn simulate(
         scenario.seed = seed;
     }
     let enforcers: Vec<String> = if enforcers.is_empty() {
-        scenario.enforcers.clone()
+        // A scenario written for the lab may list the kernel's HTB; the others still run.
+        let (lab_only, simulated): (Vec<String>, Vec<String>) = scenario
+            .enforcers
+            .iter()
+            .cloned()
+            .partition(|name| name == LAB_ONLY_ENFORCER);
+        if !lab_only.is_empty() && !quiet {
+            eprintln!(
+                "note: `{LAB_ONLY_ENFORCER}` runs only in the lab (nicsched lab); simulating the others"
+            );
+        }
+        simulated
     } else {
         enforcers.to_vec()
     };
+    if enforcers.is_empty() {
+        return Err(Failure::input(format!(
+            "{}: no enforcer to simulate (`{LAB_ONLY_ENFORCER}` runs only in the lab); name one with --enforcer",
+            path.display()
+        )));
+    }
     for name in &enforcers {
-        if name == "linux-htb" {
-            return Err(Failure::input(
-                "enforcer `linux-htb` is the kernel's own HTB and runs only in the lab (nicsched lab)",
-            ));
+        if name == LAB_ONLY_ENFORCER {
+            return Err(Failure::input(format!(
+                "enforcer `{LAB_ONLY_ENFORCER}` is the kernel's own HTB and runs only in the lab (nicsched lab)"
+            )));
         }
         sched::build(name, &scenario.policy).map_err(|e| Failure::input(e.to_string()))?;
     }
