@@ -65,7 +65,7 @@ impl Slab {
     }
 
     /// Frees `index` (already unlinked from its list) and returns its packet.
-    fn remove(&mut self, index: u32) -> Packet {
+    pub(crate) fn remove(&mut self, index: u32) -> Packet {
         debug_assert!(self.len > 0);
         self.next[index as usize] = self.free_head;
         self.free_head = index;
