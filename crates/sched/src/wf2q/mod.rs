@@ -2,7 +2,7 @@
 //!
 //! Radhakrishnan et al., "SENIC: Scalable NIC for End-Host Rate Limiting", NSDI 2014,
 //! §3.2 (the unified scheduler) and §3.3 (the two-level hierarchy), built on
-//! Bennett and Zhang's WF2Q+ (the paper's [6]). Names follow the paper: S and F are
+//! Bennett and Zhang's WF2Q+ (the paper's reference 6). Names follow the paper: S and F are
 //! a class's start and finish tags, V the system virtual time, w_i a class's rate,
 //! φ the rate oversubscription factor, R the link's drain rate.
 //!
@@ -65,27 +65,36 @@
 //! ## Fixed point and constants
 //!
 //! - V, S and F are `u64` in units of 2^-[`V_FRAC_BITS`] byte-times at R (12 bits:
-//!   a 64-byte packet's tag increment keeps 18 significant bits even at the smallest
-//!   rate ratio, while V lasts 2^52 bytes ≈ 100 hours at 100 Gbit/s before wrapping).
-//!   Tags are compared through one wrap-safe helper ([`v_before_eq`], as sch_qfq.c's
-//!   `qfq_gt`), so wrapping is harmless as long as live tags lie within 2^63 of V.
+//!   a 64-byte packet's tag increment keeps 18 significant bits at any rate ratio).
+//!   V starts at 0 when the enforcer is built and lasts 2^52 bytes of link time,
+//!   about 100 hours at 100 Gbit/s (1000 at 10 Gbit/s), longer than any run; the
+//!   timing wheels below need absolute ticks, which is why V does not wrap.
 //! - A tag increment is capped at [`COST_V_MAX`] (2^50 units = 2^38 bytes at R): a
-//!   class slower than R/2^22 (2.4 kbit/s on 10 Gbit/s) is served at that rate, which
-//!   keeps every live tag within 2^63 of V.
+//!   class slower than R/2^22 (2.4 kbit/s on 10 Gbit/s) is served at that rate, so
+//!   no single packet can push a tag past V's lifetime.
 //! - V's speed is kept as V units per ns in 32.32 fixed point and V is recomputed from
 //!   a reference point (V_ref at t_ref) that moves only when φ changes, so rounding
 //!   never accumulates over packets.
 //!
 //! ## Data structures and cost
 //!
-//! Backlogged classes live in one of two binary heaps of 16-byte (tag, class) entries:
-//! *ineligible* keyed by S, *eligible* keyed by F. A dequeue moves the classes whose S
-//! V has passed into the eligible heap and pops the smallest F: O(log n) per packet.
-//! Measured (tests/wf2q.rs, `throughput_at_scale`), this beats the 15 M
-//! enqueue+dequeue pairs per second target at 100 k classes; see the report of the
-//! commit that introduced it. Per class: 32 bytes of scheduler state (S, F, FIFO head
-//! and tail, app) plus 16 bytes of heap entry while backlogged, plus the class map's
-//! hash entry. Packets sit in a preallocated descriptor pool ([`slab`]).
+//! Backlogged classes wait in one of two hierarchical timing wheels
+//! ([`TimingWheel`], shared with the `wheel` enforcer) with ticks of one byte-time:
+//! *ineligible* filed by S rounded up (so no class is eligible before S <= V, and none
+//! later than one byte-time after), *eligible* filed by F. A dequeue pops the
+//! ineligible wheel up to V into the eligible one and takes the eligible wheel's
+//! first item: the smallest F to within a byte-time, ties FIFO. A class whose F lies
+//! below the last one served is filed at the wheel's current tick, which keeps the
+//! order among those still waiting exact. Both are O(1) per packet plus at most
+//! 10 cascades per item; a binary heap keyed by F was measured first and spent half
+//! its time popping when classes of equal rates became eligible together (50 k at a
+//! time at 100 k classes).
+//!
+//! Per class: 32 bytes of scheduler state (S, F, FIFO head and tail, app) plus 12
+//! bytes in each wheel's item arrays (next link, tick), 56 bytes in all, plus the
+//! class map's hash entry. w_i is cached per app until the backlogged set changes,
+//! so a tag costs a multiply. Packets sit in a preallocated descriptor pool
+//! (`slab`).
 //!
 //! Approximations, stated by [`approximation`]: priorities become weights (×16 per
 //! level), guarantees are not expressed, weights among capped classes give way to the
@@ -94,11 +103,10 @@
 pub(crate) mod slab;
 
 use crate::classes::{ClassId, Classes};
+use crate::wheel::timing::TimingWheel;
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
 use policy::{Policy, format_rate};
 use slab::{List, Slab};
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 
 /// Fractional bits of V, S and F below one byte-time (see the module docs).
 pub const V_FRAC_BITS: u32 = 12;
@@ -113,7 +121,10 @@ pub const PRIORITY_WEIGHT_FACTOR: u32 = 16;
 /// Levels beyond this many get no further factor, so weights stay within u32.
 const PRIORITY_LEVELS_MAX: u32 = 7;
 
-const _: () = assert!(COST_V_MAX < 1 << 62, "live tags must stay within 2^63 of V");
+const _: () = assert!(
+    COST_V_MAX < 1 << 52,
+    "one packet stays far within V's range"
+);
 const _: () = assert!(V_FRAC_BITS + 8 + SPEED_FRAC_BITS < 64);
 
 /// Bounds of the preallocated state.
@@ -131,32 +142,6 @@ impl Default for Config {
             classes_max: 1 << 18,
             packets_max: 1 << 16,
         }
-    }
-}
-
-/// `a <= b` for V-space values within 2^63 of each other, across wrap-around.
-pub fn v_before_eq(a: u64, b: u64) -> bool {
-    b.wrapping_sub(a) as i64 >= 0
-}
-
-/// A heap entry: a class keyed by one of its tags. The heap is a max-heap, so the
-/// order is reversed: the smallest tag (then the lowest class id) is the greatest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Tag {
-    v: u64,
-    class: u32,
-}
-
-impl Ord for Tag {
-    fn cmp(&self, other: &Self) -> Ordering {
-        let by_tag = (other.v.wrapping_sub(self.v) as i64).cmp(&0);
-        by_tag.then(other.class.cmp(&self.class))
-    }
-}
-
-impl PartialOrd for Tag {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
     }
 }
 
@@ -266,13 +251,19 @@ pub struct Wf2q {
     app_leaf: Vec<Share>,
     /// `split.max_rate` of each app with split.
     split_bps: Vec<u64>,
-    eligible: BinaryHeap<Tag>,
-    ineligible: BinaryHeap<Tag>,
+    /// Eligible classes, filed by F in byte-time ticks.
+    eligible: TimingWheel,
+    /// Backlogged classes waiting for V, filed by S in byte-time ticks.
+    ineligible: TimingWheel,
     v_ref: u64,
     t_ref_ns: u64,
     /// V units per ns at R, 32.32 fixed point.
     speed_link_fx: u128,
     speed_fx: u128,
+    /// Bumped whenever the backlogged set changes, invalidating `v_per_byte`.
+    epoch: u64,
+    /// Per app: (epoch, V units per byte at its leaves' current w_i).
+    v_per_byte: Vec<(u64, f64)>,
 }
 
 /// A copy of `policy` with priorities turned into weights, guarantees and split
@@ -346,8 +337,8 @@ impl Wf2q {
         Ok(Wf2q {
             link_bps,
             class: Vec::with_capacity(classes.capacity()),
-            eligible: BinaryHeap::with_capacity(classes.capacity()),
-            ineligible: BinaryHeap::with_capacity(classes.capacity()),
+            eligible: TimingWheel::new(classes.capacity()),
+            ineligible: TimingWheel::new(classes.capacity()),
             classes,
             accounting: Accounting::new(policy),
             slab: Slab::with_capacity(config.packets_max),
@@ -365,13 +356,14 @@ impl Wf2q {
             t_ref_ns: 0,
             speed_link_fx,
             speed_fx: speed_link_fx,
+            epoch: 1,
+            v_per_byte: vec![(0, 0.0); policy.apps.len()],
         })
     }
 
     fn v_at(&self, now_ns: u64) -> u64 {
         let elapsed = u128::from(now_ns.saturating_sub(self.t_ref_ns));
-        self.v_ref
-            .wrapping_add(((elapsed * self.speed_fx) >> SPEED_FRAC_BITS) as u64)
+        self.v_ref + ((elapsed * self.speed_fx) >> SPEED_FRAC_BITS) as u64
     }
 
     fn rebase_v(&mut self, now_ns: u64, v: u64) {
@@ -407,6 +399,7 @@ impl Wf2q {
 
     /// Adds or removes `class` from the backlogged sums up to the link.
     fn set_backlogged(&mut self, now_ns: u64, class: usize, backlogged: bool) {
+        self.epoch += 1;
         let leaf = self.leaf_share(class);
         let (old, new) = if backlogged {
             (None, Some(leaf))
@@ -453,9 +446,20 @@ impl Wf2q {
     }
 
     /// L / w_i in V units, rounded up so a class never exceeds its rate.
-    fn cost_v(&self, class: usize, len_bytes: u32) -> u64 {
-        let ratio = self.link_bps as f64 / self.rate_bps(class);
-        let cost = (f64::from(len_bytes) * f64::from(1u32 << V_FRAC_BITS) * ratio).ceil();
+    fn cost_v(&mut self, class: usize, len_bytes: u32) -> u64 {
+        // All leaves of an app share one w_i, which changes only with the backlogged
+        // set: while it stands, a tag costs one multiply instead of the tree walk.
+        let app = self.class[class].app as usize;
+        let (epoch, cached) = self.v_per_byte[app];
+        let v_per_byte = if epoch == self.epoch {
+            cached
+        } else {
+            let fresh =
+                self.link_bps as f64 / self.rate_bps(class) * f64::from(1u32 << V_FRAC_BITS);
+            self.v_per_byte[app] = (self.epoch, fresh);
+            fresh
+        };
+        let cost = (f64::from(len_bytes) * v_per_byte).ceil();
         (cost as u64).clamp(1, COST_V_MAX)
     }
 
@@ -466,29 +470,20 @@ impl Wf2q {
     /// Files a backlogged class by its new tags.
     fn place(&mut self, class: usize, v: u64) {
         let state = &self.class[class];
-        if v_before_eq(state.start_v, v) {
-            self.eligible.push(Tag {
-                v: state.finish_v,
-                class: class as u32,
-            });
+        if state.start_v <= v {
+            self.eligible
+                .insert(class as u32, state.finish_v >> V_FRAC_BITS);
         } else {
-            self.ineligible.push(Tag {
-                v: state.start_v,
-                class: class as u32,
-            });
+            // Rounded up, so a class never becomes eligible before S <= V.
+            let tick = state.start_v.div_ceil(1 << V_FRAC_BITS);
+            self.ineligible.insert(class as u32, tick);
         }
     }
 
     fn promote_eligible(&mut self, v: u64) {
-        while let Some(&top) = self.ineligible.peek() {
-            if !v_before_eq(top.v, v) {
-                break;
-            }
-            self.ineligible.pop();
-            self.eligible.push(Tag {
-                v: self.class[top.class as usize].finish_v,
-                class: top.class,
-            });
+        while let Some((class, _)) = self.ineligible.pop_expired(v >> V_FRAC_BITS) {
+            let finish_v = self.class[class as usize].finish_v;
+            self.eligible.insert(class, finish_v >> V_FRAC_BITS);
         }
     }
 
@@ -533,14 +528,8 @@ impl Enforcer for Wf2q {
             let v = self.v_at(now_ns);
             let cost = self.cost_v(class, packet.len_bytes);
             let state = &mut self.class[class];
-            // A finish tag more than one packet ahead of V is stale (from before a
-            // wrap of V), never a real lead: start from V then.
-            state.start_v = if state.finish_v.wrapping_sub(v) <= COST_V_MAX {
-                state.finish_v
-            } else {
-                v
-            };
-            state.finish_v = state.start_v.wrapping_add(cost);
+            state.start_v = state.finish_v.max(v);
+            state.finish_v = state.start_v + cost;
             self.place(class, v);
         }
         Ok(())
@@ -549,16 +538,19 @@ impl Enforcer for Wf2q {
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
         let mut v = self.v_at(now_ns);
         self.promote_eligible(v);
-        if self.eligible.is_empty() {
-            let &Tag { v: start_min, .. } = self.ineligible.peek()?;
+        while self.eligible.is_empty() {
+            let start_tick = self.ineligible.next_tick()?;
             if self.root.limited_sum_bps > 0 {
                 return None;
             }
-            v = start_min;
+            // WF2Q+'s V = max(V, min S); the wheel's bound may sit below min S, in
+            // which case the next round has cascaded it closer.
+            v = v.max(start_tick << V_FRAC_BITS);
             self.rebase_v(now_ns, v);
             self.promote_eligible(v);
         }
-        let Tag { class, .. } = self.eligible.pop().expect("promoted above");
+        // The smallest F: every eligible tick has expired at u64::MAX.
+        let (class, _) = self.eligible.pop_expired(u64::MAX).expect("promoted above");
         let class = class as usize;
         let packet = self.class[class]
             .fifo
@@ -571,7 +563,7 @@ impl Enforcer for Wf2q {
             let cost = self.cost_v(class, self.head_len(class));
             let state = &mut self.class[class];
             state.start_v = state.finish_v;
-            state.finish_v = state.start_v.wrapping_add(cost);
+            state.finish_v = state.start_v + cost;
             self.place(class, v);
         }
         Some(Frame::whole(packet))
@@ -581,13 +573,13 @@ impl Enforcer for Wf2q {
         if self.slab.len() == 0 {
             return None;
         }
-        let Some(&Tag { v: start_min, .. }) = self.ineligible.peek() else {
+        let Some(start_tick) = self.ineligible.next_tick() else {
             return Some(now_ns);
         };
         if !self.eligible.is_empty() || self.root.limited_sum_bps == 0 {
             return Some(now_ns);
         }
-        let ahead = start_min.wrapping_sub(self.v_ref);
+        let ahead = (start_tick << V_FRAC_BITS).saturating_sub(self.v_ref);
         let wait = (u128::from(ahead) << SPEED_FRAC_BITS).div_ceil(self.speed_fx);
         let at = self
             .t_ref_ns
