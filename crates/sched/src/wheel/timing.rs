@@ -1,0 +1,167 @@
+//! A hierarchical timing wheel over integer ticks (Varghese and Lauck's wheels, laid
+//! out as Tokio's timer wheel): [`LEVELS`] levels of 64 slots, level l's slots each
+//! span 64^l ticks, and one `u64` occupied bitmap per level, so finding the next
+//! expiry is a find-first-set per level and nothing ever scans empty slots.
+//!
+//! The wheel sees only ticks; converting time to ticks is the caller's. Items are
+//! small integer ids (packet or class handles) chained in intrusive FIFO lists, so
+//! insert and remove are O(1) with no allocation after start-up.
+//!
+//! An item of tick t sits at the level of the highest 6-bit group in which t differs
+//! from `elapsed` (the tick the wheel has advanced to), in the slot that group names.
+//! So every item of a lower level expires before any item of a higher one, and within
+//! a level slots are ordered by index. When `elapsed` reaches a higher-level slot, its
+//! items cascade down, in their order, to lower levels: each item moves at most
+//! [`LEVELS`] - 1 times, and items of one tick leave in insertion order (FIFO).
+
+use crate::wf2q::slab::NIL;
+
+/// Bits of tick resolved per level.
+pub const SLOT_BITS: u32 = 6;
+/// Slots per level: one `u64` occupied bitmap.
+pub const SLOTS: usize = 1 << SLOT_BITS;
+/// 11 levels of 6 bits cover every `u64` tick, so no item is ever clamped.
+pub const LEVELS: usize = 11;
+
+const _: () = assert!(LEVELS as u32 * SLOT_BITS >= u64::BITS);
+
+/// The level an item of `tick` goes to while the wheel stands at `elapsed`.
+pub fn level_for(elapsed: u64, tick: u64) -> usize {
+    // OR-ing the slot mask makes equal ticks (and ticks of the same level-0 block)
+    // land on level 0.
+    let differing = (elapsed ^ tick) | (SLOTS as u64 - 1);
+    ((u64::BITS - 1 - differing.leading_zeros()) / SLOT_BITS) as usize
+}
+
+/// The slot of `tick` within `level`.
+pub fn slot_for(tick: u64, level: usize) -> usize {
+    ((tick >> (level as u32 * SLOT_BITS)) & (SLOTS as u64 - 1)) as usize
+}
+
+/// The first tick of `slot` of `level`, for a wheel standing at `elapsed`.
+pub fn slot_start(elapsed: u64, level: usize, slot: usize) -> u64 {
+    let shift = level as u32 * SLOT_BITS;
+    let above = shift + SLOT_BITS;
+    let base = if above >= u64::BITS {
+        0
+    } else {
+        elapsed >> above << above
+    };
+    base | (slot as u64) << shift
+}
+
+#[derive(Clone, Copy)]
+struct Fifo {
+    head: u32,
+    tail: u32,
+}
+
+pub struct TimingWheel {
+    slots: Vec<Fifo>,
+    occupied: [u64; LEVELS],
+    next: Vec<u32>,
+    tick: Vec<u64>,
+    elapsed: u64,
+    len: usize,
+}
+
+impl TimingWheel {
+    /// A wheel for item ids `0..items`.
+    pub fn new(items: usize) -> Self {
+        assert!(items < NIL as usize);
+        TimingWheel {
+            slots: vec![
+                Fifo {
+                    head: NIL,
+                    tail: NIL
+                };
+                LEVELS * SLOTS
+            ],
+            occupied: [0; LEVELS],
+            next: vec![NIL; items],
+            tick: vec![0; items],
+            elapsed: 0,
+            len: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Files `item` to expire at `tick`; a tick already passed expires at once.
+    pub fn insert(&mut self, item: u32, tick: u64) {
+        let tick = tick.max(self.elapsed);
+        self.tick[item as usize] = tick;
+        self.link(item, tick);
+        self.len += 1;
+    }
+
+    fn link(&mut self, item: u32, tick: u64) {
+        let level = level_for(self.elapsed, tick);
+        let slot = slot_for(tick, level);
+        let fifo = &mut self.slots[level * SLOTS + slot];
+        self.next[item as usize] = NIL;
+        if fifo.tail == NIL {
+            fifo.head = item;
+        } else {
+            self.next[fifo.tail as usize] = item;
+        }
+        fifo.tail = item;
+        self.occupied[level] |= 1 << slot;
+    }
+
+    /// The lowest occupied level and its first occupied slot.
+    fn first_occupied(&self) -> Option<(usize, usize)> {
+        let level = self.occupied.iter().position(|&bits| bits != 0)?;
+        Some((level, self.occupied[level].trailing_zeros() as usize))
+    }
+
+    /// A lower bound of the earliest item's tick: exact when that item is on level 0,
+    /// else the start of its slot.
+    pub fn next_tick(&self) -> Option<u64> {
+        let (level, slot) = self.first_occupied()?;
+        Some(slot_start(self.elapsed, level, slot))
+    }
+
+    /// Removes and returns the earliest item if its tick is at most `now_tick`, with
+    /// its tick.
+    pub fn pop_expired(&mut self, now_tick: u64) -> Option<(u32, u64)> {
+        loop {
+            let (level, slot) = self.first_occupied()?;
+            let start = slot_start(self.elapsed, level, slot);
+            if start > now_tick {
+                return None;
+            }
+            self.elapsed = start;
+            let index = level * SLOTS + slot;
+            if level == 0 {
+                let fifo = &mut self.slots[index];
+                let item = fifo.head;
+                fifo.head = self.next[item as usize];
+                if fifo.head == NIL {
+                    fifo.tail = NIL;
+                    self.occupied[0] &= !(1 << slot);
+                }
+                self.len -= 1;
+                return Some((item, self.tick[item as usize]));
+            }
+            // Cascade: every item of the slot moves down, in order.
+            let mut item = self.slots[index].head;
+            self.slots[index] = Fifo {
+                head: NIL,
+                tail: NIL,
+            };
+            self.occupied[level] &= !(1 << slot);
+            while item != NIL {
+                let next = self.next[item as usize];
+                self.link(item, self.tick[item as usize]);
+                item = next;
+            }
+        }
+    }
+}
