@@ -147,8 +147,9 @@ pub fn approximation(policy: &Policy) -> Approximation {
             ),
         ],
         ignored: Vec::new(),
-        // Measured: crates/sched/tests/htb.rs, all backlogged, random policies.
-        share_error_max: Some(0.01),
+        // Measured worst 1.1% over random policies, all backlogged
+        // (crates/sched/tests/htb.rs), rounded up.
+        share_error_max: Some(0.02),
     };
     if policy
         .tenants

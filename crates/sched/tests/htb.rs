@@ -213,6 +213,14 @@ tenants:
     }
 }
 
+#[test]
+fn the_whole_policy_is_expressed() {
+    let p = parse_policy(FLOWVALVE, "p.yaml").unwrap();
+    let approximation = sched::approximation(ENFORCER, &p).unwrap();
+    assert!(approximation.ignored.is_empty(), "{approximation:?}");
+    assert!(approximation.share_error_max.is_some_and(|e| e <= 0.02));
+}
+
 fn packet(p: &Policy, app: AppId, handle: u64) -> Packet {
     Packet {
         len_bytes: LEN_BYTES,

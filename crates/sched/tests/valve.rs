@@ -213,6 +213,14 @@ tenants:
     }
 }
 
+#[test]
+fn the_whole_policy_is_expressed() {
+    let p = parse_policy(FLOWVALVE, "p.yaml").unwrap();
+    let approximation = sched::approximation(ENFORCER, &p).unwrap();
+    assert!(approximation.ignored.is_empty(), "{approximation:?}");
+    assert!(approximation.share_error_max.is_some_and(|e| e <= 0.02));
+}
+
 fn packet(p: &Policy, app: AppId, handle: u64) -> Packet {
     Packet {
         len_bytes: LEN_BYTES,
@@ -347,6 +355,29 @@ proptest! {
         let link = p.link.rate_bps as f64;
         for (got, want) in tenant_bps.iter().zip(&ideal_tenant) {
             // Relative to the ideal, or to 1% of the link for tiny shares.
+            let error = (got - want).abs() / want.max(0.01 * link);
+            prop_assert!(error < 0.03, "got {:?} ideal {:?}", tenant_bps, ideal_tenant);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// What idle tenants leave is re-shared as the ideal does: the rate update
+    /// sees no backlog and no consumption, and hands their part to the others.
+    #[test]
+    fn idle_tenants_leave_their_part_to_the_others(p in arb_policy(), idle in any::<u8>()) {
+        let mut apps: Vec<AppId> = (0..p.apps.len() as u32)
+            .filter(|&a| idle & (1 << a) == 0)
+            .map(AppId)
+            .collect();
+        if apps.is_empty() {
+            apps.push(AppId(0));
+        }
+        let [_, tenant_bps, _, ideal_tenant] = run_backlogged(&p, &apps, DURATION_NS);
+        let link = p.link.rate_bps as f64;
+        for (got, want) in tenant_bps.iter().zip(&ideal_tenant) {
             let error = (got - want).abs() / want.max(0.01 * link);
             prop_assert!(error < 0.03, "got {:?} ideal {:?}", tenant_bps, ideal_tenant);
         }
