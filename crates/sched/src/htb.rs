@@ -1,15 +1,170 @@
-//! Placeholder until issue 3 lands this enforcer.
+//! `htb`: Linux's Hierarchical Token Bucket (Devera, "HTB Linux queuing discipline
+//! manual – user guide", 2002; semantics of `net/sched/sch_htb.c`), written from its
+//! description as the reference operators know, on the shared class tree of
+//! [`crate::tree`].
+//!
+//! The policy becomes the HTB classes a careful operator would write with `tc`:
+//! - `rate` (assured): the class's part of the policy's allocation when every app is
+//!   backlogged (guarantees, priorities and weights included), so a class that is
+//!   under it sends on its own (CAN_SEND). A class of a priority level that a higher
+//!   level starves gets rate 0 and only ever borrows.
+//! - `ceil`: the `max_rate`; without one the class is bounded by its parent's ceil
+//!   (ultimately the link), which the tree enforces by keeping a class over its ceil
+//!   (CANT_SEND) and everything below it out of the rings.
+//! - `buffer` / `cbuffer`: tc's defaults, rate / HZ + MTU with HZ = 1000, i.e. one
+//!   millisecond of rate plus one packet.
+//! - `quantum`: tc's default rate / r2q with r2q = 10, clamped to 1000..200000 bytes
+//!   as the kernel does. tc divides the *rate*; we divide the class's weighted share
+//!   of the link instead, because our rate of a starved priority level is 0 and its
+//!   borrowing must still follow the weights.
+//! - `prio`: the policy's priority (0 first); HTB has 8 levels, so priorities above 7
+//!   share level 7.
+//! - split classes: rate 0, ceil `split.max_rate`, quantum one MTU: all borrow from
+//!   their app in equal turns, each capped, which is the ideal's max-min share.
+//!
+//! Dequeue serves, from the root down, classes under their rate before borrowers,
+//! then by prio, then deficit round robin; a borrowing class pays only its ceil
+//! tokens, the lender pays rate tokens (HTB's accounting). Differences from the
+//! kernel, chosen for clear semantics: the green-before-yellow rule is applied at
+//! each node on the way down, not by global levels; borrowing is weighted at every
+//! level (hierarchical DRR), not at the leaves only; no mode hysteresis; no
+//! direct queue. `next_ready_ns` is the earliest time a capped class's ceil tokens
+//! allow it again (HTB's wait queue).
 
-use crate::{Approximation, Enforcer};
-use policy::Policy;
+use crate::tree::{self, Hierarchy, Layout, NodeParams};
+use crate::{Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
+use policy::{AppId, Policy, TenantId};
 
-pub fn build(_policy: &Policy) -> Result<Box<dyn Enforcer>, String> {
-    Err("not implemented yet".to_string())
+/// tc's rate-to-quantum ratio (`r2q`).
+pub const R2Q: u64 = 10;
+/// The kernel's bounds on a class's quantum, bytes.
+pub const QUANTUM_BYTES_MIN: u64 = 1000;
+pub const QUANTUM_BYTES_MAX: u64 = 200_000;
+/// tc's default burst is rate / HZ + MTU; HZ = 1000 on common kernels.
+pub const HZ: u64 = 1000;
+
+/// tc's default burst for `rate_bps`.
+fn tc_burst_bytes(rate_bps: u64, mtu_bytes: u32) -> u64 {
+    rate_bps / 8 / HZ + u64::from(mtu_bytes)
 }
 
-pub fn approximation(_policy: &Policy) -> Approximation {
-    Approximation {
-        ignored: vec!["everything: this enforcer is not implemented yet".to_string()],
-        ..Approximation::default()
+fn tc_quantum_bytes(share_bps: f64) -> u32 {
+    ((share_bps / 8.0) as u64 / R2Q).clamp(QUANTUM_BYTES_MIN, QUANTUM_BYTES_MAX) as u32
+}
+
+pub struct Htb {
+    tree: Hierarchy,
+}
+
+/// The HTB classes for `policy` (index = fixed node) and the split classes per app.
+fn classes(policy: &Policy) -> (Vec<NodeParams>, Vec<Option<NodeParams>>) {
+    let layout = Layout::new(policy);
+    let rates = tree::backlogged_rates_bps(policy);
+    let shares = tree::weighted_shares_bps(policy);
+    let mtu = policy.link.mtu_bytes;
+    let link = policy.link.rate_bps;
+    let class = |x: usize, max_rate_bps: Option<u64>, priority: u8| {
+        let rate_bps = rates[x].round() as u64;
+        NodeParams {
+            rate_bps,
+            buffer_bytes: tc_burst_bytes(rate_bps, mtu),
+            ceil_bps: max_rate_bps,
+            cbuffer_bytes: tc_burst_bytes(max_rate_bps.unwrap_or(link), mtu),
+            quantum_bytes: tc_quantum_bytes(shares[x]),
+            prio: priority,
+        }
+    };
+    let mut params = vec![class(0, None, 0)];
+    for (t, tenant) in policy.tenants.iter().enumerate() {
+        let x = layout.tenant(TenantId(t as u16));
+        params.push(class(x, tenant.max_rate_bps, tenant.priority));
     }
+    for (a, app) in policy.apps.iter().enumerate() {
+        let x = layout.app(AppId(a as u32));
+        params.push(class(x, app.max_rate_bps, app.priority));
+    }
+    let split = policy
+        .apps
+        .iter()
+        .map(|app| {
+            app.split.map(|s| NodeParams {
+                rate_bps: 0,
+                buffer_bytes: u64::from(mtu),
+                ceil_bps: Some(s.max_rate_bps),
+                cbuffer_bytes: tc_burst_bytes(s.max_rate_bps, mtu),
+                quantum_bytes: mtu,
+                prio: 0,
+            })
+        })
+        .collect();
+    (params, split)
+}
+
+pub fn build(policy: &Policy) -> Result<Box<dyn Enforcer>, String> {
+    let (params, split) = classes(policy);
+    Ok(Box::new(Htb {
+        tree: Hierarchy::new(policy, &params, split),
+    }))
+}
+
+impl Enforcer for Htb {
+    fn enqueue(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        self.tree.enqueue(now_ns, packet)
+    }
+
+    fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
+        self.tree.dequeue(now_ns)
+    }
+
+    fn next_ready_ns(&self, now_ns: u64) -> Option<u64> {
+        self.tree.next_ready_ns(now_ns)
+    }
+
+    fn backlog_packets(&self) -> usize {
+        self.tree.backlog_packets()
+    }
+
+    fn counters(&self) -> &[TenantCounters] {
+        self.tree.counters()
+    }
+}
+
+pub fn approximation(policy: &Policy) -> Approximation {
+    let mut out = Approximation {
+        exact: vec![
+            "max_rate of tenants, apps and split classes (HTB ceil)".into(),
+            "shares when every app is backlogged: each class's rate is its ideal share".into(),
+            "packet accounting (tenant and host buffers)".into(),
+        ],
+        approximate: vec![
+            "priorities, weights and guarantees when some classes are idle: the rates are fixed for the all-backlogged case; what an idle class leaves is borrowed by prio, then by DRR quanta proportional to weight, which matches the ideal between siblings but not the ideal's re-sharing of guarantees".into(),
+            format!(
+                "bursts: a class may exceed its rate or ceil by tc's default burst (1 ms of rate + MTU, {} at the link rate)",
+                policy::format_size(tc_burst_bytes(policy.link.rate_bps, policy.link.mtu_bytes))
+            ),
+            format!(
+                "weights beyond the quantum clamp: quantum = share / {R2Q} bytes within {QUANTUM_BYTES_MIN}..{QUANTUM_BYTES_MAX}"
+            ),
+        ],
+        ignored: Vec::new(),
+        // Measured worst 1.1% over random policies, all backlogged
+        // (crates/sched/tests/htb.rs), rounded up.
+        share_error_max: Some(0.02),
+    };
+    if policy
+        .tenants
+        .iter()
+        .any(|t| usize::from(t.priority) >= tree::PRIO_LEVELS)
+        || policy
+            .apps
+            .iter()
+            .any(|a| usize::from(a.priority) >= tree::PRIO_LEVELS)
+    {
+        out.approximate.push(format!(
+            "priorities above {}: HTB has {} levels, so they share the last",
+            tree::PRIO_LEVELS - 1,
+            tree::PRIO_LEVELS
+        ));
+    }
+    out
 }

@@ -21,6 +21,7 @@ pub mod multiqueue;
 pub mod nic;
 mod packet;
 pub mod testkit;
+pub mod tree;
 pub mod valve;
 pub mod wf2q;
 pub mod wheel;

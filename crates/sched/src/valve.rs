@@ -1,15 +1,222 @@
-//! Placeholder until issue 3 lands this enforcer.
+//! `valve`: FlowValve's token-bucket tree (Xi, Li and Wang, "FlowValve: Packet
+//! Scheduling Offloaded on NP-based SmartNICs", ICDCS 2022), on the shared class
+//! tree of [`crate::tree`].
+//!
+//! The policy is the scheduling tree link → tenants → apps → split classes; every
+//! class C has a token bucket of rate θ_C, and a packet may leave when its class can
+//! send on its own tokens or on tokens lent by an ancestor. With the paper's names:
+//! - Priority (eq. 2): θ_S1 = θ_S0 − Γ_NC. A lower priority level runs at its
+//!   parent's rate minus Γ, what the higher levels consumed over the last update
+//!   interval ΔT.
+//! - Weight (eq. 3): siblings of one level split what their level gets in proportion
+//!   to their weights.
+//! - Guarantees come first and `max_rate` caps every class (a second bucket at the
+//!   cap that blocks the class and its subtree when empty), as policy.md asks.
+//! - Lending: θ_lendable = θ_C − Γ_C. A class that did not use its tokens lends them:
+//!   a hungry class out of tokens may send on an ancestor's, by priority and then in
+//!   turns weighted by weight (DRR quantum = weight × MTU), so the tree is work
+//!   conserving.
+//!
+//! Every ΔT the rates are recomputed at the root and at every tenant by policy.md's
+//! water-filling, where a class holding packets has infinite demand and any other
+//! class the rate Γ it consumed over the interval (capped by its max_rate). That is
+//! eq. 2 and 3 at once, with guarantees and caps, and it keeps the per-packet path to
+//! bucket arithmetic. Split classes have no rate of their own: each borrows from its
+//! app in equal turns up to `split.max_rate`, the ideal's max-min share, so the
+//! update costs O(tenants + apps) whatever the number of split classes.
+//!
+//! Constants:
+//! - ΔT = 500 µs of simulated time. The paper names the propagation delay of rate
+//!   adjustment as FlowValve's main error, so ΔT should be short; but Γ is counted
+//!   in whole packets, and at 10 Gbit/s 500 µs is ~420 MTU packets, so one packet
+//!   more or less is a 0.25% error in Γ; the O(tenants + apps) update is then paid
+//!   once per hundreds of packets. Between updates, lending covers demand changes.
+//! - Burst: a bucket holds one ΔT of its rate plus one MTU, so a class can spend its
+//!   tokens in any pattern within an interval, and what it leaves beyond that is
+//!   lent rather than saved.
 
-use crate::{Approximation, Enforcer};
-use policy::Policy;
+use crate::tree::{self, Claim, Hierarchy, Layout, NodeParams};
+use crate::{Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
+use policy::{AppId, Policy, TenantId};
 
-pub fn build(_policy: &Policy) -> Result<Box<dyn Enforcer>, String> {
-    Err("not implemented yet".to_string())
+/// Update interval ΔT of the token rates.
+pub const UPDATE_INTERVAL_NS: u64 = 500_000;
+
+fn burst_bytes(rate_bps: u64, mtu_bytes: u32) -> u64 {
+    (u128::from(rate_bps) * u128::from(UPDATE_INTERVAL_NS) / 8_000_000_000) as u64
+        + u64::from(mtu_bytes)
 }
 
-pub fn approximation(_policy: &Policy) -> Approximation {
-    Approximation {
-        ignored: vec!["everything: this enforcer is not implemented yet".to_string()],
-        ..Approximation::default()
+pub struct Valve {
+    policy: Policy,
+    tree: Hierarchy,
+    update_due_ns: u64,
+    last_update_ns: u64,
+    /// Scratch for the rate update, sized at start-up.
+    app_demand_bps: Vec<f64>,
+    rates_bps: Vec<f64>,
+    claims: Vec<Claim>,
+    given: Vec<f64>,
+}
+
+pub fn build(policy: &Policy) -> Result<Box<dyn Enforcer>, String> {
+    let layout = Layout::new(policy);
+    let rates = tree::backlogged_rates_bps(policy);
+    let mtu = policy.link.mtu_bytes;
+    let class = |x: usize, max_rate_bps: Option<u64>, weight: u32, priority: u8| {
+        let rate_bps = rates[x].round() as u64;
+        NodeParams {
+            rate_bps,
+            buffer_bytes: burst_bytes(rate_bps, mtu),
+            ceil_bps: max_rate_bps,
+            cbuffer_bytes: max_rate_bps.map_or(0, |r| burst_bytes(r, mtu)),
+            quantum_bytes: weight.saturating_mul(mtu),
+            prio: priority,
+        }
+    };
+    let mut params = vec![class(0, None, 1, 0)];
+    for (t, tenant) in policy.tenants.iter().enumerate() {
+        let x = layout.tenant(TenantId(t as u16));
+        params.push(class(
+            x,
+            tenant.max_rate_bps,
+            tenant.weight,
+            tenant.priority,
+        ));
     }
+    for (a, app) in policy.apps.iter().enumerate() {
+        let x = layout.app(AppId(a as u32));
+        params.push(class(x, app.max_rate_bps, app.weight, app.priority));
+    }
+    let split = policy
+        .apps
+        .iter()
+        .map(|app| {
+            app.split.map(|s| NodeParams {
+                rate_bps: 0,
+                buffer_bytes: u64::from(mtu),
+                ceil_bps: Some(s.max_rate_bps),
+                cbuffer_bytes: burst_bytes(s.max_rate_bps, mtu),
+                quantum_bytes: mtu,
+                prio: 0,
+            })
+        })
+        .collect();
+    let widest = policy
+        .tenants
+        .iter()
+        .map(|t| t.apps.len())
+        .max()
+        .unwrap_or(0)
+        .max(policy.tenants.len());
+    Ok(Box::new(Valve {
+        tree: Hierarchy::new(policy, &params, split),
+        update_due_ns: UPDATE_INTERVAL_NS,
+        last_update_ns: 0,
+        app_demand_bps: vec![0.0; policy.apps.len()],
+        rates_bps: vec![0.0; layout.fixed()],
+        claims: Vec::with_capacity(widest),
+        given: Vec::with_capacity(widest),
+        policy: policy.clone(),
+    }))
+}
+
+impl Valve {
+    /// Recomputes θ of every tenant and app from backlog and consumption Γ.
+    fn update_rates(&mut self, now_ns: u64) {
+        let layout = self.tree.layout();
+        let elapsed_ns = now_ns.saturating_sub(self.last_update_ns).max(1);
+        for (a, app) in self.policy.apps.iter().enumerate() {
+            let x = layout.app(AppId(a as u32));
+            let consumed_bps = self.tree.take_sent_bytes(x) as f64 * 8e9 / elapsed_ns as f64;
+            let demand_bps = if self.tree.is_backlogged(x) {
+                f64::INFINITY
+            } else {
+                consumed_bps
+            };
+            self.app_demand_bps[a] =
+                demand_bps.min(app.max_rate_bps.map_or(f64::INFINITY, |r| r as f64));
+        }
+        tree::allocate(
+            &self.policy,
+            &self.app_demand_bps,
+            &mut self.claims,
+            &mut self.given,
+            &mut self.rates_bps,
+        );
+        let mtu = self.policy.link.mtu_bytes;
+        for x in 1..layout.fixed() {
+            let rate_bps = self.rates_bps[x].round() as u64;
+            self.tree
+                .set_rate(x, now_ns, rate_bps, burst_bytes(rate_bps, mtu));
+        }
+        self.last_update_ns = now_ns;
+        // Interval boundaries stay on the ΔT grid whatever the dequeue times.
+        self.update_due_ns = now_ns - now_ns % UPDATE_INTERVAL_NS + UPDATE_INTERVAL_NS;
+    }
+}
+
+impl Enforcer for Valve {
+    fn enqueue(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        self.tree.enqueue(now_ns, packet)
+    }
+
+    fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
+        if now_ns >= self.update_due_ns {
+            self.update_rates(now_ns);
+        }
+        self.tree.dequeue(now_ns)
+    }
+
+    fn next_ready_ns(&self, now_ns: u64) -> Option<u64> {
+        self.tree.next_ready_ns(now_ns)
+    }
+
+    fn backlog_packets(&self) -> usize {
+        self.tree.backlog_packets()
+    }
+
+    fn counters(&self) -> &[TenantCounters] {
+        self.tree.counters()
+    }
+}
+
+pub fn approximation(policy: &Policy) -> Approximation {
+    let mut out = Approximation {
+        exact: vec![
+            "max_rate of tenants, apps and split classes (a cap bucket per class)".into(),
+            "packet accounting (tenant and host buffers)".into(),
+        ],
+        approximate: vec![
+            format!(
+                "priorities, weights and guarantees: token rates follow policy.md's sharing of measured demand, recomputed every {} of simulated time; a change of demand is reflected one interval later, and lending of unconsumed tokens (by priority, then weight) fills the gap",
+                policy::format_time(UPDATE_INTERVAL_NS)
+            ),
+            format!(
+                "bursts: a class may exceed its cap by one interval's worth of it plus an MTU ({} at the link rate)",
+                policy::format_size(burst_bytes(policy.link.rate_bps, policy.link.mtu_bytes))
+            ),
+            "split classes share their app by equal turns up to split.max_rate (max-min fair, as the ideal) rather than by a token rate of their own".into(),
+        ],
+        ignored: Vec::new(),
+        // Measured worst 0.03% over random policies, all backlogged
+        // (crates/sched/tests/valve.rs); 1% leaves room for the update interval.
+        share_error_max: Some(0.01),
+    };
+    if policy
+        .tenants
+        .iter()
+        .any(|t| usize::from(t.priority) >= tree::PRIO_LEVELS)
+        || policy
+            .apps
+            .iter()
+            .any(|a| usize::from(a.priority) >= tree::PRIO_LEVELS)
+    {
+        out.approximate.push(format!(
+            "lending order for priorities above {}: they share the last of {} levels (their token rates still follow every level)",
+            tree::PRIO_LEVELS - 1,
+            tree::PRIO_LEVELS
+        ));
+    }
+    out
 }

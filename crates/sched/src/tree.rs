@@ -1,0 +1,708 @@
+//! The class tree both token-bucket enforcers ([`crate::valve`] and [`crate::htb`])
+//! run on: the policy as link → tenants → apps → split classes, one node per class
+//! in one flat array, each node with two token buckets, and the selection machinery
+//! that finds a class allowed to send in O(depth) per packet.
+//!
+//! ## Nodes
+//!
+//! Node 0 is the link (the root); tenant t is node 1 + t; the leaf class c of
+//! [`Classes`] is node 1 + T + c, so app a is node 1 + T + a and split classes follow
+//! the apps in order of first appearance. An app with `split` is an interior node
+//! whose children are its split classes; every other app is a leaf with a FIFO.
+//!
+//! ## Buckets and modes (HTB's vocabulary, Linux `sch_htb.c` and Devera's HTB manual)
+//!
+//! Every node but the root has a *rate* bucket (`tokens`, refilled at `rate_bps`, at
+//! most `buffer`) and, when it is capped, a *ceil* bucket (`ctokens`, refilled at
+//! `ceil_bps`, at most `cbuffer`). Its mode follows from them:
+//! - green (HTB's CAN_SEND): rate tokens left, it may send on its own;
+//! - yellow (MAY_BORROW): out of rate tokens but under its ceil, it may send on
+//!   tokens an ancestor lends;
+//! - red (CANT_SEND): over its ceil; neither it nor anything below it may send.
+//!
+//! The root has no bucket: the link itself is its limit, so it always lends.
+//!
+//! ## Selection
+//!
+//! Each interior node keeps 2 × [`PRIO_LEVELS`] rings of its children that have
+//! something to send and are not red: one ring per (mode, priority), and a bitmap of
+//! the non-empty rings. Dequeue walks down from the root taking, at each node, the
+//! first non-empty ring (green before yellow, then the lowest priority number) and its
+//! head; the rings are deficit round robin (Shreedhar and Varghese, 1995) with a
+//! per-node quantum. The deepest green node on the walk is the *lender*: it and its
+//! ancestors pay rate tokens, the nodes below it borrowed and pay only ceil tokens
+//! (HTB's `htb_charge_class`). Green and yellow both change with time, so a node that
+//! is not green waits in a binary heap of events (HTB's wait queue) for the time its
+//! tokens allow it again; a heap entry whose time is no longer the node's is stale and
+//! skipped. Per packet: O(depth) ring and bucket updates plus O(log n) heap work.
+//!
+//! ## Units
+//!
+//! Tokens are integers in 10⁻⁹ bit: a rate of r bit/s earns r tokens per nanosecond,
+//! so refilling is one multiply and no division, and a byte costs 8·10⁹ tokens.
+//! An i64 holds 1.1 GB of burst, far more than any bucket needs.
+
+use crate::classes::{ClassId, Classes};
+use crate::{Accounting, Frame, Packet, Refusal, TenantCounters};
+use policy::{AppId, Policy, TenantId};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Split classes one policy may create, all apps together: SENIC's scale (hundreds
+/// of thousands of per-destination limiters); at ~100 bytes of state each this is
+/// 26 MB, reserved but only touched as classes appear.
+pub const SPLIT_CLASSES_MAX: usize = 1 << 18;
+
+/// Packets held at once; beyond this a packet is refused as `QueueFull`. As many
+/// as split classes, so every class can hold a packet.
+pub const PACKETS_MAX: usize = 1 << 18;
+
+/// Priority levels a node's children may use, as in HTB (`TC_HTB_NUMPRIO`); policy
+/// priorities above the last share it.
+pub const PRIO_LEVELS: usize = 8;
+
+/// Tokens per byte: 8 bits of 10⁹ tokens each.
+pub const TOKENS_PER_BYTE: i64 = 8_000_000_000;
+
+const NONE: u32 = u32::MAX;
+const NO_SLOT: u8 = u8::MAX;
+const NO_EVENT: u64 = u64::MAX;
+const UNCAPPED: u64 = u64::MAX;
+const ROOT: usize = 0;
+/// Levels below the root: tenant, app, split class.
+const DEPTH_MAX: usize = 3;
+const RINGS: usize = 2 * PRIO_LEVELS;
+const _: () = assert!(RINGS <= 16, "ring bitmap is a u16");
+
+/// Node numbering (see the module docs).
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    tenants: usize,
+    apps: usize,
+}
+
+impl Layout {
+    pub fn new(policy: &Policy) -> Self {
+        Layout {
+            tenants: policy.tenants.len(),
+            apps: policy.apps.len(),
+        }
+    }
+
+    pub fn tenant(&self, tenant: TenantId) -> usize {
+        1 + tenant.index()
+    }
+
+    pub fn app(&self, app: AppId) -> usize {
+        1 + self.tenants + app.index()
+    }
+
+    pub fn class(&self, class: ClassId) -> usize {
+        1 + self.tenants + class.index()
+    }
+
+    /// Nodes that exist from the start: the root, the tenants and the apps.
+    pub fn fixed(&self) -> usize {
+        1 + self.tenants + self.apps
+    }
+}
+
+/// What the sharing of one node's capacity sees of a child.
+#[derive(Clone, Copy, Debug)]
+pub struct Claim {
+    /// Already capped by the child's max_rate; `f64::INFINITY` = backlogged.
+    pub demand_bps: f64,
+    pub min_rate_bps: f64,
+    pub weight: f64,
+    pub priority: u8,
+}
+
+/// Shares `capacity_bps` among `claims` as policy.md's ideal does: guarantees first,
+/// then priority levels in order, each water-filled by weight up to the demands.
+/// Writes into `given` and allocates nothing, so it may run while packets flow.
+pub fn share(capacity_bps: f64, claims: &[Claim], given: &mut [f64]) {
+    debug_assert_eq!(claims.len(), given.len());
+    for (g, c) in given.iter_mut().zip(claims) {
+        *g = c.min_rate_bps.min(c.demand_bps);
+    }
+    let guaranteed: f64 = given.iter().sum();
+    if guaranteed >= capacity_bps {
+        // Only a scenario's slower link gets here: guarantees fit the policy's link.
+        let scale = if guaranteed > 0.0 {
+            capacity_bps / guaranteed
+        } else {
+            0.0
+        };
+        given.iter_mut().for_each(|g| *g *= scale);
+        return;
+    }
+    let mut left_bps = capacity_bps - guaranteed;
+    let mut level = claims.iter().map(|c| c.priority).min();
+    while let Some(priority) = level {
+        // Each round either satisfies at least one child or hands out all that is
+        // left, so it ends after at most one round per child.
+        while left_bps > 0.0 {
+            let hungry = |given: &[f64], i: usize| {
+                claims[i].priority == priority && given[i] < claims[i].demand_bps
+            };
+            let weight_sum: f64 = (0..claims.len())
+                .filter(|&i| hungry(given, i))
+                .map(|i| claims[i].weight)
+                .sum();
+            if weight_sum == 0.0 {
+                break;
+            }
+            let per_weight = left_bps / weight_sum;
+            let mut sated = false;
+            for i in 0..claims.len() {
+                if hungry(given, i)
+                    && claims[i].demand_bps - given[i] <= per_weight * claims[i].weight
+                {
+                    left_bps -= claims[i].demand_bps - given[i];
+                    given[i] = claims[i].demand_bps;
+                    sated = true;
+                }
+            }
+            if !sated {
+                for i in 0..claims.len() {
+                    if hungry(given, i) {
+                        given[i] += per_weight * claims[i].weight;
+                    }
+                }
+                left_bps = 0.0;
+            }
+            left_bps = left_bps.max(0.0);
+        }
+        level = claims
+            .iter()
+            .map(|c| c.priority)
+            .filter(|&p| p > priority)
+            .min();
+    }
+}
+
+/// The policy's allocation down to the apps for the given app demands (bit/s,
+/// already capped by the apps' max_rate), indexed by fixed node; the root gets the
+/// link rate. `claims` and `given` are scratch space, kept by the caller so that
+/// nothing is allocated.
+pub fn allocate(
+    policy: &Policy,
+    app_demand_bps: &[f64],
+    claims: &mut Vec<Claim>,
+    given: &mut Vec<f64>,
+    out_bps: &mut [f64],
+) {
+    let layout = Layout::new(policy);
+    let cap = |bps: Option<u64>| bps.map_or(f64::INFINITY, |r| r as f64);
+    out_bps[ROOT] = policy.link.rate_bps as f64;
+    claims.clear();
+    claims.extend(policy.tenants.iter().map(|t| {
+        Claim {
+            demand_bps: t
+                .apps
+                .iter()
+                .map(|a| app_demand_bps[a.index()])
+                .sum::<f64>()
+                .min(cap(t.max_rate_bps)),
+            min_rate_bps: t.min_rate_bps.unwrap_or(0) as f64,
+            weight: f64::from(t.weight),
+            priority: t.priority,
+        }
+    }));
+    given.clear();
+    given.resize(claims.len(), 0.0);
+    share(out_bps[ROOT], claims, given);
+    for (t, &bps) in given.iter().enumerate() {
+        out_bps[layout.tenant(TenantId(t as u16))] = bps;
+    }
+    for (t, tenant) in policy.tenants.iter().enumerate() {
+        let capacity_bps = out_bps[layout.tenant(TenantId(t as u16))];
+        claims.clear();
+        claims.extend(tenant.apps.iter().map(|&a| {
+            let app = policy.app(a);
+            Claim {
+                demand_bps: app_demand_bps[a.index()],
+                min_rate_bps: app.min_rate_bps.unwrap_or(0) as f64,
+                weight: f64::from(app.weight),
+                priority: app.priority,
+            }
+        }));
+        given.clear();
+        given.resize(claims.len(), 0.0);
+        share(capacity_bps, claims, given);
+        for (&a, &bps) in tenant.apps.iter().zip(given.iter()) {
+            out_bps[layout.app(a)] = bps;
+        }
+    }
+}
+
+/// The allocation when every app is backlogged (an app's demand is its max_rate),
+/// indexed by fixed node.
+pub fn backlogged_rates_bps(policy: &Policy) -> Vec<f64> {
+    let demand: Vec<f64> = policy
+        .apps
+        .iter()
+        .map(|a| a.max_rate_bps.map_or(f64::INFINITY, |r| r as f64))
+        .collect();
+    let mut out = vec![0.0; Layout::new(policy).fixed()];
+    allocate(policy, &demand, &mut Vec::new(), &mut Vec::new(), &mut out);
+    out
+}
+
+/// Each fixed node's share of the link by weight alone, priorities and guarantees
+/// aside: what DRR quanta are proportioned to, so that borrowing follows weights.
+pub fn weighted_shares_bps(policy: &Policy) -> Vec<f64> {
+    let layout = Layout::new(policy);
+    let mut out = vec![0.0; layout.fixed()];
+    let link = policy.link.rate_bps as f64;
+    out[ROOT] = link;
+    let tenant_weights: f64 = policy.tenants.iter().map(|t| f64::from(t.weight)).sum();
+    for (t, tenant) in policy.tenants.iter().enumerate() {
+        let tenant_bps = link * f64::from(tenant.weight) / tenant_weights;
+        out[layout.tenant(TenantId(t as u16))] = tenant_bps;
+        let app_weights: f64 = tenant
+            .apps
+            .iter()
+            .map(|&a| f64::from(policy.app(a).weight))
+            .sum();
+        for &a in &tenant.apps {
+            out[layout.app(a)] = tenant_bps * f64::from(policy.app(a).weight) / app_weights;
+        }
+    }
+    out
+}
+
+/// A node's configuration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NodeParams {
+    pub rate_bps: u64,
+    pub buffer_bytes: u64,
+    /// `None`: uncapped here (an ancestor's cap still holds).
+    pub ceil_bps: Option<u64>,
+    pub cbuffer_bytes: u64,
+    pub quantum_bytes: u32,
+    pub prio: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Green,
+    Yellow,
+    Red,
+}
+
+/// One class; ~100 bytes, so a path of three stays within a few cache lines.
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    tokens: i64,
+    ctokens: i64,
+    buffer: i64,
+    cbuffer: i64,
+    rate_bps: u64,
+    ceil_bps: u64,
+    /// When the buckets were last brought up to date.
+    t_c_ns: u64,
+    /// The time of this node's live heap entry.
+    event_ns: u64,
+    sent_bytes: u64,
+    deficit: i32,
+    quantum: i32,
+    parent: u32,
+    /// Ring neighbours in the parent's ring `slot`.
+    next: u32,
+    prev: u32,
+    /// Packets held in the subtree.
+    queued: u32,
+    /// Packet FIFO of a leaf: slab indices.
+    head: u32,
+    tail: u32,
+    prio: u8,
+    slot: u8,
+    interior: bool,
+}
+
+impl Node {
+    fn new(parent: usize, params: &NodeParams, interior: bool, now_ns: u64) -> Self {
+        let buffer = bytes_to_tokens(params.buffer_bytes);
+        let cbuffer = bytes_to_tokens(params.cbuffer_bytes);
+        Node {
+            tokens: buffer,
+            ctokens: cbuffer,
+            buffer,
+            cbuffer,
+            rate_bps: params.rate_bps,
+            ceil_bps: params.ceil_bps.unwrap_or(UNCAPPED),
+            t_c_ns: now_ns,
+            event_ns: NO_EVENT,
+            sent_bytes: 0,
+            deficit: params.quantum_bytes as i32,
+            quantum: params.quantum_bytes as i32,
+            parent: parent as u32,
+            next: NONE,
+            prev: NONE,
+            queued: 0,
+            head: NONE,
+            tail: NONE,
+            prio: params.prio.min(PRIO_LEVELS as u8 - 1),
+            slot: NO_SLOT,
+            interior,
+        }
+    }
+}
+
+fn bytes_to_tokens(bytes: u64) -> i64 {
+    i64::try_from(u128::from(bytes) * TOKENS_PER_BYTE as u128).unwrap_or(i64::MAX)
+}
+
+/// `tokens` refilled at `rate_bps` for `dt_ns`, at most `cap`.
+fn refill(tokens: i64, rate_bps: u64, dt_ns: u64, cap: i64) -> i64 {
+    let earned = (u128::from(rate_bps) * u128::from(dt_ns)).min(i64::MAX as u128) as i64;
+    tokens.saturating_add(earned).min(cap)
+}
+
+/// The class tree with its buckets, rings, packet queues and packet accounting.
+#[derive(Debug)]
+pub struct Hierarchy {
+    layout: Layout,
+    classes: Classes,
+    accounting: Accounting,
+    /// Configuration of the split classes of each app (`None`: no split).
+    split_params: Vec<Option<NodeParams>>,
+    nodes: Vec<Node>,
+    /// Ring heads of the fixed nodes, by (mode, priority).
+    ring_head: Vec<[u32; RINGS]>,
+    occupied: Vec<u16>,
+    slab: Vec<Packet>,
+    slab_next: Vec<u32>,
+    free: u32,
+    events: BinaryHeap<Reverse<(u64, u32)>>,
+    backlog: usize,
+}
+
+impl Hierarchy {
+    /// `params` configures the fixed nodes (index = node; the root's is unused);
+    /// `split_params[app]` every split class of `app`.
+    pub fn new(
+        policy: &Policy,
+        params: &[NodeParams],
+        split_params: Vec<Option<NodeParams>>,
+    ) -> Self {
+        let layout = Layout::new(policy);
+        debug_assert_eq!(params.len(), layout.fixed());
+        let any_split = split_params.iter().any(Option::is_some);
+        let capacity = policy.apps.len() + if any_split { SPLIT_CLASSES_MAX } else { 0 };
+        let mut nodes = Vec::with_capacity(1 + layout.tenants + capacity);
+        nodes.push(Node::new(ROOT, &params[ROOT], true, 0));
+        for t in 0..policy.tenants.len() {
+            nodes.push(Node::new(ROOT, &params[1 + t], true, 0));
+        }
+        for (a, app) in policy.apps.iter().enumerate() {
+            let x = layout.app(AppId(a as u32));
+            let parent = layout.tenant(app.tenant);
+            nodes.push(Node::new(parent, &params[x], app.split.is_some(), 0));
+        }
+        let packets = if any_split {
+            PACKETS_MAX
+        } else {
+            // Without split there are few classes; a smaller pool is plenty for
+            // the same bound on bytes.
+            PACKETS_MAX / 4
+        };
+        Hierarchy {
+            layout,
+            classes: Classes::new(policy, capacity),
+            accounting: Accounting::new(policy),
+            split_params,
+            nodes,
+            ring_head: vec![[NONE; RINGS]; layout.fixed()],
+            occupied: vec![0; layout.fixed()],
+            slab: Vec::with_capacity(packets),
+            slab_next: Vec::with_capacity(packets),
+            free: NONE,
+            events: BinaryHeap::with_capacity(2 * layout.fixed() + 1024),
+            backlog: 0,
+        }
+    }
+
+    pub fn enqueue(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        let Some(class) = self.classes.classify(&packet) else {
+            self.accounting.refuse(packet.tenant, packet.len_bytes);
+            return Err((packet, Refusal::QueueFull));
+        };
+        let x = self.layout.class(class);
+        if x == self.nodes.len() {
+            let params = self.split_params[packet.app.index()]
+                .expect("only split apps create classes beyond the apps");
+            let parent = self.layout.app(packet.app);
+            self.nodes.push(Node::new(parent, &params, false, now_ns));
+        }
+        if self.free == NONE && self.slab.len() == self.slab.capacity() {
+            self.accounting.refuse(packet.tenant, packet.len_bytes);
+            return Err((packet, Refusal::QueueFull));
+        }
+        if let Err(reason) = self.accounting.admit(packet.tenant, packet.len_bytes) {
+            return Err((packet, reason));
+        }
+        let index = if self.free == NONE {
+            self.slab.push(packet);
+            self.slab_next.push(NONE);
+            (self.slab.len() - 1) as u32
+        } else {
+            let index = self.free;
+            self.free = self.slab_next[index as usize];
+            self.slab[index as usize] = packet;
+            self.slab_next[index as usize] = NONE;
+            index
+        };
+        let node = &mut self.nodes[x];
+        if node.tail == NONE {
+            node.head = index;
+        } else {
+            self.slab_next[node.tail as usize] = index;
+        }
+        node.tail = index;
+        let mut y = x;
+        while y != ROOT {
+            self.nodes[y].queued += 1;
+            y = self.nodes[y].parent as usize;
+        }
+        self.backlog += 1;
+        self.sync(x, now_ns);
+        Ok(())
+    }
+
+    pub fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
+        self.run_events(now_ns);
+        if self.occupied[ROOT] == 0 {
+            return None;
+        }
+        let mut path = [NONE; DEPTH_MAX];
+        let mut depth = 0;
+        // Index in `path` of the lender; `None` when the root lends.
+        let mut lender = None;
+        let mut x = ROOT;
+        loop {
+            let ring = self.occupied[x].trailing_zeros() as usize;
+            let child = self.ring_head[x][ring];
+            debug_assert_ne!(child, NONE);
+            path[depth] = child;
+            if ring < PRIO_LEVELS {
+                lender = Some(depth);
+            }
+            depth += 1;
+            x = child as usize;
+            if !self.nodes[x].interior {
+                break;
+            }
+        }
+        let leaf = x;
+        let index = self.nodes[leaf].head as usize;
+        let packet = self.slab[index];
+        self.nodes[leaf].head = self.slab_next[index];
+        if self.nodes[leaf].head == NONE {
+            self.nodes[leaf].tail = NONE;
+        }
+        self.slab_next[index] = self.free;
+        self.free = index as u32;
+        self.backlog -= 1;
+        self.accounting.release(packet.tenant, packet.len_bytes);
+
+        let cost = i64::from(packet.len_bytes) * TOKENS_PER_BYTE;
+        for (level, &y) in path[..depth].iter().enumerate().rev() {
+            let y = y as usize;
+            let pays_rate = lender.is_some_and(|l| level <= l);
+            let node = &mut self.nodes[y];
+            let dt_ns = now_ns.saturating_sub(node.t_c_ns);
+            node.tokens = refill(node.tokens, node.rate_bps, dt_ns, node.buffer);
+            if pays_rate {
+                // A debt of one burst at most: beyond it the class would stay
+                // yellow long after its parent's lending made up for it.
+                node.tokens = (node.tokens - cost).max(-node.buffer);
+            }
+            if node.ceil_bps != UNCAPPED {
+                node.ctokens = refill(node.ctokens, node.ceil_bps, dt_ns, node.cbuffer) - cost;
+            }
+            node.t_c_ns = now_ns;
+            node.sent_bytes += u64::from(packet.len_bytes);
+            node.queued -= 1;
+            node.deficit -= packet.len_bytes as i32;
+            if node.deficit < 0 {
+                node.deficit += node.quantum;
+                let (parent, slot, next) = (node.parent as usize, node.slot as usize, node.next);
+                if self.ring_head[parent][slot] == y as u32 {
+                    self.ring_head[parent][slot] = next;
+                }
+            }
+        }
+        for &y in &path[..depth] {
+            self.sync(y as usize, now_ns);
+        }
+        Some(Frame::whole(packet))
+    }
+
+    /// Brings every node whose event is due to its current mode.
+    fn run_events(&mut self, now_ns: u64) {
+        while let Some(&Reverse((at_ns, x))) = self.events.peek() {
+            if at_ns > now_ns {
+                break;
+            }
+            self.events.pop();
+            let x = x as usize;
+            if self.nodes[x].event_ns == at_ns {
+                self.nodes[x].event_ns = NO_EVENT;
+                self.sync(x, now_ns);
+            }
+        }
+    }
+
+    /// The earliest time worth asking again, for a caller that got no frame.
+    pub fn next_ready_ns(&self, now_ns: u64) -> Option<u64> {
+        if self.backlog == 0 {
+            return None;
+        }
+        if self.occupied[ROOT] != 0 {
+            return Some(now_ns);
+        }
+        self.events
+            .peek()
+            .map(|Reverse((at_ns, _))| (*at_ns).max(now_ns))
+    }
+
+    /// Mode of node `x` at `now_ns`, and when it next changes by itself.
+    fn mode(&self, x: usize, now_ns: u64) -> (Mode, u64) {
+        let node = &self.nodes[x];
+        let dt_ns = now_ns.saturating_sub(node.t_c_ns);
+        if node.ceil_bps != UNCAPPED {
+            let ctokens = refill(node.ctokens, node.ceil_bps, dt_ns, node.cbuffer);
+            if ctokens < 0 {
+                let wait_ns = (ctokens.unsigned_abs()).div_ceil(node.ceil_bps.max(1));
+                return (Mode::Red, now_ns + wait_ns);
+            }
+        }
+        let tokens = refill(node.tokens, node.rate_bps, dt_ns, node.buffer);
+        if tokens >= 0 {
+            (Mode::Green, NO_EVENT)
+        } else if node.rate_bps > 0 {
+            let wait_ns = tokens.unsigned_abs().div_ceil(node.rate_bps);
+            (Mode::Yellow, now_ns + wait_ns)
+        } else {
+            (Mode::Yellow, NO_EVENT)
+        }
+    }
+
+    /// Puts `x` in the ring its mode and backlog call for, and its ancestors too
+    /// where that changes whether they have anything to send.
+    fn sync(&mut self, mut x: usize, now_ns: u64) {
+        while x != ROOT {
+            let node = &self.nodes[x];
+            let has_work = if node.interior {
+                self.occupied[x] != 0
+            } else {
+                node.head != NONE
+            };
+            let want = if has_work {
+                let (mode, event_ns) = self.mode(x, now_ns);
+                if event_ns < self.nodes[x].event_ns {
+                    self.nodes[x].event_ns = event_ns;
+                    self.events.push(Reverse((event_ns, x as u32)));
+                }
+                let prio = self.nodes[x].prio;
+                match mode {
+                    Mode::Green => prio,
+                    Mode::Yellow => PRIO_LEVELS as u8 + prio,
+                    Mode::Red => NO_SLOT,
+                }
+            } else {
+                NO_SLOT
+            };
+            if want == self.nodes[x].slot {
+                return;
+            }
+            if self.nodes[x].slot != NO_SLOT {
+                self.unlink(x);
+            }
+            if want != NO_SLOT {
+                self.link(x, want);
+            }
+            x = self.nodes[x].parent as usize;
+        }
+    }
+
+    /// Adds `x` at the tail of its parent's ring `slot`.
+    fn link(&mut self, x: usize, slot: u8) {
+        let parent = self.nodes[x].parent as usize;
+        let head = self.ring_head[parent][slot as usize];
+        if head == NONE {
+            self.nodes[x].next = x as u32;
+            self.nodes[x].prev = x as u32;
+            self.ring_head[parent][slot as usize] = x as u32;
+            self.occupied[parent] |= 1 << slot;
+        } else {
+            let tail = self.nodes[head as usize].prev;
+            self.nodes[tail as usize].next = x as u32;
+            self.nodes[x].prev = tail;
+            self.nodes[x].next = head;
+            self.nodes[head as usize].prev = x as u32;
+        }
+        self.nodes[x].slot = slot;
+    }
+
+    fn unlink(&mut self, x: usize) {
+        let Node {
+            parent,
+            slot,
+            next,
+            prev,
+            ..
+        } = self.nodes[x];
+        let (parent, slot) = (parent as usize, slot as usize);
+        if next == x as u32 {
+            self.ring_head[parent][slot] = NONE;
+            self.occupied[parent] &= !(1 << slot);
+        } else {
+            self.nodes[prev as usize].next = next;
+            self.nodes[next as usize].prev = prev;
+            if self.ring_head[parent][slot] == x as u32 {
+                self.ring_head[parent][slot] = next;
+            }
+        }
+        self.nodes[x].slot = NO_SLOT;
+    }
+
+    /// Changes a fixed node's rate bucket, keeping the tokens it has earned so far.
+    pub fn set_rate(&mut self, x: usize, now_ns: u64, rate_bps: u64, buffer_bytes: u64) {
+        let node = &mut self.nodes[x];
+        let dt_ns = now_ns.saturating_sub(node.t_c_ns);
+        node.tokens = refill(node.tokens, node.rate_bps, dt_ns, node.buffer);
+        if node.ceil_bps != UNCAPPED {
+            node.ctokens = refill(node.ctokens, node.ceil_bps, dt_ns, node.cbuffer);
+        }
+        node.t_c_ns = now_ns;
+        node.rate_bps = rate_bps;
+        node.buffer = bytes_to_tokens(buffer_bytes);
+        node.tokens = node.tokens.clamp(-node.buffer, node.buffer);
+        self.sync(x, now_ns);
+    }
+
+    /// Bytes node `x` sent since the last call, which starts a new count.
+    pub fn take_sent_bytes(&mut self, x: usize) -> u64 {
+        std::mem::take(&mut self.nodes[x].sent_bytes)
+    }
+
+    /// Whether node `x` holds packets in its subtree.
+    pub fn is_backlogged(&self, x: usize) -> bool {
+        self.nodes[x].queued > 0
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    pub fn backlog_packets(&self) -> usize {
+        self.backlog
+    }
+
+    pub fn counters(&self) -> &[TenantCounters] {
+        self.accounting.counters()
+    }
+}
