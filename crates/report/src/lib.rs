@@ -26,5 +26,5 @@ pub use figures::*;
 pub use files::*;
 pub use html::*;
 pub use record::*;
-pub use summary::{AppSummary, Fairness, Summary, TenantSummary, summarize};
+pub use summary::{AppSummary, Fairness, PacingSummary, Summary, TenantSummary, summarize};
 pub use table::comparison_table;

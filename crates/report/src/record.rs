@@ -101,6 +101,48 @@ pub struct LatencyRecord {
     pub histogram_ns: Histogram<u64>,
 }
 
+/// Gaps between consecutive departures of one flow's packets, accumulated with
+/// Welford's method so a long run needs no memory per packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GapStats {
+    pub count: u64,
+    pub mean_ns: f64,
+    /// Sum of squared deviations from the mean.
+    pub m2_ns2: f64,
+    last_departure_ns: Option<u64>,
+}
+
+impl GapStats {
+    /// A packet of the flow left at `now_ns`; the first one only starts the clock.
+    pub fn departure(&mut self, now_ns: u64) {
+        if let Some(last) = self.last_departure_ns {
+            let gap = now_ns.saturating_sub(last) as f64;
+            self.count += 1;
+            let delta = gap - self.mean_ns;
+            self.mean_ns += delta / self.count as f64;
+            self.m2_ns2 += delta * (gap - self.mean_ns);
+        }
+        self.last_departure_ns = Some(now_ns);
+    }
+
+    /// Population standard deviation of the gaps.
+    pub fn std_ns(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            (self.m2_ns2 / self.count as f64).sqrt()
+        }
+    }
+}
+
+/// Inter-departure times of each flow of one traffic (SENIC's Table 3 measure of a
+/// rate limiter's accuracy), after its first interval.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PacingRecord {
+    pub traffic: String,
+    pub flows: Vec<GapStats>,
+}
+
 #[derive(Clone, Debug)]
 pub struct RunRecord {
     pub scenario: String,
@@ -116,6 +158,8 @@ pub struct RunRecord {
     pub class_tenant: Vec<usize>,
     pub intervals: Vec<Interval>,
     pub latency: Vec<LatencyRecord>,
+    /// Per traffic (in scenario order): inter-departure times of its flows.
+    pub pacing: Vec<PacingRecord>,
     /// Packets refused at admission, per tenant.
     pub tenant_drops: Vec<u64>,
     /// Frames that left on the link over the whole run.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::figures::{LatencySummary, jain_index, rel_error};
-use crate::record::{Interval, Mode, RunRecord};
+use crate::record::{GapStats, Interval, Mode, PacingRecord, RunRecord};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -23,7 +23,44 @@ pub struct Summary {
     pub fairness: Fairness,
     /// Keyed by traffic name; a BTreeMap so the JSON does not depend on hash order.
     pub latency: BTreeMap<String, LatencySummary>,
+    /// Keyed by traffic name: how evenly each traffic's flows were paced.
+    pub pacing: BTreeMap<String, PacingSummary>,
     pub frames_sent: u64,
+}
+
+/// Inter-departure times of one traffic: per flow mean and standard deviation, then
+/// averaged over its flows (SENIC's Table 3 reports one class; its classes are alike).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PacingSummary {
+    pub flows: u64,
+    pub samples: u64,
+    pub mean_gap_us: f64,
+    pub std_gap_us: f64,
+    pub std_gap_us_max: f64,
+}
+
+impl PacingSummary {
+    fn from_record(record: &PacingRecord) -> Self {
+        let measured: Vec<_> = record.flows.iter().filter(|f| f.count > 0).collect();
+        let flows = measured.len() as u64;
+        let average = |value: &dyn Fn(&GapStats) -> f64| {
+            if measured.is_empty() {
+                0.0
+            } else {
+                measured.iter().map(|f| value(f)).sum::<f64>() / measured.len() as f64
+            }
+        };
+        PacingSummary {
+            flows,
+            samples: measured.iter().map(|f| f.count).sum(),
+            mean_gap_us: average(&|f| f.mean_ns / 1e3),
+            std_gap_us: average(&|f| f.std_ns() / 1e3),
+            std_gap_us_max: measured
+                .iter()
+                .map(|f| f.std_ns() / 1e3)
+                .fold(0.0, f64::max),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -142,6 +179,11 @@ pub fn summarize(run: &RunRecord) -> Summary {
                 let summary = LatencySummary::from_histogram(&record.histogram_ns);
                 (record.traffic.clone(), summary)
             })
+            .collect(),
+        pacing: run
+            .pacing
+            .iter()
+            .map(|record| (record.traffic.clone(), PacingSummary::from_record(record)))
             .collect(),
         frames_sent: run.frames_sent,
     }

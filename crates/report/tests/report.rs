@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use hdrhistogram::Histogram;
 use report::{
-    ClassName, Interval, LatencyRecord, Mode, RunRecord, Summary, comparison_table, summarize,
-    write_html, write_run,
+    ClassName, GapStats, Interval, LatencyRecord, Mode, PacingRecord, RunRecord, Summary,
+    comparison_table, summarize, write_html, write_run,
 };
 
 const GBPS: f64 = 1e9;
@@ -119,10 +119,36 @@ fn two_tenants() -> RunRecord {
             traffic: "t2-probe".into(),
             histogram_ns: probe,
         }],
+        pacing: vec![PacingRecord {
+            traffic: "t1-bulk".into(),
+            flows: vec![
+                paced(&[0, 10_000, 20_000, 30_000]),
+                paced(&[0, 4_000, 12_000]),
+            ],
+        }],
         tenant_drops: vec![3, 0],
         frames_sent: 123_456,
         wall_s: 0.25,
     }
+}
+
+fn paced(departures_ns: &[u64]) -> GapStats {
+    let mut stats = GapStats::default();
+    for &t in departures_ns {
+        stats.departure(t);
+    }
+    stats
+}
+
+#[test]
+fn pacing_averages_each_flows_gap_statistics() {
+    let pacing = &summarize(&two_tenants()).pacing["t1-bulk"];
+    // Flow 1: gaps 10, 10, 10 us (std 0); flow 2: gaps 4, 8 us (mean 6, std 2).
+    assert_eq!(pacing.flows, 2);
+    assert_eq!(pacing.samples, 5);
+    assert_close(pacing.mean_gap_us, 8.0, "mean_gap_us");
+    assert_close(pacing.std_gap_us, 1.0, "std_gap_us");
+    assert_close(pacing.std_gap_us_max, 2.0, "std_gap_us_max");
 }
 
 #[test]

@@ -25,6 +25,8 @@ enum SenderKind {
 #[derive(Debug)]
 struct Sender {
     traffic: u32,
+    /// Position among its traffic's flows.
+    flow_in_traffic: u32,
     tenant: TenantId,
     app: AppId,
     flow: u32,
@@ -127,6 +129,7 @@ impl<'a> Engine<'a> {
                 let index = senders.len() as u64;
                 senders.push(Sender {
                     traffic: ti as u32,
+                    flow_in_traffic: index as u32 - first,
                     tenant: t.tenant,
                     app: t.app,
                     flow: index as u32,
@@ -183,6 +186,14 @@ impl<'a> Engine<'a> {
             classes: measure::class_names(scenario, &classes),
             intervals: measure::intervals(scenario, &host, &classes),
             latency,
+            pacing: scenario
+                .traffic
+                .iter()
+                .map(|t| report::PacingRecord {
+                    traffic: t.name.clone(),
+                    flows: vec![report::GapStats::default(); t.kind.flows() as usize],
+                })
+                .collect(),
             tenant_drops: vec![0; policy.tenants.len()],
             frames_sent: 0,
             wall_s: 0.0,
@@ -236,7 +247,10 @@ impl<'a> Engine<'a> {
                 if self.kick_at_ns == Some(now) {
                     self.kick_at_ns = None;
                 }
-                self.transmit(now);
+                // A frame on the wire polls the enforcer itself when it is done.
+                if self.on_wire.is_none() {
+                    self.transmit(now);
+                }
             }
             Event::TrafficStart { traffic } => {
                 for s in self.traffic_senders[traffic as usize].clone() {
@@ -424,6 +438,13 @@ impl<'a> Engine<'a> {
         }
         if frame.last {
             let sender = (packet.handle >> 40) as u32;
+            let s = &self.senders[sender as usize];
+            let traffic = &self.scenario.traffic[s.traffic as usize];
+            // Pacing is judged past the first interval, once limiters are in steady state.
+            if now >= traffic.start_ns + self.scenario.interval_ns {
+                self.record.pacing[s.traffic as usize].flows[s.flow_in_traffic as usize]
+                    .departure(now);
+            }
             match self.senders[sender as usize].kind {
                 SenderKind::Bulk => self.events.schedule(
                     now + self.host.tx_completion_delay_ns,
