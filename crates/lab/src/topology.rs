@@ -231,6 +231,8 @@ impl Topology {
         ])?;
         Self::offloads_off(eng, &plan.uplink)?;
         Self::offloads_off(sink, "eth0")?;
+        netns::ip(&["-n", sink, "link", "set", "eth0", "up"])?;
+        netns::ip(&["-n", eng, "link", "set", &plan.uplink, "up"])?;
         for t in &plan.tenants {
             self.add_ns(&t.ns)?;
             let mac = mac_string(t.mac);
@@ -297,8 +299,6 @@ impl Topology {
             ])?;
             netns::ip(&["-n", eng, "link", "set", &t.port, "up"])?;
         }
-        netns::ip(&["-n", sink, "link", "set", "eth0", "up"])?;
-        netns::ip(&["-n", eng, "link", "set", &plan.uplink, "up"])?;
         if bridge {
             let br = plan.bridge.as_str();
             netns::ip(&[
