@@ -41,26 +41,33 @@ fn u16_at(bytes: &[u8], at: usize) -> u16 {
 
 /// Parses an Ethernet II frame.
 pub fn parse(frame: &[u8]) -> ParsedFrame {
-    if frame.len() < ETHERNET_HEADER_BYTES {
+    parse_captured(frame, frame.len())
+}
+
+/// Parses the first bytes of a frame that was `wire_bytes` long (a capture cut
+/// short on purpose, as the meter reads only headers).
+pub fn parse_captured(frame: &[u8], wire_bytes: usize) -> ParsedFrame {
+    if frame.len() < ETHERNET_HEADER_BYTES || wire_bytes < frame.len() {
         return ParsedFrame::Malformed;
     }
     if u16_at(frame, 12) != ETHERTYPE_IPV4 {
         return ParsedFrame::NotIpv4;
     }
     let ip = &frame[ETHERNET_HEADER_BYTES..];
+    let ip_wire_bytes = wire_bytes - ETHERNET_HEADER_BYTES;
     if ip.len() < 20 || ip[0] >> 4 != 4 {
         return ParsedFrame::Malformed;
     }
     let header_bytes = usize::from(ip[0] & 0x0f) * 4;
     let total_bytes = usize::from(u16_at(ip, 2));
-    if header_bytes < 20 || total_bytes < header_bytes || total_bytes > ip.len() {
+    if header_bytes < 20 || total_bytes < header_bytes || total_bytes > ip_wire_bytes {
         return ParsedFrame::Malformed;
     }
     let proto = ip[9];
     let fragment_offset = u16_at(ip, 6) & 0x1fff;
     let (mut src_port, mut dst_port) = (0, 0);
     if (proto == PROTO_TCP || proto == PROTO_UDP) && fragment_offset == 0 {
-        if total_bytes < header_bytes + 4 {
+        if total_bytes < header_bytes + 4 || ip.len() < header_bytes + 4 {
             return ParsedFrame::Malformed;
         }
         src_port = u16_at(ip, header_bytes);
@@ -362,6 +369,20 @@ tenants:
         for n in 0..good.len() {
             let _ = parse(&good[..n]);
         }
+        // A capture of the headers only, of a frame that was whole on the wire.
+        let h = ip(&good);
+        assert_eq!(
+            parse_captured(&good[..54], good.len()),
+            ParsedFrame::Ipv4(h)
+        );
+        assert_eq!(
+            parse_captured(&good[..54], good.len() - 1),
+            ParsedFrame::Malformed
+        );
+        assert_eq!(
+            parse_captured(&good[..36], good.len()),
+            ParsedFrame::Malformed
+        );
         // A non-first fragment has no ports.
         let mut frag = good.clone();
         frag[14 + 6..14 + 8].copy_from_slice(&100u16.to_be_bytes());

@@ -10,8 +10,9 @@
 //! 3. read the uplink and send each frame back to the tenant port its destination
 //!    MAC names (flooded when none does), unscheduled: the reverse path is not the
 //!    link under study;
-//! 4. while the emulated link is free (`link_free_ns <= now_ns`), dequeue a frame,
-//!    send it and hold the link for its serialisation time at the link rate;
+//! 4. while the emulated link is free (`link_free_ns <= now_ns`, give or take
+//!    `TX_AHEAD_NS`), dequeue a frame, send it and hold the link for its
+//!    serialisation time at the link rate;
 //! 5. sleep until the link frees, the enforcer's next deadline, or a frame arrives.
 //!
 //! The link counts L3 bytes (IPv4 total length), as the simulator and the ideal do.
@@ -98,6 +99,9 @@ impl Slab {
 /// How far the emulated link may catch up after the thread woke late: frames may
 /// leave back to back for at most this much lost time, never faster on average.
 const CATCH_UP_NS: u64 = 200_000;
+/// Frames may leave this much before the emulated link frees, so that at high
+/// rates one wake-up sends a few frames instead of one; the rate is unchanged.
+const TX_AHEAD_NS: u64 = 30_000;
 /// Longest sleep: how quickly the engine notices `stop`.
 const IDLE_WAIT_NS: u64 = 2_000_000;
 /// Socket receive buffers: room for bursts while the engine is descheduled.
@@ -173,7 +177,7 @@ impl Engine {
                 self.on_sink_frame(&bufs[i], lens[i], &ports)?;
             }
 
-            while link_free_ns <= now_ns {
+            while link_free_ns <= now_ns + TX_AHEAD_NS {
                 let Some(frame) = unsent.take().or_else(|| self.enforcer.dequeue(now_ns)) else {
                     break;
                 };
@@ -196,8 +200,8 @@ impl Engine {
             let wait_ns = if unsent.is_some() {
                 20_000
             } else if self.enforcer.backlog_packets() > 0 {
-                if link_free_ns > now_ns {
-                    link_free_ns - now_ns
+                if link_free_ns > now_ns + TX_AHEAD_NS {
+                    link_free_ns - now_ns - TX_AHEAD_NS
                 } else {
                     self.enforcer
                         .next_ready_ns(now_ns)

@@ -4,7 +4,7 @@
 //! the engine uses. It sees the link the way a receiver does, whatever forwarded the
 //! frames, so nicsched's engine and the kernel's HTB are measured alike.
 
-use crate::classify::{Classifier, ParsedFrame, parse};
+use crate::classify::{Classifier, ParsedFrame, parse_captured};
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket, Poller};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +28,8 @@ pub struct Metered {
 }
 
 const RCVBUF_BYTES: usize = 8 << 20;
+/// Bytes of each frame the meter copies: Ethernet, IPv4 with options, the ports.
+const SNAP_BYTES: usize = 14 + 60 + 4;
 
 impl Meter {
     /// Counts until `stop`; counting starts when `origin` (time zero of the run) is set.
@@ -48,7 +50,7 @@ impl Meter {
         let mut bufs = vec![[0u8; FRAME_BYTES_MAX]; BATCH];
         let mut lens = [0usize; BATCH];
         while !stop.load(Ordering::Relaxed) {
-            let n = socket.recv_batch(&mut bufs, &mut lens)?;
+            let n = socket.recv_batch_snap(&mut bufs, &mut lens, SNAP_BYTES)?;
             if n == 0 {
                 poller.wait(2_000_000)?;
                 continue;
@@ -59,7 +61,8 @@ impl Meter {
             let now_ns = origin.elapsed().as_nanos() as u64;
             let k = (now_ns / self.interval_ns) as usize;
             for i in 0..n {
-                let ParsedFrame::Ipv4(ip) = parse(&bufs[i][..lens[i].min(FRAME_BYTES_MAX)]) else {
+                let captured = &bufs[i][..lens[i].min(SNAP_BYTES)];
+                let ParsedFrame::Ipv4(ip) = parse_captured(captured, lens[i]) else {
                     continue;
                 };
                 let Some(tenant) = self.classifier.tenant_of_source(ip.src) else {

@@ -173,3 +173,102 @@ fn unknown_enforcers_are_refused_before_anything_is_built() {
     assert!(error.to_string().contains("unknown enforcer"), "{error}");
     assert_nothing_left(&before);
 }
+
+fn one_second() -> Scenario {
+    let mut s = two_tenants();
+    s.duration_ns = 1_000_000_000;
+    for t in &mut s.traffic {
+        t.stop_ns = s.duration_ns;
+    }
+    s
+}
+
+#[test]
+fn keep_leaves_the_namespaces_up_until_deleted() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("keep_leaves_the_namespaces_up_until_deleted") {
+        return;
+    }
+    let before = lab::lab_namespaces().unwrap();
+    let options = LabOptions {
+        keep: true,
+        ..LabOptions::default()
+    };
+    lab::run(&one_second(), "fifo", &options, &mut |_| {}).unwrap();
+    let kept: Vec<String> = lab::lab_namespaces()
+        .unwrap()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert_eq!(
+        kept.len(),
+        4,
+        "two tenants, the sink and the engine: {kept:?}"
+    );
+    // The topology is there to inspect: the engine holds a port per tenant and the uplink.
+    let links = std::process::Command::new("ip")
+        .args([
+            "-n",
+            kept.iter().find(|n| n.ends_with("-eng")).unwrap(),
+            "-o",
+            "link",
+        ])
+        .output()
+        .unwrap();
+    let links = String::from_utf8_lossy(&links.stdout);
+    assert_eq!(
+        links
+            .lines()
+            .filter(|l| l.contains("veth") || l.contains("@"))
+            .count(),
+        3,
+        "{links}"
+    );
+    for ns in &kept {
+        std::process::Command::new("ip")
+            .args(["netns", "delete", ns])
+            .status()
+            .unwrap();
+    }
+    assert_nothing_left(&before);
+}
+
+#[test]
+fn sigint_stops_the_run_and_tears_down() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("sigint_stops_the_run_and_tears_down") {
+        return;
+    }
+    let before = lab::lab_namespaces().unwrap();
+    let watcher_before = before.clone();
+    // Once the run's namespaces exist its handler is in place: interrupt it then.
+    let watcher = std::thread::spawn(move || {
+        for _ in 0..500 {
+            let now = lab::lab_namespaces().unwrap_or_default();
+            if now.iter().filter(|n| !watcher_before.contains(n)).count() >= 4 {
+                std::thread::sleep(std::time::Duration::from_millis(800));
+                let pid = std::process::id().to_string();
+                std::process::Command::new("kill")
+                    .args(["-INT", &pid])
+                    .status()
+                    .unwrap();
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        false
+    });
+    let started = std::time::Instant::now();
+    let result = lab::run(&two_tenants(), "tonic", &LabOptions::default(), &mut |_| {});
+    assert!(
+        watcher.join().unwrap(),
+        "the run's namespaces never appeared"
+    );
+    assert!(
+        matches!(result, Err(LabError::Interrupted)),
+        "{:?}",
+        result.map(|_| ())
+    );
+    assert!(started.elapsed().as_secs_f64() < 3.5, "stopped early");
+    assert_nothing_left(&before);
+}

@@ -110,6 +110,16 @@ impl PacketSocket {
         bufs: &mut [[u8; FRAME_BYTES_MAX]],
         lens: &mut [usize],
     ) -> io::Result<usize> {
+        self.recv_batch_snap(bufs, lens, FRAME_BYTES_MAX)
+    }
+
+    /// As [`PacketSocket::recv_batch`], copying at most `snap_bytes` of each frame.
+    pub fn recv_batch_snap(
+        &self,
+        bufs: &mut [[u8; FRAME_BYTES_MAX]],
+        lens: &mut [usize],
+        snap_bytes: usize,
+    ) -> io::Result<usize> {
         let n = bufs.len().min(lens.len()).min(BATCH);
         if n == 0 {
             return Ok(0);
@@ -122,7 +132,7 @@ impl PacketSocket {
             let mut headers: [libc::mmsghdr; BATCH] = std::mem::zeroed();
             for i in 0..n {
                 iovecs[i].iov_base = bufs[i].as_mut_ptr().cast();
-                iovecs[i].iov_len = FRAME_BYTES_MAX;
+                iovecs[i].iov_len = snap_bytes.min(FRAME_BYTES_MAX);
                 headers[i].msg_hdr.msg_iov = &mut iovecs[i];
                 headers[i].msg_hdr.msg_iovlen = 1;
                 headers[i].msg_hdr.msg_name = (&mut addresses[i] as *mut libc::sockaddr_ll).cast();
