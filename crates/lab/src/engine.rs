@@ -1,0 +1,325 @@
+//! The forwarding engine: nicsched's enforcer on real frames. It runs on its own
+//! thread inside the engine namespace, with one AF_PACKET socket per tenant port and
+//! one on the uplink, and loops:
+//!
+//! 1. read the monotonic clock once (`now_ns`, passed to everything below);
+//! 2. read frames from the tenant ports in batches; each IPv4 frame is copied into a
+//!    preallocated slab slot, classified and offered to the enforcer with the slot
+//!    as its `handle`; a refused frame frees its slot (a drop of its tenant); non-IPv4
+//!    frames go out on the uplink at once, unscheduled; malformed ones are dropped;
+//! 3. read the uplink and send each frame back to the tenant port its destination
+//!    MAC names (flooded when none does), unscheduled: the reverse path is not the
+//!    link under study;
+//! 4. while the emulated link is free (`link_free_ns <= now_ns`, give or take
+//!    `TX_AHEAD_NS`), dequeue a frame, send it and hold the link for its
+//!    serialisation time at the link rate;
+//! 5. sleep until the link frees, the enforcer's next deadline, or a frame arrives.
+//!
+//! The link counts L3 bytes (IPv4 total length), as the simulator and the ideal do.
+//! The engine's buffer stands for the host's qdiscs: each tenant may hold at most
+//! `tenant_packets_max` packets in it (beyond, its frames are dropped and counted
+//! against it), on top of the policy's own buffer caps that the enforcer applies.
+
+use crate::classify::{Classifier, ParsedFrame, parse};
+use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket, Poller};
+use policy::TenantId;
+use sched::{Enforcer, Packet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// What the engine needs to know of the topology and the link.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// The engine's end of each tenant's veth, indexed by tenant.
+    pub ports: Vec<String>,
+    pub tenant_macs: Vec<[u8; 6]>,
+    pub uplink: String,
+    pub link_rate_bps: u64,
+    pub tenant_packets_max: u32,
+    pub slab_slots: u32,
+}
+
+/// Per-frame counters of one engine run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub rx_frames: u64,
+    /// Frames scheduled and sent on the uplink, and their L3 bytes.
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// Non-IPv4 frames forwarded to the uplink without scheduling.
+    pub unscheduled_frames: u64,
+    /// Frames from the sink sent back to tenant ports.
+    pub return_frames: u64,
+    pub malformed_frames: u64,
+    /// Frames longer than a receive buffer.
+    pub truncated_frames: u64,
+    /// Dropped because the tenant's engine buffer or the slab was full, per tenant.
+    pub buffer_drops: Vec<u64>,
+    /// Refused by the enforcer (packet accounting), per tenant.
+    pub refused: Vec<u64>,
+    /// Sends the uplink answered "busy" (retried).
+    pub send_busy: u64,
+}
+
+/// Frame bytes of every packet the enforcer holds, one fixed slot per packet.
+struct Slab {
+    bytes: Vec<u8>,
+    lens: Vec<u16>,
+    free: Vec<u32>,
+}
+
+impl Slab {
+    fn new(slots: u32) -> Slab {
+        Slab {
+            bytes: vec![0; slots as usize * FRAME_BYTES_MAX],
+            lens: vec![0; slots as usize],
+            free: (0..slots).rev().collect(),
+        }
+    }
+
+    fn store(&mut self, frame: &[u8]) -> Option<u32> {
+        let slot = self.free.pop()?;
+        let at = slot as usize * FRAME_BYTES_MAX;
+        self.bytes[at..at + frame.len()].copy_from_slice(frame);
+        self.lens[slot as usize] = frame.len() as u16;
+        Some(slot)
+    }
+
+    fn get(&self, slot: u32) -> &[u8] {
+        let at = slot as usize * FRAME_BYTES_MAX;
+        &self.bytes[at..at + usize::from(self.lens[slot as usize])]
+    }
+
+    fn release(&mut self, slot: u32) {
+        debug_assert!(!self.free.contains(&slot));
+        self.free.push(slot);
+    }
+}
+
+/// How far the emulated link may catch up after the thread woke late: frames may
+/// leave back to back for at most this much lost time, never faster on average.
+const CATCH_UP_NS: u64 = 200_000;
+/// Frames may leave this much before the emulated link frees, so that at high
+/// rates one wake-up sends a few frames instead of one; the rate is unchanged.
+const TX_AHEAD_NS: u64 = 30_000;
+/// Longest sleep: how quickly the engine notices `stop`.
+const IDLE_WAIT_NS: u64 = 2_000_000;
+/// Socket receive buffers: room for bursts while the engine is descheduled.
+const RCVBUF_BYTES: usize = 8 << 20;
+
+fn serialisation_ns(bytes: u32, rate_bps: u64) -> u64 {
+    (u64::from(bytes) * 8_000_000_000).div_ceil(rate_bps)
+}
+
+pub struct Engine {
+    config: EngineConfig,
+    classifier: Classifier,
+    enforcer: Box<dyn Enforcer>,
+    slab: Slab,
+    held_per_tenant: Vec<u32>,
+    stats: EngineStats,
+}
+
+impl Engine {
+    pub fn new(
+        config: EngineConfig,
+        classifier: Classifier,
+        enforcer: Box<dyn Enforcer>,
+    ) -> Engine {
+        let tenants = config.ports.len();
+        Engine {
+            slab: Slab::new(config.slab_slots),
+            held_per_tenant: vec![0; tenants],
+            stats: EngineStats {
+                buffer_drops: vec![0; tenants],
+                refused: vec![0; tenants],
+                ..EngineStats::default()
+            },
+            config,
+            classifier,
+            enforcer,
+        }
+    }
+
+    /// Runs in the calling thread (already in the engine namespace) until `stop`.
+    /// `ready` is called once the sockets are open.
+    pub fn run(mut self, stop: &AtomicBool, ready: impl FnOnce()) -> std::io::Result<EngineStats> {
+        crate::sys::set_timer_slack_ns(1);
+        let ports = self
+            .config
+            .ports
+            .iter()
+            .map(|p| PacketSocket::open(p, RCVBUF_BYTES))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let uplink = PacketSocket::open(&self.config.uplink, RCVBUF_BYTES)?;
+        let mut fds: Vec<_> = ports.iter().map(PacketSocket::raw_fd).collect();
+        fds.push(uplink.raw_fd());
+        let mut poller = Poller::new(&fds);
+        ready();
+
+        let clock = Instant::now();
+        let mut bufs = vec![[0u8; FRAME_BYTES_MAX]; BATCH];
+        let mut lens = [0usize; BATCH];
+        let mut link_free_ns = 0u64;
+        let mut unsent: Option<sched::Frame> = None;
+        let rate = self.config.link_rate_bps;
+        while !stop.load(Ordering::Relaxed) {
+            let now_ns = clock.elapsed().as_nanos() as u64;
+
+            for (t, port) in ports.iter().enumerate() {
+                let n = port.recv_batch(&mut bufs, &mut lens)?;
+                for i in 0..n {
+                    self.on_tenant_frame(TenantId(t as u16), &bufs[i], lens[i], now_ns, &uplink)?;
+                }
+            }
+            let n = uplink.recv_batch(&mut bufs, &mut lens)?;
+            for i in 0..n {
+                self.on_sink_frame(&bufs[i], lens[i], &ports)?;
+            }
+
+            while link_free_ns <= now_ns + TX_AHEAD_NS {
+                let Some(frame) = unsent.take().or_else(|| self.enforcer.dequeue(now_ns)) else {
+                    break;
+                };
+                let slot = frame.packet.handle as u32;
+                if frame.last {
+                    if !uplink.send(self.slab.get(slot))? {
+                        self.stats.send_busy += 1;
+                        unsent = Some(frame);
+                        break;
+                    }
+                    self.slab.release(slot);
+                    self.held_per_tenant[frame.packet.tenant.index()] -= 1;
+                    self.stats.tx_frames += 1;
+                }
+                self.stats.tx_bytes += u64::from(frame.bytes);
+                let start_ns = link_free_ns.max(now_ns.saturating_sub(CATCH_UP_NS));
+                link_free_ns = start_ns + serialisation_ns(frame.bytes, rate);
+            }
+
+            let wait_ns = if unsent.is_some() {
+                20_000
+            } else if self.enforcer.backlog_packets() > 0 {
+                if link_free_ns > now_ns + TX_AHEAD_NS {
+                    link_free_ns - now_ns - TX_AHEAD_NS
+                } else {
+                    self.enforcer
+                        .next_ready_ns(now_ns)
+                        .map_or(IDLE_WAIT_NS, |at| at.saturating_sub(now_ns).max(1_000))
+                }
+            } else {
+                IDLE_WAIT_NS
+            };
+            poller.wait(wait_ns)?;
+        }
+        for (t, c) in self.enforcer.counters().iter().enumerate() {
+            self.stats.refused[t] = c.refused_packets;
+        }
+        Ok(self.stats)
+    }
+
+    fn on_tenant_frame(
+        &mut self,
+        tenant: TenantId,
+        buf: &[u8],
+        len: usize,
+        now_ns: u64,
+        uplink: &PacketSocket,
+    ) -> std::io::Result<()> {
+        self.stats.rx_frames += 1;
+        if len > buf.len() {
+            self.stats.truncated_frames += 1;
+            return Ok(());
+        }
+        let frame = &buf[..len];
+        let ip = match parse(frame) {
+            ParsedFrame::Ipv4(ip) => ip,
+            ParsedFrame::NotIpv4 => {
+                self.stats.unscheduled_frames += 1;
+                uplink.send(frame)?;
+                return Ok(());
+            }
+            ParsedFrame::Malformed => {
+                self.stats.malformed_frames += 1;
+                return Ok(());
+            }
+        };
+        let t = tenant.index();
+        if self.held_per_tenant[t] >= self.config.tenant_packets_max {
+            self.stats.buffer_drops[t] += 1;
+            return Ok(());
+        }
+        let Some(slot) = self.slab.store(frame) else {
+            self.stats.buffer_drops[t] += 1;
+            return Ok(());
+        };
+        let class = self.classifier.classify(tenant, &ip);
+        let packet = Packet {
+            len_bytes: ip.len_bytes,
+            tenant,
+            app: class.app,
+            flow: class.flow,
+            destination: class.destination,
+            core: class.core,
+            arrival_ns: now_ns,
+            handle: u64::from(slot),
+        };
+        match self.enforcer.enqueue(now_ns, packet) {
+            Ok(()) => self.held_per_tenant[t] += 1,
+            Err((packet, _reason)) => self.slab.release(packet.handle as u32),
+        }
+        Ok(())
+    }
+
+    fn on_sink_frame(
+        &mut self,
+        buf: &[u8],
+        len: usize,
+        ports: &[PacketSocket],
+    ) -> std::io::Result<()> {
+        if len > buf.len() || len < 14 {
+            self.stats.malformed_frames += 1;
+            return Ok(());
+        }
+        let frame = &buf[..len];
+        self.stats.return_frames += 1;
+        let dst: [u8; 6] = frame[0..6].try_into().expect("14 bytes or more");
+        match self.config.tenant_macs.iter().position(|&m| m == dst) {
+            Some(t) => {
+                ports[t].send(frame)?;
+            }
+            None => {
+                for port in ports {
+                    port.send(frame)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slab_hands_out_each_slot_once() {
+        let mut slab = Slab::new(2);
+        let a = slab.store(&[1, 2, 3]).unwrap();
+        let b = slab.store(&[4; 1514]).unwrap();
+        assert_ne!(a, b);
+        assert!(slab.store(&[0]).is_none());
+        assert_eq!(slab.get(a), &[1, 2, 3]);
+        assert_eq!(slab.get(b).len(), 1514);
+        slab.release(a);
+        let c = slab.store(&[9]).unwrap();
+        assert_eq!(c, a);
+        assert_eq!(slab.get(c), &[9]);
+    }
+
+    #[test]
+    fn serialisation_at_round_rates() {
+        assert_eq!(serialisation_ns(1500, 1_000_000_000), 12_000);
+        assert_eq!(serialisation_ns(1500, 100_000_000), 120_000);
+    }
+}

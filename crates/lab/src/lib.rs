@@ -1,0 +1,566 @@
+//! # nicsched lab
+//!
+//! The same scenario as the simulator, on real frames: real programs (iperf3,
+//! sockperf) in network namespaces, their frames forwarded through nicsched's
+//! enforcers at an emulated line rate, measured at the far end of the link; or, for
+//! `linux-htb`, through a Linux bridge and the kernel's HTB with the policy compiled
+//! to `tc`. Both fill the same [`report::RunRecord`] as `sim::run`.
+//!
+//! From the bottom up:
+//! - `sys`: every call into the OS (namespaces, AF_PACKET sockets, processes,
+//!   signals); nothing else in the crate touches it;
+//! - `topology`: one namespace per tenant, a sink and an engine namespace, veths
+//!   between them, addresses and neighbours; torn down when dropped;
+//! - `classify`: Ethernet/IPv4 parsing and the policy's classification of a frame;
+//! - `engine`: the forwarding loop around an [`sched::Enforcer`], paced at the link
+//!   rate; `meter`: per-class byte counts at the sink;
+//! - `traffic`: the programs of each traffic kind; `measure`: intervals and ideals;
+//! - `htb`: [`tc_script`], the policy as kernel HTB classes and u32 filters.
+
+mod classify;
+mod engine;
+mod htb;
+mod measure;
+mod meter;
+mod sys;
+mod topology;
+mod traffic;
+
+pub use classify::{Class, Classifier, Ipv4Header, ParsedFrame, Prefix, parse};
+pub use engine::EngineStats;
+pub use htb::tc_script;
+pub use traffic::Tools;
+
+use policy::{Scenario, TrafficKind};
+use report::{LatencyRecord, Mode, RunRecord};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use sys::process::Process;
+
+/// The enforcer name that runs the kernel's HTB instead of nicsched's engine.
+pub const LINUX_HTB: &str = "linux-htb";
+
+#[derive(Clone, Debug)]
+pub struct LabOptions {
+    /// Where the programs' logs go (iperf3 and sockperf output, sockperf full logs).
+    /// Default: a temporary folder, removed after a successful run and kept, with
+    /// its path in the error, after a failed one.
+    pub out: Option<PathBuf>,
+    /// Leave the namespaces in place after the run, and print how to delete them.
+    pub keep: bool,
+    /// Emulated link rate instead of the scenario's (`link.rate`).
+    pub link_rate_bps: Option<u64>,
+    /// Packets each tenant may hold in the engine (the host's qdisc bound).
+    pub tenant_packets_max: u32,
+    pub tools: Tools,
+}
+
+impl Default for LabOptions {
+    fn default() -> Self {
+        LabOptions {
+            out: None,
+            keep: false,
+            link_rate_bps: None,
+            tenant_packets_max: 512,
+            tools: Tools::default(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum LabError {
+    NotRoot,
+    MissingTool {
+        program: String,
+    },
+    Enforcer(sched::BuildError),
+    Unsupported(String),
+    /// Building the namespaces failed.
+    Setup(String),
+    /// The engine or the meter failed.
+    Datapath(String),
+    /// A traffic program failed.
+    Tool {
+        label: String,
+        message: String,
+        log: PathBuf,
+    },
+    Interrupted,
+    Io(String),
+}
+
+impl std::fmt::Display for LabError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LabError::NotRoot => write!(
+                f,
+                "the lab needs root: it creates network namespaces and veths and opens raw sockets; run it with sudo"
+            ),
+            LabError::MissingTool { program } => write!(
+                f,
+                "`{program}` is not installed; run scripts/setup-lab.sh (as root) to install the lab's programs"
+            ),
+            LabError::Enforcer(e) => write!(f, "{e}"),
+            LabError::Unsupported(what) => write!(f, "the lab cannot run this scenario: {what}"),
+            LabError::Setup(what) => write!(
+                f,
+                "building the lab's network failed: {what}; check that iproute2 and ethtool are installed (scripts/setup-lab.sh) and that network namespaces are allowed here"
+            ),
+            LabError::Datapath(what) => write!(f, "the lab's datapath failed: {what}"),
+            LabError::Tool {
+                label,
+                message,
+                log,
+            } => write!(f, "{label}: {message}; its output is in {}", log.display()),
+            LabError::Interrupted => write!(f, "interrupted; the lab's namespaces were removed"),
+            LabError::Io(what) => write!(f, "{what}"),
+        }
+    }
+}
+
+impl std::error::Error for LabError {}
+
+/// Refuses, with a message saying so, unless the process runs as root.
+pub fn check_root() -> Result<(), LabError> {
+    if sys::is_root() {
+        Ok(())
+    } else {
+        Err(LabError::NotRoot)
+    }
+}
+
+/// Names of the namespaces of every lab run, for checking that none is left behind.
+pub fn lab_namespaces() -> Result<Vec<String>, LabError> {
+    Ok(sys::netns::list()
+        .map_err(|e| LabError::Io(e.to_string()))?
+        .into_iter()
+        .filter(|n| n.starts_with("nsl") && n.contains('-'))
+        .collect())
+}
+
+fn program_exists(program: &str) -> bool {
+    if program.contains('/') {
+        return Path::new(program).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// A run id unique among this process's runs and clear of namespaces already there.
+fn run_id() -> Result<u32, LabError> {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let existing = sys::netns::list().map_err(|e| LabError::Setup(e.to_string()))?;
+    for _ in 0..10 {
+        let id = (sys::pid() % 1000) * 10 + NEXT.fetch_add(1, Ordering::Relaxed) % 10;
+        let prefix = format!("nsl{id}-");
+        if !existing.iter().any(|n| n.starts_with(&prefix)) {
+            return Ok(id);
+        }
+    }
+    Err(LabError::Setup(
+        "no free run prefix: namespaces of earlier runs are left (`ip netns list`)".into(),
+    ))
+}
+
+/// Threads in the engine and sink namespaces; stopped and joined when dropped, so
+/// no thread holds a namespace alive past the topology.
+struct Workers {
+    stop: Arc<AtomicBool>,
+    engine: Option<JoinHandle<std::io::Result<EngineStats>>>,
+    meter: Option<JoinHandle<std::io::Result<meter::Metered>>>,
+}
+
+impl Workers {
+    fn join(&mut self) -> Result<(Option<EngineStats>, meter::Metered), LabError> {
+        self.stop.store(true, Ordering::SeqCst);
+        let fail = |what: &str, e: String| LabError::Datapath(format!("{what}: {e}"));
+        let engine = match self.engine.take() {
+            Some(h) => Some(
+                h.join()
+                    .map_err(|_| fail("engine", "panicked".into()))?
+                    .map_err(|e| fail("engine", e.to_string()))?,
+            ),
+            None => None,
+        };
+        let metered = self
+            .meter
+            .take()
+            .expect("joined once")
+            .join()
+            .map_err(|_| fail("meter", "panicked".into()))?
+            .map_err(|e| fail("meter", e.to_string()))?;
+        Ok((engine, metered))
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.engine.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.meter.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Spawns a thread in namespace `ns` running `work`; waits until it says it is ready.
+fn spawn_in<T: Send + 'static>(
+    name: &str,
+    ns: String,
+    work: impl FnOnce(Box<dyn FnOnce() + Send>) -> std::io::Result<T> + Send + 'static,
+) -> Result<JoinHandle<std::io::Result<T>>, LabError> {
+    let (tx, rx) = mpsc::channel();
+    let handle = std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            sys::netns::enter(&ns)?;
+            work(Box::new(move || {
+                let _ = tx.send(());
+            }))
+        })
+        .map_err(|e| LabError::Datapath(e.to_string()))?;
+    match rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(()) => Ok(handle),
+        Err(_) => {
+            let why = match handle.join() {
+                Ok(Err(e)) => e.to_string(),
+                Ok(Ok(_)) => "ended before it was ready".into(),
+                Err(_) => "panicked".into(),
+            };
+            Err(LabError::Datapath(format!("{name}: {why}")))
+        }
+    }
+}
+
+fn tool_error(label: &str, message: String, log: &Path) -> LabError {
+    let tail = std::fs::read_to_string(log).unwrap_or_default();
+    let tail: Vec<&str> = tail.lines().rev().take(3).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    let message = if tail.is_empty() {
+        message
+    } else {
+        format!("{message} ({})", tail.join(" / "))
+    };
+    LabError::Tool {
+        label: label.to_string(),
+        message,
+        log: log.to_path_buf(),
+    }
+}
+
+fn start(command: &traffic::Command, label: &str) -> Result<Process, LabError> {
+    Process::spawn(
+        &command.ns,
+        &command.program,
+        &command.args,
+        &command.log,
+        label,
+    )
+    .map_err(|e| LabError::Tool {
+        label: label.to_string(),
+        message: e.to_string(),
+        log: command.log.clone(),
+    })
+}
+
+/// Runs `scenario` in the lab under `enforcer` (any of `sched::ENFORCERS`, or
+/// `linux-htb`). `progress` hears the time since traffic started, in ns.
+pub fn run(
+    scenario: &Scenario,
+    enforcer: &str,
+    options: &LabOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<RunRecord, LabError> {
+    check_root()?;
+    let started = Instant::now();
+    let mut scenario = scenario.clone();
+    if let Some(rate) = options.link_rate_bps {
+        scenario.policy.link.rate_bps = rate;
+    }
+    let policy = &scenario.policy;
+    let kernel_htb = enforcer == LINUX_HTB;
+    if !kernel_htb {
+        // Built here to refuse early; the engine thread builds its own.
+        sched::build(enforcer, policy).map_err(LabError::Enforcer)?;
+    }
+    let mut needed = vec!["ip", "ethtool"];
+    if kernel_htb {
+        needed.push("tc");
+    }
+    for t in &scenario.traffic {
+        needed.push(match t.kind {
+            TrafficKind::Rpc { .. } => &options.tools.sockperf,
+            _ => &options.tools.iperf3,
+        });
+    }
+    if let Some(missing) = needed.iter().find(|p| !program_exists(p)) {
+        return Err(LabError::MissingTool {
+            program: missing.to_string(),
+        });
+    }
+
+    let plan = topology::Plan::new(policy, run_id()?)?;
+    let (dir, temporary) = match &options.out {
+        Some(dir) => (dir.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("nicsched-lab-{}", plan.prefix)),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| LabError::Io(format!("cannot create {}: {e}", dir.display())))?;
+    let plans = traffic::plan(&scenario, &plan, &options.tools, &dir)?;
+
+    let _signals = sys::signal::SignalGuard::install();
+    // Declared first, dropped last: the namespaces go after the threads and
+    // programs inside them.
+    let mut topology = topology::Topology::create(plan.clone(), kernel_htb)?;
+    let outcome = run_in(&scenario, enforcer, options, &plan, &plans, &dir, progress);
+    if options.keep {
+        let delete = topology.keep();
+        eprintln!(
+            "nicsched lab: namespaces kept for inspection ({}); delete them with: {delete}",
+            plan.namespaces().join(", ")
+        );
+    }
+    drop(topology);
+    let mut record = outcome?;
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    record.wall_s = started.elapsed().as_secs_f64();
+    Ok(record)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_in(
+    scenario: &Scenario,
+    enforcer: &str,
+    options: &LabOptions,
+    plan: &topology::Plan,
+    plans: &[traffic::TrafficPlan],
+    dir: &Path,
+    progress: &mut dyn FnMut(u64),
+) -> Result<RunRecord, LabError> {
+    let policy = &scenario.policy;
+    let prefixes: Vec<Prefix> = plan.tenants.iter().map(|t| t.prefix).collect();
+    let classifier = Classifier::new(policy, prefixes.clone());
+
+    let kernel_htb = enforcer == LINUX_HTB;
+    if kernel_htb {
+        let script = htb::tc_script_for(
+            policy,
+            &plan.uplink,
+            &prefixes
+                .iter()
+                .map(|p| Some(p.to_string()))
+                .collect::<Vec<_>>(),
+        );
+        let file = dir.join("linux-htb.tc");
+        let batch: String = script
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| format!("{}\n", l.trim_start_matches("tc ")))
+            .collect();
+        std::fs::write(dir.join("linux-htb.sh"), &script)
+            .and_then(|()| std::fs::write(&file, batch))
+            .map_err(|e| LabError::Io(e.to_string()))?;
+        sys::netns::command(
+            "tc",
+            &[
+                "-netns",
+                &plan.engine_ns,
+                "-batch",
+                &file.display().to_string(),
+            ],
+        )
+        .map_err(|e| LabError::Setup(e.to_string()))?;
+    }
+
+    let classes = measure::report_classes(scenario);
+    let mut app_class = vec![None; policy.apps.len()];
+    for (c, a) in classes.iter().enumerate() {
+        app_class[a.index()] = Some(c);
+    }
+    let mut intervals = measure::intervals(scenario, &classes);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let origin = Arc::new(OnceLock::new());
+    let mut workers = Workers {
+        stop: stop.clone(),
+        engine: None,
+        meter: None,
+    };
+    let meter = meter::Meter {
+        classifier: classifier.clone(),
+        app_class,
+        classes: classes.len(),
+        interval_ns: scenario.interval_ns,
+        intervals: intervals.len(),
+    };
+    {
+        let (stop, origin) = (stop.clone(), origin.clone());
+        workers.meter = Some(spawn_in(
+            "nicsched-meter",
+            plan.sink_ns.clone(),
+            move |ready| meter.run("eth0", &origin, &stop, ready),
+        )?);
+    }
+    if !kernel_htb {
+        let config = engine::EngineConfig {
+            ports: plan.tenants.iter().map(|t| t.port.clone()).collect(),
+            tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
+            uplink: plan.uplink.clone(),
+            link_rate_bps: policy.link.rate_bps,
+            tenant_packets_max: options.tenant_packets_max,
+            slab_slots: options.tenant_packets_max * policy.tenants.len() as u32 + 64,
+        };
+        let stop = stop.clone();
+        let (name, policy) = (enforcer.to_string(), policy.clone());
+        workers.engine = Some(spawn_in(
+            "nicsched-engine",
+            plan.engine_ns.clone(),
+            move |ready| {
+                let built = sched::build(&name, &policy)
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                engine::Engine::new(config, classifier, built).run(&stop, ready)
+            },
+        )?);
+    }
+
+    // Programs: dropped (killed) before the workers and the topology.
+    let mut servers: Vec<Process> = Vec::new();
+    for p in plans {
+        for s in &p.servers {
+            servers.push(start(s, &format!("{} server", p.label))?);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for (s, command) in servers
+        .iter_mut()
+        .zip(plans.iter().flat_map(|p| &p.servers))
+    {
+        if let Some(status) = s.poll() {
+            return Err(tool_error(
+                &s.label,
+                format!("ended at start ({status})"),
+                &command.log,
+            ));
+        }
+    }
+
+    let t0 = Instant::now();
+    let _ = origin.set(t0);
+    let mut clients: Vec<Vec<Process>> = plans.iter().map(|_| Vec::new()).collect();
+    let mut started = vec![false; plans.len()];
+    let mut stopped = vec![false; plans.len()];
+    let mut last_progress = 0;
+    loop {
+        if sys::signal::interrupted() {
+            return Err(LabError::Interrupted);
+        }
+        let now_ns = t0.elapsed().as_nanos() as u64;
+        if now_ns >= scenario.duration_ns {
+            break;
+        }
+        for (i, p) in plans.iter().enumerate() {
+            if !started[i] && now_ns >= p.start_ns {
+                started[i] = true;
+                for c in &p.clients {
+                    clients[i].push(start(c, &format!("{} client", p.label))?);
+                }
+            }
+            if started[i] && !stopped[i] && now_ns >= p.stop_ns {
+                stopped[i] = true;
+                for c in &mut clients[i] {
+                    c.stop(libc_sigint(), Duration::from_secs(2));
+                }
+            }
+            if started[i] && !stopped[i] {
+                for (c, command) in clients[i].iter_mut().zip(&p.clients) {
+                    if let Some(status) = c.poll()
+                        && !status.success()
+                    {
+                        return Err(tool_error(
+                            &c.label,
+                            format!("failed ({status})"),
+                            &command.log,
+                        ));
+                    }
+                }
+            }
+        }
+        if now_ns - last_progress >= 100_000_000 {
+            progress(now_ns);
+            last_progress = now_ns;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    progress(scenario.duration_ns);
+    for c in clients.iter_mut().flatten() {
+        c.stop(libc_sigint(), Duration::from_secs(2));
+    }
+    drop(servers);
+    let (engine_stats, metered) = workers.join()?;
+
+    for (interval, bytes) in intervals.iter_mut().zip(&metered.class_bytes) {
+        interval.class_bytes.clone_from(bytes);
+    }
+    let mut latency = Vec::new();
+    for p in plans {
+        if !matches!(scenario.traffic[p.traffic].kind, TrafficKind::Rpc { .. }) {
+            continue;
+        }
+        let mut histogram = hdrhistogram::Histogram::new_with_bounds(1, 100_000_000_000, 3)
+            .expect("constant bounds are valid");
+        for log in &p.latency_logs {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            for rtt in traffic::sockperf_round_trips_ns(&text) {
+                histogram.saturating_record(rtt.max(1));
+            }
+        }
+        latency.push(LatencyRecord {
+            traffic: p.label.clone(),
+            histogram_ns: histogram,
+        });
+    }
+    let tenants = policy.tenants.len();
+    let (tenant_drops, frames_sent) = match &engine_stats {
+        Some(s) => (
+            (0..tenants)
+                .map(|t| s.buffer_drops[t] + s.refused[t])
+                .collect(),
+            s.tx_frames,
+        ),
+        None => (vec![0; tenants], metered.frames),
+    };
+    Ok(RunRecord {
+        scenario: scenario.name.clone(),
+        enforcer: enforcer.to_string(),
+        mode: Mode::Lab,
+        seed: scenario.seed,
+        duration_ns: scenario.duration_ns,
+        interval_ns: scenario.interval_ns,
+        link_rate_bps: policy.link.rate_bps,
+        tenants: policy.tenants.iter().map(|t| t.name.clone()).collect(),
+        class_tenant: classes
+            .iter()
+            .map(|&a| policy.app(a).tenant.index())
+            .collect(),
+        classes: measure::class_names(scenario, &classes),
+        intervals,
+        latency,
+        tenant_drops,
+        frames_sent,
+        wall_s: 0.0,
+    })
+}
+
+fn libc_sigint() -> i32 {
+    sys::process::SIGINT
+}

@@ -1,0 +1,83 @@
+//! The meter at the end of the link: an AF_PACKET socket on the sink's `eth0`, in
+//! the sink namespace, counting the IPv4 bytes (total length) of every frame that
+//! arrives from a tenant, per report class and interval, with the same classifier
+//! the engine uses. It sees the link the way a receiver does, whatever forwarded the
+//! frames, so nicsched's engine and the kernel's HTB are measured alike.
+
+use crate::classify::{Classifier, ParsedFrame, parse_captured};
+use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket, Poller};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+pub struct Meter {
+    pub classifier: Classifier,
+    /// Report class of each app, if it is reported.
+    pub app_class: Vec<Option<usize>>,
+    pub classes: usize,
+    pub interval_ns: u64,
+    pub intervals: usize,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Metered {
+    /// Bytes per interval and report class.
+    pub class_bytes: Vec<Vec<u64>>,
+    /// Frames from tenants that arrived during the run.
+    pub frames: u64,
+}
+
+const RCVBUF_BYTES: usize = 8 << 20;
+/// Bytes of each frame the meter copies: Ethernet, IPv4 with options, the ports.
+const SNAP_BYTES: usize = 14 + 60 + 4;
+
+impl Meter {
+    /// Counts until `stop`; counting starts when `origin` (time zero of the run) is set.
+    pub fn run(
+        self,
+        dev: &str,
+        origin: &OnceLock<Instant>,
+        stop: &AtomicBool,
+        ready: impl FnOnce(),
+    ) -> std::io::Result<Metered> {
+        let socket = PacketSocket::open(dev, RCVBUF_BYTES)?;
+        let mut poller = Poller::new(&[socket.raw_fd()]);
+        ready();
+        let mut out = Metered {
+            class_bytes: vec![vec![0; self.classes]; self.intervals],
+            frames: 0,
+        };
+        let mut bufs = vec![[0u8; FRAME_BYTES_MAX]; BATCH];
+        let mut lens = [0usize; BATCH];
+        while !stop.load(Ordering::Relaxed) {
+            let n = socket.recv_batch_snap(&mut bufs, &mut lens, SNAP_BYTES)?;
+            if n == 0 {
+                poller.wait(2_000_000)?;
+                continue;
+            }
+            let Some(origin) = origin.get() else {
+                continue;
+            };
+            let now_ns = origin.elapsed().as_nanos() as u64;
+            let k = (now_ns / self.interval_ns) as usize;
+            for i in 0..n {
+                let captured = &bufs[i][..lens[i].min(SNAP_BYTES)];
+                let ParsedFrame::Ipv4(ip) = parse_captured(captured, lens[i]) else {
+                    continue;
+                };
+                let Some(tenant) = self.classifier.tenant_of_source(ip.src) else {
+                    continue;
+                };
+                if k >= self.intervals {
+                    continue;
+                }
+                out.frames += 1;
+                let class = self.classifier.classify(tenant, &ip);
+                if let Some(c) = self.app_class[class.app.index()] {
+                    out.class_bytes[k][c] += u64::from(ip.len_bytes);
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,29 @@
+//! Everything that touches the operating system, and nothing else: namespaces and
+//! the `ip`/`tc`/`ethtool` commands ([`netns`]), AF_PACKET sockets and waiting on
+//! them ([`packet`]), child processes ([`process`]), signals ([`signal`]). The rest
+//! of the crate sees plain Rust values and `io::Result`s.
+
+pub mod netns;
+pub mod packet;
+pub mod process;
+pub mod signal;
+
+/// Whether the process runs with an effective user id of 0.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Process id, for names unique to a run.
+pub fn pid() -> u32 {
+    std::process::id()
+}
+
+/// Asks the kernel to fire this thread's timers within `slack_ns` of their
+/// deadline (default 50 us), so the pacing loop wakes when asked.
+pub fn set_timer_slack_ns(slack_ns: u64) {
+    // SAFETY: PR_SET_TIMERSLACK takes an unsigned long by value; no pointers.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns as libc::c_ulong, 0, 0, 0);
+    }
+}

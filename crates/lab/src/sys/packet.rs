@@ -1,0 +1,237 @@
+//! AF_PACKET sockets: whole Ethernet frames in and out of one interface of the
+//! namespace the calling thread is in. Non-blocking; frames are read in batches with
+//! `recvmmsg`; the socket never sees the frames it (or any socket) sends itself.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Frames read per `recvmmsg` call.
+pub const BATCH: usize = 32;
+/// Bytes of one receive buffer: an MTU of 1500 plus Ethernet and VLAN headers, with room.
+pub const FRAME_BYTES_MAX: usize = 2048;
+
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+
+pub struct PacketSocket {
+    fd: OwnedFd,
+    ignores_outgoing: bool,
+}
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: the option value is a c_int that lives for the call.
+    check(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// Index of interface `name` in the calling thread's namespace.
+pub fn ifindex(name: &str) -> io::Result<u32> {
+    let c = CString::new(name).map_err(|_| io::Error::other("interface name with a NUL"))?;
+    // SAFETY: a valid NUL-terminated string.
+    let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if index == 0 {
+        Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no interface `{name}` in this namespace"),
+        ))
+    } else {
+        Ok(index)
+    }
+}
+
+impl PacketSocket {
+    /// A socket bound to interface `name`, receiving every protocol, with a receive
+    /// buffer of about `rcvbuf_bytes`.
+    pub fn open(name: &str, rcvbuf_bytes: usize) -> io::Result<PacketSocket> {
+        let index = ifindex(name)?;
+        let protocol = (libc::ETH_P_ALL as u16).to_be();
+        // SAFETY: plain socket(2); the fd is owned right away.
+        let raw = check(unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                libc::c_int::from(protocol),
+            )
+        })?;
+        // SAFETY: raw is a fresh fd nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let ignores_outgoing = set_int(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1).is_ok();
+        // Frames we send go straight to the driver: the veth has no qdisc worth the
+        // detour, and the pacing is ours.
+        let _ = set_int(raw, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1);
+        let rcvbuf = rcvbuf_bytes.min(i32::MAX as usize) as libc::c_int;
+        if set_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcvbuf).is_err() {
+            set_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, rcvbuf)?;
+        }
+        // SAFETY: a zeroed sockaddr_ll is valid; we fill the fields bind needs.
+        let mut address: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        address.sll_family = libc::AF_PACKET as u16;
+        address.sll_protocol = protocol;
+        address.sll_ifindex = index as i32;
+        // SAFETY: address is a sockaddr_ll of the size passed.
+        check(unsafe {
+            libc::bind(
+                raw,
+                (&address as *const libc::sockaddr_ll).cast(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        })?;
+        Ok(PacketSocket {
+            fd,
+            ignores_outgoing,
+        })
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Reads up to `BATCH` frames into `bufs` without blocking; `lens[i]` is the
+    /// frame's real length (it may exceed the buffer: the frame was truncated).
+    /// Returns how many of `bufs` hold a frame; frames this host sent are skipped.
+    pub fn recv_batch(
+        &self,
+        bufs: &mut [[u8; FRAME_BYTES_MAX]],
+        lens: &mut [usize],
+    ) -> io::Result<usize> {
+        self.recv_batch_snap(bufs, lens, FRAME_BYTES_MAX)
+    }
+
+    /// As [`PacketSocket::recv_batch`], copying at most `snap_bytes` of each frame.
+    pub fn recv_batch_snap(
+        &self,
+        bufs: &mut [[u8; FRAME_BYTES_MAX]],
+        lens: &mut [usize],
+        snap_bytes: usize,
+    ) -> io::Result<usize> {
+        let n = bufs.len().min(lens.len()).min(BATCH);
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: zeroed iovec/mmsghdr/sockaddr_ll are valid; every pointer below
+        // points into arrays that outlive the recvmmsg call.
+        unsafe {
+            let mut iovecs: [libc::iovec; BATCH] = std::mem::zeroed();
+            let mut addresses: [libc::sockaddr_ll; BATCH] = std::mem::zeroed();
+            let mut headers: [libc::mmsghdr; BATCH] = std::mem::zeroed();
+            for i in 0..n {
+                iovecs[i].iov_base = bufs[i].as_mut_ptr().cast();
+                iovecs[i].iov_len = snap_bytes.min(FRAME_BYTES_MAX);
+                headers[i].msg_hdr.msg_iov = &mut iovecs[i];
+                headers[i].msg_hdr.msg_iovlen = 1;
+                headers[i].msg_hdr.msg_name = (&mut addresses[i] as *mut libc::sockaddr_ll).cast();
+                headers[i].msg_hdr.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            }
+            let got = libc::recvmmsg(
+                self.fd.as_raw_fd(),
+                headers.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                std::ptr::null_mut(),
+            );
+            if got < 0 {
+                let e = io::Error::last_os_error();
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                    _ => Err(e),
+                };
+            }
+            let got = got as usize;
+            // Compact away frames we see only because they left through this port.
+            let mut kept = 0;
+            for i in 0..got {
+                if !self.ignores_outgoing && addresses[i].sll_pkttype == libc::PACKET_OUTGOING {
+                    continue;
+                }
+                if kept != i {
+                    bufs.copy_within(i..i + 1, kept);
+                }
+                lens[kept] = headers[i].msg_len as usize;
+                kept += 1;
+            }
+            Ok(kept)
+        }
+    }
+
+    /// Sends one whole frame. `Ok(false)`: the device is busy (retry later).
+    pub fn send(&self, frame: &[u8]) -> io::Result<bool> {
+        // SAFETY: the buffer is valid for its length for the duration of the call.
+        let rc = unsafe {
+            libc::send(
+                self.fd.as_raw_fd(),
+                frame.as_ptr().cast(),
+                frame.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(false),
+                _ => Err(e),
+            };
+        }
+        Ok(true)
+    }
+}
+
+/// Waits on a fixed set of sockets; built once, so waiting allocates nothing.
+pub struct Poller {
+    fds: Vec<libc::pollfd>,
+}
+
+impl Poller {
+    pub fn new(fds: &[RawFd]) -> Poller {
+        Poller {
+            fds: fds
+                .iter()
+                .map(|&fd| libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect(),
+        }
+    }
+
+    /// Waits until a socket is readable or `timeout_ns` passes (`ppoll`, with
+    /// nanosecond resolution).
+    pub fn wait(&mut self, timeout_ns: u64) -> io::Result<()> {
+        let timeout = libc::timespec {
+            tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: fds and timeout live for the call; a null sigmask keeps ours.
+        let rc = unsafe {
+            libc::ppoll(
+                self.fds.as_mut_ptr(),
+                self.fds.len() as libc::nfds_t,
+                &timeout,
+                std::ptr::null(),
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}

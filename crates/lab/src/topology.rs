@@ -1,0 +1,374 @@
+//! The lab's network: one namespace per tenant (its traffic leaves by `eth0`), a sink
+//! namespace (the far end of the link: servers, clients, the meter), and an engine
+//! namespace holding the other end of every veth: one port per tenant and the
+//! uplink to the sink. Between them runs either nicsched's engine or, for
+//! `linux-htb`, a Linux bridge with the kernel's HTB on the uplink.
+//!
+//! ```text
+//!  tenant t0 [eth0] ──veth── [P-t0]                       
+//!  tenant t1 [eth0] ──veth── [P-t1]  engine ns  [P-up] ──veth── [eth0] sink
+//!  ...                                (engine or bridge)
+//! ```
+//!
+//! Every name carries the run's prefix `nsl<pid % 10000>`, so runs never touch
+//! what they did not create. Offloads are off on every veth end, so frames are
+//! MTU-sized and carry real checksums. Addresses and neighbours are static: no ARP
+//! needs to cross the engine (it would: the engine floods what it cannot schedule).
+//! [`Topology`] deletes every namespace it created when dropped, which removes
+//! their veths and qdiscs with them.
+
+use crate::LabError;
+use crate::classify::Prefix;
+use crate::sys::netns;
+use policy::Policy;
+use std::net::{IpAddr, Ipv4Addr};
+
+#[derive(Clone, Debug)]
+pub struct TenantNet {
+    pub ns: String,
+    /// The engine's end of the tenant's veth.
+    pub port: String,
+    pub addr: Ipv4Addr,
+    /// The tenant's source prefix (its `match.src`, or one the lab picked).
+    pub prefix: Prefix,
+    pub mac: [u8; 6],
+}
+
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub prefix: String,
+    pub tenants: Vec<TenantNet>,
+    pub sink_ns: String,
+    pub sink_addr: Ipv4Addr,
+    pub sink_mac: [u8; 6],
+    pub engine_ns: String,
+    pub uplink: String,
+    pub bridge: String,
+}
+
+pub fn mac_string(mac: [u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+impl Plan {
+    /// Names and addresses for `policy`, unique to run `id` (e.g. the pid).
+    pub fn new(policy: &Policy, id: u32) -> Result<Plan, LabError> {
+        let prefix = format!("nsl{}", id % 10_000);
+        if policy.tenants.len() > 250 {
+            return Err(LabError::Unsupported(format!(
+                "the lab builds one namespace per tenant and handles up to 250; this policy has {}",
+                policy.tenants.len()
+            )));
+        }
+        let mut declared = Vec::new();
+        for t in &policy.tenants {
+            match t.match_src {
+                Some(cidr) => match cidr.addr {
+                    IpAddr::V4(addr) => declared.push(Some(Prefix {
+                        addr,
+                        len: cidr.prefix_len,
+                    })),
+                    IpAddr::V6(_) => {
+                        return Err(LabError::Unsupported(format!(
+                            "tenant {}: the lab runs IPv4 only, `match.src` is IPv6",
+                            t.name
+                        )));
+                    }
+                },
+                None => declared.push(None),
+            }
+        }
+        // A private /16 for the sink and the tenants without a source prefix, clear
+        // of every declared one.
+        let start = 66 + (id % 100) as u8;
+        let lab_net = (0..=255u8)
+            .map(|k| start.wrapping_add(k))
+            .map(|b| Prefix {
+                addr: Ipv4Addr::new(10, b, 0, 0),
+                len: 16,
+            })
+            .find(|net| declared.iter().flatten().all(|p| !p.overlaps(*net)))
+            .ok_or_else(|| {
+                LabError::Unsupported("the tenants' prefixes cover all of 10.0.0.0/8".into())
+            })?;
+        let [_, b, _, _] = lab_net.addr.octets();
+        let tenants = declared
+            .iter()
+            .enumerate()
+            .map(|(i, declared)| {
+                let (addr, prefix) = match declared {
+                    Some(p) if p.len >= 31 => (p.addr, *p),
+                    Some(p) => (Ipv4Addr::from(u32::from(p.network()) + 2), *p),
+                    None => {
+                        let addr = Ipv4Addr::new(10, b, i as u8 + 1, 2);
+                        (addr, Prefix { addr, len: 24 })
+                    }
+                };
+                TenantNet {
+                    ns: format!("{prefix}-t{i}", prefix = format_args!("nsl{}", id % 10_000)),
+                    port: format!("nsl{}t{i}", id % 10_000),
+                    addr,
+                    prefix,
+                    mac: [0x02, 0x6c, 0x00, 0x00, i as u8, 0x02],
+                }
+            })
+            .collect();
+        Ok(Plan {
+            tenants,
+            sink_ns: format!("{prefix}-sink"),
+            sink_addr: Ipv4Addr::new(10, b, 0, 1),
+            sink_mac: [0x02, 0x6c, 0x00, 0x00, 0xff, 0x01],
+            engine_ns: format!("{prefix}-eng"),
+            uplink: format!("{prefix}up"),
+            bridge: format!("{prefix}br"),
+            prefix,
+        })
+    }
+
+    /// Every namespace of the plan.
+    pub fn namespaces(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.tenants.iter().map(|t| t.ns.clone()).collect();
+        all.push(self.sink_ns.clone());
+        all.push(self.engine_ns.clone());
+        all
+    }
+}
+
+/// Live namespaces; dropping deletes them (unless kept for inspection).
+pub struct Topology {
+    pub plan: Plan,
+    created: Vec<String>,
+    keep: bool,
+}
+
+fn setup_error(e: std::io::Error) -> LabError {
+    LabError::Setup(e.to_string())
+}
+
+impl Topology {
+    /// Builds the namespaces, veths, addresses, routes and neighbours of `plan`.
+    /// `bridge`: join the engine's ports with a Linux bridge (for `linux-htb`).
+    pub fn create(plan: Plan, bridge: bool) -> Result<Topology, LabError> {
+        let mut topology = Topology {
+            plan,
+            created: Vec::new(),
+            keep: false,
+        };
+        topology.build(bridge).map_err(setup_error)?;
+        Ok(topology)
+    }
+
+    /// Leave the namespaces in place when dropped; returns the command that deletes them.
+    pub fn keep(&mut self) -> String {
+        self.keep = true;
+        self.created
+            .iter()
+            .map(|ns| format!("ip netns delete {ns}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    fn add_ns(&mut self, name: &str) -> std::io::Result<()> {
+        netns::add(name)?;
+        self.created.push(name.to_string());
+        // No IPv6: no router solicitations or DAD frames through the engine.
+        netns::exec_in(name, "sysctl", &["-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
+        netns::exec_in(
+            name,
+            "sysctl",
+            &["-qw", "net.ipv6.conf.default.disable_ipv6=1"],
+        )?;
+        netns::ip(&["-n", name, "link", "set", "lo", "up"])?;
+        Ok(())
+    }
+
+    fn offloads_off(ns: &str, dev: &str) -> std::io::Result<()> {
+        netns::exec_in(
+            ns,
+            "ethtool",
+            &[
+                "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
+            ],
+        )
+        .map(drop)
+    }
+
+    fn build(&mut self, bridge: bool) -> std::io::Result<()> {
+        let plan = self.plan.clone();
+        let eng = plan.engine_ns.as_str();
+        self.add_ns(eng)?;
+        self.add_ns(&plan.sink_ns)?;
+        let sink_mac = mac_string(plan.sink_mac);
+        netns::ip(&[
+            "-n",
+            eng,
+            "link",
+            "add",
+            &plan.uplink,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "address",
+            &sink_mac,
+            "netns",
+            &plan.sink_ns,
+        ])?;
+        let sink = plan.sink_ns.as_str();
+        let sink_addr = plan.sink_addr.to_string();
+        netns::ip(&[
+            "-n",
+            sink,
+            "addr",
+            "add",
+            &format!("{sink_addr}/16"),
+            "dev",
+            "eth0",
+        ])?;
+        Self::offloads_off(eng, &plan.uplink)?;
+        Self::offloads_off(sink, "eth0")?;
+        netns::ip(&["-n", sink, "link", "set", "eth0", "up"])?;
+        netns::ip(&["-n", eng, "link", "set", &plan.uplink, "up"])?;
+        for t in &plan.tenants {
+            self.add_ns(&t.ns)?;
+            let mac = mac_string(t.mac);
+            netns::ip(&[
+                "-n", eng, "link", "add", &t.port, "type", "veth", "peer", "name", "eth0",
+                "address", &mac, "netns", &t.ns,
+            ])?;
+            let addr = t.addr.to_string();
+            netns::ip(&[
+                "-n",
+                &t.ns,
+                "addr",
+                "add",
+                &format!("{addr}/{}", t.prefix.len),
+                "dev",
+                "eth0",
+            ])?;
+            Self::offloads_off(eng, &t.port)?;
+            Self::offloads_off(&t.ns, "eth0")?;
+            netns::ip(&["-n", &t.ns, "link", "set", "eth0", "up"])?;
+            netns::ip(&[
+                "-n",
+                &t.ns,
+                "route",
+                "replace",
+                &format!("{sink_addr}/32"),
+                "dev",
+                "eth0",
+            ])?;
+            netns::ip(&[
+                "-n",
+                &t.ns,
+                "neigh",
+                "replace",
+                &sink_addr,
+                "lladdr",
+                &sink_mac,
+                "dev",
+                "eth0",
+                "nud",
+                "permanent",
+            ])?;
+            netns::ip(&[
+                "-n",
+                sink,
+                "route",
+                "replace",
+                &t.prefix.to_string(),
+                "dev",
+                "eth0",
+            ])?;
+            netns::ip(&[
+                "-n",
+                sink,
+                "neigh",
+                "replace",
+                &addr,
+                "lladdr",
+                &mac,
+                "dev",
+                "eth0",
+                "nud",
+                "permanent",
+            ])?;
+            netns::ip(&["-n", eng, "link", "set", &t.port, "up"])?;
+        }
+        if bridge {
+            let br = plan.bridge.as_str();
+            netns::ip(&[
+                "-n",
+                eng,
+                "link",
+                "add",
+                br,
+                "type",
+                "bridge",
+                "stp_state",
+                "0",
+                "forward_delay",
+                "0",
+            ])?;
+            for port in plan.tenants.iter().map(|t| &t.port).chain([&plan.uplink]) {
+                netns::ip(&["-n", eng, "link", "set", port, "master", br])?;
+            }
+            netns::ip(&["-n", eng, "link", "set", br, "up"])?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        for ns in self.created.iter().rev() {
+            if let Err(e) = netns::delete(ns) {
+                eprintln!("nicsched lab: could not delete namespace {ns}: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_fit_interfaces_and_addresses_avoid_declared_prefixes() {
+        let policy = policy::parse_policy(
+            r#"
+link: { rate: 1Gbit }
+tenants:
+  - name: a
+    match: { src: 10.66.0.0/16 }
+  - name: b
+"#,
+            "p.yaml",
+        )
+        .unwrap();
+        let plan = Plan::new(&policy, 123_456).unwrap();
+        assert_eq!(plan.prefix, "nsl3456");
+        for name in plan
+            .tenants
+            .iter()
+            .map(|t| &t.port)
+            .chain([&plan.uplink, &plan.bridge])
+        {
+            assert!(name.len() <= 15, "{name}");
+        }
+        // 3456 % 100 = 56: 10.122/16 is clear of 10.66/16.
+        assert_eq!(plan.sink_addr, Ipv4Addr::new(10, 122, 0, 1));
+        assert_eq!(plan.tenants[0].addr, Ipv4Addr::new(10, 66, 0, 2));
+        assert_eq!(plan.tenants[1].addr, Ipv4Addr::new(10, 122, 2, 2));
+        let clash = Plan::new(&policy, 0).unwrap();
+        assert_ne!(clash.sink_addr.octets()[1], 66);
+        assert!(plan.namespaces().iter().all(|n| n.starts_with("nsl3456-")));
+    }
+}
