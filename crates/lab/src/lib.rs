@@ -555,6 +555,8 @@ fn run_in(
         classes: measure::class_names(scenario, &classes),
         intervals,
         latency,
+        // Departure times of single flows are not metered in the lab.
+        pacing: Vec::new(),
         tenant_drops,
         frames_sent,
         wall_s: 0.0,

@@ -12,7 +12,10 @@ use std::sync::Mutex;
 const EXIT_INPUT: u8 = 2;
 const EXIT_FAILURE: u8 = 1;
 /// The kernel's HTB compiled from the policy: there is no model of it to simulate.
-const LAB_ONLY_ENFORCER: &str = "linux-htb";
+const LAB_ONLY_ENFORCER: &str = lab::LINUX_HTB;
+/// The lab's emulated link when the scenario's is faster: what one engine thread
+/// forwards on a small machine.
+const LAB_LINK_RATE_BPS_DEFAULT: u64 = 1_000_000_000;
 
 #[derive(Parser)]
 #[command(
@@ -74,6 +77,44 @@ enum Command {
         #[arg(long, short = 'q')]
         quiet: bool,
     },
+    /// Run a scenario on real frames: tenants in network namespaces running iperf3
+    /// and sockperf, every frame forwarded through the enforcer at an emulated line
+    /// rate, or through the kernel's HTB for `linux-htb`. Needs root.
+    ///
+    /// Writes the same results as `sim` (with "mode": "lab"). Everything the run
+    /// creates (namespaces, veths, qdiscs) is removed on success, failure and Ctrl-C.
+    /// Install the programs first with scripts/setup-lab.sh.
+    Lab {
+        /// Scenario file.
+        scenario: PathBuf,
+        /// Enforcer(s) to run, one after the other; may repeat. `linux-htb` runs the
+        /// kernel's HTB compiled from the policy. Default: the scenario's `enforcers`.
+        #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
+        enforcers: Vec<String>,
+        /// Output directory. Default: results/SCENARIO-NAME-lab.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Emulated link rate; every rate of the scenario is scaled by the same
+        /// factor so the ideal keeps its shape. Default: 1Gbit, or the scenario's
+        /// link rate when that is lower.
+        #[arg(long, value_name = "RATE")]
+        link_rate: Option<String>,
+        /// Leave the namespaces in place after the run (prints how to remove them).
+        #[arg(long)]
+        keep: bool,
+        /// No progress bars.
+        #[arg(long, short = 'q')]
+        quiet: bool,
+    },
+    /// Print the policy compiled to Linux HTB (`tc` commands) for device DEV: the
+    /// same compilation `nicsched lab -e linux-htb` applies.
+    Tc {
+        /// Policy file, or a scenario file (its policy is compiled).
+        file: PathBuf,
+        /// The egress device the classes go on.
+        #[arg(long, value_name = "DEV")]
+        dev: String,
+    },
     /// List the enforcers and the mechanism each implements.
     Enforcers,
 }
@@ -90,10 +131,33 @@ fn main() -> ExitCode {
             seed,
             quiet,
         } => simulate(&scenario, &enforcers, out, seed, quiet),
+        Command::Lab {
+            scenario,
+            enforcers,
+            out,
+            link_rate,
+            keep,
+            quiet,
+        } => run_lab(
+            &scenario,
+            &enforcers,
+            out,
+            link_rate.as_deref(),
+            keep,
+            quiet,
+        ),
+        Command::Tc { file, dev } => load_policy_or_scenario(&file).map(|policy| {
+            print!("{}", lab::tc_script(&policy, &dev));
+        }),
         Command::Enforcers => {
             for e in sched::ENFORCERS {
                 println!("{:<11} {:<20} {}", e.name, e.from, e.mechanism);
             }
+            println!(
+                "{:<11} {:<20} the policy compiled to tc HTB classes and u32 filters (lab only)",
+                lab::LINUX_HTB,
+                "Linux kernel"
+            );
             Ok(())
         }
     };
@@ -313,6 +377,77 @@ fn simulate(
                 record.frames_sent as f64 / record.wall_s.max(1e-9) / 1e6
             );
         }
+        runs.push((summary, dir));
+    }
+    let html = report::write_html(&out, &scenario.name, &runs)
+        .map_err(|e| Failure::runtime(format!("{}: {e}", out.display())))?;
+    let summaries: Vec<report::Summary> = runs.into_iter().map(|(s, _)| s).collect();
+    println!("{}", report::comparison_table(&summaries));
+    println!("results: {}  report: {}", out.display(), html.display());
+    Ok(())
+}
+
+fn run_lab(
+    path: &Path,
+    enforcers: &[String],
+    out: Option<PathBuf>,
+    link_rate: Option<&str>,
+    keep: bool,
+    quiet: bool,
+) -> Result<(), Failure> {
+    lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
+    let scenario: Scenario = policy::load_scenario(path)?;
+    let link_rate_bps = match link_rate {
+        Some(text) => {
+            policy::parse_rate(text).map_err(|e| Failure::input(format!("--link-rate: {e}")))?
+        }
+        None => scenario.policy.link.rate_bps.min(LAB_LINK_RATE_BPS_DEFAULT),
+    };
+    let scenario = scenario.scaled_to_link_rate(link_rate_bps);
+    let enforcers: Vec<String> = if enforcers.is_empty() {
+        scenario.enforcers.clone()
+    } else {
+        enforcers.to_vec()
+    };
+    for name in enforcers.iter().filter(|n| n.as_str() != LAB_ONLY_ENFORCER) {
+        sched::build(name, &scenario.policy).map_err(|e| Failure::input(e.to_string()))?;
+    }
+    let out =
+        out.unwrap_or_else(|| PathBuf::from("results").join(format!("{}-lab", scenario.name)));
+    if !quiet {
+        eprintln!(
+            "lab: {} on a {} link, enforcers {}",
+            scenario.name,
+            policy::format_rate(link_rate_bps as f64),
+            enforcers.join(", ")
+        );
+    }
+    let options = lab::LabOptions {
+        out: Some(out.join("logs")),
+        keep,
+        ..lab::LabOptions::default()
+    };
+    let style =
+        ProgressStyle::with_template("{prefix:>11} [{bar:30}] {pos:>6}/{len} ms  {elapsed}")
+            .expect("constant template")
+            .progress_chars("=> ");
+    let mut runs = Vec::new();
+    for name in &enforcers {
+        let bar = if quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(scenario.duration_ns / 1_000_000)
+        };
+        bar.set_style(style.clone());
+        bar.set_prefix(name.clone());
+        let record = lab::run(&scenario, name, &options, &mut |ns| {
+            bar.set_position(ns / 1_000_000)
+        })
+        .map_err(|e| Failure::runtime(format!("{name}: {e}")))?;
+        bar.finish();
+        let dir = out.join(name);
+        let summary = report::write_run(&dir, &record)
+            .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
         runs.push((summary, dir));
     }
     let html = report::write_html(&out, &scenario.name, &runs)

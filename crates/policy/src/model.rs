@@ -204,3 +204,40 @@ impl TrafficKind {
         }
     }
 }
+
+impl Scenario {
+    /// The same scenario on a link of `rate_bps`: every rate of the policy
+    /// (guarantees, caps, split limits) and of the offered traffic scaled by one
+    /// factor, so that the ideal allocation keeps its shape. This is how a scenario
+    /// written for a 10 Gbit/s host runs on a lab link of 1 Gbit/s.
+    pub fn scaled_to_link_rate(&self, rate_bps: u64) -> Scenario {
+        let factor = rate_bps as f64 / self.policy.link.rate_bps as f64;
+        let scale = |bps: u64| ((bps as f64 * factor).round() as u64).max(1);
+        let mut scaled = self.clone();
+        let policy = &mut scaled.policy;
+        policy.link.rate_bps = rate_bps;
+        for t in &mut policy.tenants {
+            t.min_rate_bps = t.min_rate_bps.map(scale);
+            t.max_rate_bps = t.max_rate_bps.map(scale);
+        }
+        for a in &mut policy.apps {
+            a.min_rate_bps = a.min_rate_bps.map(scale);
+            a.max_rate_bps = a.max_rate_bps.map(scale);
+            if let Some(split) = &mut a.split {
+                split.max_rate_bps = scale(split.max_rate_bps);
+            }
+        }
+        for t in &mut scaled.traffic {
+            match &mut t.kind {
+                TrafficKind::Udp { rate_bps, .. } | TrafficKind::Poisson { rate_bps, .. } => {
+                    *rate_bps = scale(*rate_bps);
+                }
+                TrafficKind::Rpc { rate_per_s, .. } => {
+                    *rate_per_s = rate_per_s.map(|r| r * factor);
+                }
+                TrafficKind::Bulk { .. } => {}
+            }
+        }
+        scaled
+    }
+}

@@ -150,3 +150,41 @@ fn a_missing_policy_file_is_reported_at_the_reference() {
     assert_eq!((e.file.as_str(), e.line, e.column), ("s.yaml", 1, 9));
     assert!(e.message.contains("cannot read policy file"), "{e}");
 }
+
+#[test]
+fn scaling_a_scenario_keeps_the_shape_of_its_ideal() {
+    let text = "
+policy:
+  link: { rate: 10Gbit }
+  tenants:
+    - { name: a, min_rate: 2Gbit, max_rate: 6Gbit }
+    - name: b
+      apps:
+        - { name: x, max_rate: 1Gbit, split: { by: flow, max_rate: 100Mbit } }
+duration: 1s
+traffic:
+  - { tenant: a, kind: bulk }
+  - { tenant: b, app: x, kind: udp, rate: 3Gbit, flows: 20 }
+";
+    let scenario = policy::parse_scenario(text, "s.yaml", std::path::Path::new(".")).unwrap();
+    let lab = scenario.scaled_to_link_rate(1_000_000_000);
+    assert_eq!(lab.policy.link.rate_bps, 1_000_000_000);
+    assert_eq!(lab.policy.tenants[0].min_rate_bps, Some(200_000_000));
+    assert_eq!(lab.policy.tenants[0].max_rate_bps, Some(600_000_000));
+    let x = &lab.policy.apps[1];
+    assert_eq!(x.max_rate_bps, Some(100_000_000));
+    assert_eq!(x.split.unwrap().max_rate_bps, 10_000_000);
+    assert!(matches!(
+        lab.traffic[1].kind,
+        policy::TrafficKind::Udp {
+            rate_bps: 300_000_000,
+            ..
+        }
+    ));
+    let demands: Vec<Vec<f64>> = vec![vec![f64::INFINITY], vec![], vec![f64::INFINITY; 20]];
+    let ideal = policy::ideal_allocation(&scenario.policy, &demands);
+    let scaled = policy::ideal_allocation(&lab.policy, &demands);
+    for (a, b) in ideal.tenant_bps.iter().zip(&scaled.tenant_bps) {
+        assert!((a / 10.0 - b).abs() < 1.0, "{a} vs {b}");
+    }
+}
