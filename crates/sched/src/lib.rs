@@ -15,6 +15,7 @@
 //! - [`accounting`]: packet accounting shared by every enforcer.
 
 pub mod accounting;
+pub mod bench;
 pub mod classes;
 pub mod htb;
 pub mod multiqueue;

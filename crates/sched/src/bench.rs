@@ -1,0 +1,253 @@
+//! The enforcer benchmark: enqueue+dequeue pairs per second on one core, and bytes
+//! of state per class, on a two-level tree of many classes. The harness (not the
+//! enforcers) reads the wall clock; the enforcer sees a virtual clock that advances by
+//! each frame's serialisation time at the link rate, so limits pace it exactly as on
+//! a real link and the measurement is of the scheduler's CPU cost alone.
+//!
+//! The tree: [`TENANTS`] tenants of equal weight, each with one app split by
+//! destination, so classes = tenants × destinations. Every split class is limited to
+//! its equal part of the link among the active classes, as SENIC would be configured
+//! (the sum of active limits equals the link). A backlogged class keeps two packets
+//! queued: when one of its packets leaves, the harness enqueues the next, as a
+//! backlogged sender refills its socket.
+
+use crate::{Enforcer, Packet};
+use policy::{AppId, Link, Policy, Split, SplitBy, TenantId};
+use std::time::{Duration, Instant};
+
+/// Tenants of the benchmark tree: enough that the tenant level is not trivial, few
+/// enough that every tenant holds many classes.
+pub const TENANTS: u32 = 16;
+/// Link of the benchmark: fast enough that limits are never the bottleneck of a
+/// measurement lasting a second of wall time.
+pub const LINK_RATE_BPS: u64 = 100_000_000_000;
+pub const PACKET_BYTES: u32 = 1500;
+/// Packets each active class keeps queued.
+const BACKLOG_PACKETS: u32 = 2;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchConfig {
+    pub enforcer: String,
+    pub classes: u32,
+    /// Fraction of the classes that are backlogged (1.0: all; 0.01: sparse).
+    pub active_fraction: f64,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchResult {
+    pub enforcer: String,
+    pub classes: u32,
+    pub active_classes: u32,
+    pub pairs: u64,
+    pub seconds: f64,
+    pub pairs_per_sec: f64,
+    pub ns_per_pair: f64,
+}
+
+/// The benchmark's policy for `classes` classes (rounded up to a multiple of
+/// [`TENANTS`]) of which `active` are backlogged.
+pub fn policy_for(classes: u32, active: u32) -> Policy {
+    let per_class_bps = (LINK_RATE_BPS / u64::from(active.max(1))).max(1);
+    let tenants: Vec<policy::Tenant> = (0..TENANTS)
+        .map(|t| policy::Tenant {
+            name: format!("t{t}"),
+            weight: 1,
+            priority: 1,
+            min_rate_bps: None,
+            max_rate_bps: None,
+            cores: vec![0],
+            buffer_bytes: None,
+            match_src: None,
+            match_port: None,
+            apps: vec![AppId(t)],
+        })
+        .collect();
+    let apps = (0..TENANTS)
+        .map(|t| policy::App {
+            name: "default".to_string(),
+            tenant: TenantId(t as u16),
+            weight: 1,
+            priority: 1,
+            min_rate_bps: None,
+            max_rate_bps: None,
+            match_proto: None,
+            match_ports: Vec::new(),
+            split: Some(Split {
+                by: SplitBy::Destination,
+                max_rate_bps: per_class_bps,
+            }),
+            implicit: true,
+        })
+        .collect();
+    debug_assert!(classes >= TENANTS);
+    Policy {
+        link: Link {
+            rate_bps: LINK_RATE_BPS,
+            queues: 16,
+            mtu_bytes: PACKET_BYTES,
+        },
+        buffer_bytes: None,
+        tenants,
+        apps,
+        host_cores: 1,
+    }
+}
+
+/// The packet of class `class`: tenant `class % TENANTS`, destination `class / TENANTS`.
+fn packet_of(class: u32, handle: u64) -> Packet {
+    let tenant = class % TENANTS;
+    Packet {
+        len_bytes: PACKET_BYTES,
+        tenant: TenantId(tenant as u16),
+        app: AppId(tenant),
+        flow: class,
+        destination: class / TENANTS,
+        core: 0,
+        arrival_ns: 0,
+        handle,
+    }
+}
+
+/// The active classes, spread evenly over all classes so every tenant has some.
+fn active_classes(classes: u32, active_fraction: f64) -> Vec<u32> {
+    let active = ((f64::from(classes) * active_fraction).round() as u32).clamp(1, classes);
+    let stride = f64::from(classes) / f64::from(active);
+    (0..active)
+        .map(|i| ((f64::from(i) * stride) as u32).min(classes - 1))
+        .collect()
+}
+
+fn serialisation_ns(bytes: u32) -> u64 {
+    (u64::from(bytes) * 8 * 1_000_000_000).div_ceil(LINK_RATE_BPS)
+}
+
+fn classes_rounded(classes: u32) -> u32 {
+    classes.max(TENANTS).div_ceil(TENANTS) * TENANTS
+}
+
+/// Runs the benchmark for `config.seconds` of wall time.
+pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
+    let classes = classes_rounded(config.classes);
+    let active = active_classes(classes, config.active_fraction);
+    let policy = policy_for(classes, active.len() as u32);
+    let mut enforcer = crate::build(&config.enforcer, &policy).map_err(|e| e.to_string())?;
+    let mut now_ns = 0u64;
+    for &class in &active {
+        for _ in 0..BACKLOG_PACKETS {
+            enforcer
+                .enqueue(now_ns, packet_of(class, u64::from(class)))
+                .map_err(|(_, why)| {
+                    format!(
+                        "`{}` refused the backlog of class {class} of {classes}: {why:?}",
+                        config.enforcer
+                    )
+                })?;
+        }
+    }
+    let budget = Duration::from_secs_f64(config.seconds.max(0.001));
+    let started = Instant::now();
+    let mut pairs = 0u64;
+    loop {
+        for _ in 0..4096 {
+            pairs += step(enforcer.as_mut(), &mut now_ns)?;
+        }
+        if started.elapsed() >= budget {
+            break;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(BenchResult {
+        enforcer: config.enforcer.clone(),
+        classes,
+        active_classes: active.len() as u32,
+        pairs,
+        seconds,
+        pairs_per_sec: pairs as f64 / seconds,
+        ns_per_pair: seconds * 1e9 / pairs.max(1) as f64,
+    })
+}
+
+/// One dequeue and the refill of the class that sent; 1 pair, or 0 when the
+/// enforcer held everything back (the virtual clock then jumps to its next time).
+fn step(enforcer: &mut dyn Enforcer, now_ns: &mut u64) -> Result<u64, String> {
+    match enforcer.dequeue(*now_ns) {
+        Some(frame) => {
+            *now_ns += serialisation_ns(frame.bytes);
+            if frame.last {
+                let class = frame.packet.flow;
+                enforcer
+                    .enqueue(*now_ns, packet_of(class, frame.packet.handle))
+                    .map_err(|(_, why)| format!("refill of class {class} refused: {why:?}"))?;
+                return Ok(1);
+            }
+            Ok(0)
+        }
+        None => {
+            let next = enforcer
+                .next_ready_ns(*now_ns)
+                .ok_or("the enforcer holds no packet although every active class is backlogged")?;
+            *now_ns = next.max(*now_ns + 1);
+            Ok(0)
+        }
+    }
+}
+
+/// Bytes of heap the enforcer holds per class once every class has been seen:
+/// `allocated` reads the process's live heap bytes (the caller's counting global
+/// allocator; a library cannot install one). Preallocated capacity counts, since
+/// that is what a host must have.
+pub fn bytes_per_class(
+    enforcer: &str,
+    classes: u32,
+    allocated: &dyn Fn() -> usize,
+) -> Result<f64, String> {
+    let classes = classes_rounded(classes);
+    let policy = policy_for(classes, classes);
+    let before = allocated();
+    let mut built = crate::build(enforcer, &policy).map_err(|e| e.to_string())?;
+    let mut now_ns = 0;
+    // Touch every class once, so classes created on demand exist.
+    for class in 0..classes {
+        built
+            .enqueue(now_ns, packet_of(class, u64::from(class)))
+            .map_err(|(_, why)| format!("class {class} of {classes} refused: {why:?}"))?;
+        while let Some(frame) = built.dequeue(now_ns) {
+            now_ns += serialisation_ns(frame.bytes);
+        }
+    }
+    let after = allocated();
+    drop(built);
+    Ok(after.saturating_sub(before) as f64 / f64::from(classes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tree_has_the_classes_asked_for_and_active_ones_spread_over_tenants() {
+        assert_eq!(classes_rounded(1000), 1008);
+        assert_eq!(classes_rounded(1), TENANTS);
+        let active = active_classes(1600, 0.01);
+        assert_eq!(active.len(), 16);
+        let tenants: std::collections::BTreeSet<u32> = active.iter().map(|c| c % TENANTS).collect();
+        assert!(tenants.len() > 1);
+        assert!(active.windows(2).all(|w| w[0] < w[1]));
+        let policy = policy_for(1600, 16);
+        assert_eq!(policy.apps[0].split.unwrap().max_rate_bps, LINK_RATE_BPS / 16);
+    }
+
+    #[test]
+    fn a_short_run_counts_pairs() {
+        let result = run(&BenchConfig {
+            enforcer: "tonic".into(),
+            classes: 1000,
+            active_fraction: 1.0,
+            seconds: 0.02,
+        })
+        .unwrap();
+        assert!(result.pairs > 1000);
+        assert!((result.ns_per_pair * result.pairs_per_sec - 1e9).abs() < 1.0);
+    }
+}
