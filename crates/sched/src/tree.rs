@@ -31,7 +31,9 @@
 //! head; the rings are deficit round robin (Shreedhar and Varghese, 1995) with a
 //! per-node quantum. The deepest green node on the walk is the *lender*: it and its
 //! ancestors pay rate tokens, the nodes below it borrowed and pay only ceil tokens
-//! (HTB's `htb_charge_class`). Green and yellow both change with time, so a node that
+//! (HTB's `htb_charge_class`); a payer's rate tokens may go negative by a whole
+//! packet, however much larger than its burst (64 KiB GSO sends), so nothing it
+//! sent is forgiven. Green and yellow both change with time, so a node that
 //! is not green waits in a binary heap of events (HTB's wait queue) for the time its
 //! tokens allow it again; a heap entry whose time is no longer the node's is stale and
 //! skipped. Per packet: O(depth) ring and bucket updates plus O(log n) heap work.
@@ -305,7 +307,12 @@ struct Node {
     /// The time of this node's live heap entry.
     event_ns: u64,
     sent_bytes: u64,
-    deficit: i32,
+    /// Tokens of the largest packet this node has paid rate tokens for.
+    packet_max: i64,
+    /// DRR deficit in the parent's green rings and in its yellow rings: turns on
+    /// own tokens and turns at borrowing are separate rounds (HTB keeps a deficit
+    /// per level for the same reason).
+    deficit: [i32; 2],
     quantum: i32,
     parent: u32,
     /// Ring neighbours in the parent's ring `slot`.
@@ -335,8 +342,9 @@ impl Node {
             t_c_ns: now_ns,
             event_ns: NO_EVENT,
             sent_bytes: 0,
-            deficit: params.quantum_bytes as i32,
-            quantum: params.quantum_bytes as i32,
+            packet_max: 0,
+            deficit: [params.quantum_bytes.max(1) as i32; 2],
+            quantum: params.quantum_bytes.max(1) as i32,
             parent: parent as u32,
             next: NONE,
             prev: NONE,
@@ -347,6 +355,18 @@ impl Node {
             slot: NO_SLOT,
             interior,
         }
+    }
+}
+
+impl Node {
+    /// The lowest its rate tokens go: a debt of one burst or of its largest packet,
+    /// whichever is more. A green class pays its whole packet, however large
+    /// (HTB's tokens go negative), so a packet larger than the burst is never
+    /// partly forgiven; a debt beyond that, which only an ancestor of the lender
+    /// runs into, is, since the class would otherwise stay yellow long after its
+    /// parent's lending made up for it.
+    fn debt_floor(&self) -> i64 {
+        -self.buffer.max(self.packet_max)
     }
 }
 
@@ -483,8 +503,7 @@ impl Hierarchy {
         let mut x = ROOT;
         loop {
             let ring = self.occupied[x].trailing_zeros() as usize;
-            let child = self.ring_head[x][ring];
-            debug_assert_ne!(child, NONE);
+            let child = self.next_turn(x, ring);
             path[depth] = child;
             if ring < PRIO_LEVELS {
                 lender = Some(depth);
@@ -515,9 +534,8 @@ impl Hierarchy {
             let dt_ns = now_ns.saturating_sub(node.t_c_ns);
             node.tokens = refill(node.tokens, node.rate_bps, dt_ns, node.buffer);
             if pays_rate {
-                // A debt of one burst at most: beyond it the class would stay
-                // yellow long after its parent's lending made up for it.
-                node.tokens = (node.tokens - cost).max(-node.buffer);
+                node.packet_max = node.packet_max.max(cost);
+                node.tokens = (node.tokens - cost).max(node.debt_floor());
             }
             if node.ceil_bps != UNCAPPED {
                 node.ctokens = refill(node.ctokens, node.ceil_bps, dt_ns, node.cbuffer) - cost;
@@ -525,9 +543,15 @@ impl Hierarchy {
             node.t_c_ns = now_ns;
             node.sent_bytes += u64::from(packet.len_bytes);
             node.queued -= 1;
-            node.deficit -= packet.len_bytes as i32;
-            if node.deficit < 0 {
-                node.deficit += node.quantum;
+            let borrowing = usize::from(node.slot >= PRIO_LEVELS as u8);
+            let deficit = &mut node.deficit[borrowing];
+            *deficit -= packet.len_bytes as i32;
+            if *deficit < 0 {
+                *deficit += node.quantum;
+                if borrowing == 0 {
+                    // A turn on own tokens ends with no DRR debt; see `next_turn`.
+                    *deficit = (*deficit).max(0);
+                }
                 let (parent, slot, next) = (node.parent as usize, node.slot as usize, node.next);
                 if self.ring_head[parent][slot] == y as u32 {
                     self.ring_head[parent][slot] = next;
@@ -538,6 +562,30 @@ impl Hierarchy {
             self.sync(y as usize, now_ns);
         }
         Some(Frame::whole(packet))
+    }
+
+    /// The child of `x` whose turn it is in ring `ring`. A child pays its packets
+    /// from its deficit after sending, so a packet larger than its quantum leaves
+    /// it in debt. In a yellow (borrowing) ring the debtor then sits out whole
+    /// rounds, earning a quantum each, until it has paid: what a parent lends is
+    /// shared by the quanta, i.e. by weight, whatever the packet sizes (DRR). Each
+    /// skip earns a quantum that is later spent on a packet, so skips cost
+    /// O(packet / quantum) amortized. A green ring forgives the debt instead (one
+    /// packet per turn at least): its members send on their own tokens, whose rate
+    /// already bounds their share, and making a class wait for turns there as
+    /// well would let its bucket overflow, costing it part of its rate.
+    fn next_turn(&mut self, x: usize, ring: usize) -> u32 {
+        let mut child = self.ring_head[x][ring];
+        debug_assert_ne!(child, NONE);
+        if ring >= PRIO_LEVELS {
+            while self.nodes[child as usize].deficit[1] < 0 {
+                let node = &mut self.nodes[child as usize];
+                node.deficit[1] += node.quantum;
+                child = node.next;
+            }
+            self.ring_head[x][ring] = child;
+        }
+        child
     }
 
     /// Brings every node whose event is due to its current mode.
@@ -680,7 +728,7 @@ impl Hierarchy {
         node.t_c_ns = now_ns;
         node.rate_bps = rate_bps;
         node.buffer = bytes_to_tokens(buffer_bytes);
-        node.tokens = node.tokens.clamp(-node.buffer, node.buffer);
+        node.tokens = node.tokens.clamp(node.debt_floor(), node.buffer);
         self.sync(x, now_ns);
     }
 
