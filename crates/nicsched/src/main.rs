@@ -1,12 +1,17 @@
 //! `nicsched`: the command line. Only wiring: parsing lives in `policy`, mechanisms in
 //! `sched`, the simulator in `sim`, figures in `report`.
 
+mod alloc;
+
 use clap::{Parser, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use policy::{Policy, PolicyError, Scenario};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
+
+#[global_allocator]
+static ALLOCATOR: alloc::Counting = alloc::Counting;
 
 /// Exit status for a bad policy, scenario or command line (as clap uses for usage).
 const EXIT_INPUT: u8 = 2;
@@ -115,6 +120,33 @@ enum Command {
         #[arg(long, value_name = "DEV")]
         dev: String,
     },
+    /// Measure an enforcer's cost on this machine: enqueue+dequeue pairs per second
+    /// on one core and bytes of state per class, on a two-level tree (16 tenants,
+    /// classes split by destination) with the active classes backlogged.
+    ///
+    /// Sizes a host: `nicsched bench -e wf2q --classes 100000 --active 0.01`.
+    /// With `--vs rte_sched`, DPDK's QoS scheduler runs the same load in the same
+    /// run (build it first with scripts/setup.sh).
+    Bench {
+        /// Enforcer to measure.
+        #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
+        enforcer: String,
+        /// Number of classes (rounded up to a multiple of 16).
+        #[arg(long, value_name = "N")]
+        classes: u32,
+        /// Fraction of the classes that are backlogged.
+        #[arg(long, value_name = "F", default_value_t = 1.0)]
+        active: f64,
+        /// Wall-clock seconds to measure for.
+        #[arg(long, value_name = "S", default_value_t = 1.0)]
+        seconds: f64,
+        /// Also measure a peer scheduler in the same run: `rte_sched`.
+        #[arg(long, value_name = "PEER")]
+        vs: Option<String>,
+        /// Print one JSON object instead of a sentence.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the enforcers and the mechanism each implements.
     Enforcers,
 }
@@ -149,6 +181,14 @@ fn main() -> ExitCode {
         Command::Tc { file, dev } => load_policy_or_scenario(&file).map(|policy| {
             print!("{}", lab::tc_script(&policy, &dev));
         }),
+        Command::Bench {
+            enforcer,
+            classes,
+            active,
+            seconds,
+            vs,
+            json,
+        } => bench(&enforcer, classes, active, seconds, vs.as_deref(), json),
         Command::Enforcers => {
             for e in sched::ENFORCERS {
                 println!("{:<11} {:<20} {}", e.name, e.from, e.mechanism);
@@ -455,5 +495,93 @@ fn run_lab(
     let summaries: Vec<report::Summary> = runs.into_iter().map(|(s, _)| s).collect();
     println!("{}", report::comparison_table(&summaries));
     println!("results: {}  report: {}", out.display(), html.display());
+    Ok(())
+}
+
+fn bench(
+    enforcer: &str,
+    classes: u32,
+    active: f64,
+    seconds: f64,
+    vs: Option<&str>,
+    json: bool,
+) -> Result<(), Failure> {
+    if !(active > 0.0 && active <= 1.0) {
+        return Err(Failure::input(
+            "--active must be in (0, 1], e.g. 0.01 for 1% of the classes",
+        ));
+    }
+    if classes == 0 || !(seconds > 0.0) {
+        return Err(Failure::input("--classes and --seconds must be positive"));
+    }
+    let peer = match vs {
+        None => None,
+        Some("rte_sched") => Some(sched::bench::peer_binary().ok_or_else(|| {
+            Failure::input(
+                "the rte_sched peer is not built: run scripts/setup.sh (builds target/rte_sched_peer/) or set NICSCHED_RTE_SCHED_PEER",
+            )
+        })?),
+        Some(other) => {
+            return Err(Failure::input(format!("--vs {other}: the only peer is `rte_sched`")));
+        }
+    };
+    sched::build(enforcer, &sched::bench::policy_for(16, 16))
+        .map_err(|e| Failure::input(e.to_string()))?;
+    let bytes_per_class = sched::bench::bytes_per_class(enforcer, classes, &alloc::live_bytes)
+        .map_err(Failure::runtime)?;
+    let result = sched::bench::run(&sched::bench::BenchConfig {
+        enforcer: enforcer.to_string(),
+        classes,
+        active_fraction: active,
+        seconds,
+    })
+    .map_err(Failure::runtime)?;
+    let peer_result = match &peer {
+        Some(path) => Some(
+            sched::bench::run_peer(path, result.classes, active, seconds)
+                .map_err(Failure::runtime)?,
+        ),
+        None => None,
+    };
+    let mut out = serde_json::json!({
+        "enforcer": result.enforcer,
+        "classes": result.classes,
+        "active_classes": result.active_classes,
+        "pairs": result.pairs,
+        "seconds": result.seconds,
+        "pairs_per_sec": result.pairs_per_sec,
+        "ns_per_pair": result.ns_per_pair,
+        "bytes_per_class": bytes_per_class,
+    });
+    if let Some(p) = &peer_result {
+        out["peer"] = "rte_sched".into();
+        out["peer_pairs_per_sec"] = p.pairs_per_sec.into();
+        out["peer_ns_per_pair"] = p.ns_per_pair.into();
+        out["peer_queues"] = p.queues.into();
+        out["ratio"] = (result.pairs_per_sec / p.pairs_per_sec).into();
+    }
+    if json {
+        println!("{out}");
+    } else {
+        println!(
+            "{}: {} classes ({} backlogged): {:.2} M pairs/s ({:.1} ns per enqueue+dequeue), {:.0} bytes per class",
+            result.enforcer,
+            result.classes,
+            result.active_classes,
+            result.pairs_per_sec / 1e6,
+            result.ns_per_pair,
+            bytes_per_class
+        );
+        if let Some(p) = &peer_result {
+            println!(
+                "rte_sched: {} queues: {:.2} M pairs/s ({:.1} ns); {} / rte_sched = {:.2}x",
+                p.queues,
+                p.pairs_per_sec / 1e6,
+                p.ns_per_pair,
+                result.enforcer,
+                result.pairs_per_sec / p.pairs_per_sec
+            );
+        }
+    }
     Ok(())
 }

@@ -221,6 +221,79 @@ pub fn bytes_per_class(
     Ok(after.saturating_sub(before) as f64 / f64::from(classes))
 }
 
+/// What the rte_sched peer measured (its one JSON line, parsed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerResult {
+    pub pairs_per_sec: f64,
+    pub ns_per_pair: f64,
+    pub queues: u64,
+    pub active_queues: u64,
+}
+
+/// Where the rte_sched peer is: `$NICSCHED_RTE_SCHED_PEER`, else
+/// `target/rte_sched_peer/rte_sched_peer` below the current directory or beside the
+/// running program's `target/` (as scripts/setup.sh builds it).
+pub fn peer_binary() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let relative = PathBuf::from("target/rte_sched_peer/rte_sched_peer");
+    let mut candidates: Vec<PathBuf> = std::env::var_os("NICSCHED_RTE_SCHED_PEER")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    candidates.push(relative.clone());
+    if let Ok(exe) = std::env::current_exe() {
+        // target/release/nicsched or target/release/deps/bench-…: walk up to target/.
+        for dir in exe.ancestors().skip(1).take(3) {
+            if dir.file_name().is_some_and(|n| n == "target") {
+                candidates.push(dir.join("rte_sched_peer/rte_sched_peer"));
+            }
+        }
+    }
+    candidates.into_iter().find(|p| p.is_file())
+}
+
+/// Runs the rte_sched peer on `queues` queues for `seconds` and parses its result.
+pub fn run_peer(
+    peer: &std::path::Path,
+    queues: u32,
+    active_fraction: f64,
+    seconds: f64,
+) -> Result<PeerResult, String> {
+    let output = std::process::Command::new(peer)
+        .args(["--queues", &queues.to_string()])
+        .args(["--active", &active_fraction.to_string()])
+        .args(["--seconds", &seconds.to_string()])
+        .output()
+        .map_err(|e| format!("{}: {e}", peer.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "{} failed ({}): {}",
+            peer.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    let field = |name: &str| -> Result<f64, String> {
+        let key = format!("\"{name}\":");
+        let start = stdout
+            .find(&key)
+            .ok_or_else(|| format!("peer output lacks {name}: {stdout}"))?
+            + key.len();
+        stdout[start..]
+            .split([',', '}'])
+            .next()
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| format!("peer output has a bad {name}: {stdout}"))
+    };
+    Ok(PeerResult {
+        pairs_per_sec: field("pairs_per_sec")?,
+        ns_per_pair: field("ns_per_pair")?,
+        queues: field("queues")? as u64,
+        active_queues: field("active_queues")? as u64,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,7 +308,35 @@ mod tests {
         assert!(tenants.len() > 1);
         assert!(active.windows(2).all(|w| w[0] < w[1]));
         let policy = policy_for(1600, 16);
-        assert_eq!(policy.apps[0].split.unwrap().max_rate_bps, LINK_RATE_BPS / 16);
+        assert_eq!(
+            policy.apps[0].split.unwrap().max_rate_bps,
+            LINK_RATE_BPS / 16
+        );
+    }
+
+    #[test]
+    fn the_peer_line_is_parsed_and_a_failing_peer_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("nicsched-peer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fake = dir.join("peer.sh");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho '{\"pairs_per_sec\":6000000.5,\"ns_per_pair\":166.7,\"queues\":1024,\"active_queues\":10,\"pipes\":256}'\n",
+        )
+        .unwrap();
+        let failing = dir.join("fail.sh");
+        std::fs::write(&failing, "#!/bin/sh\necho 'no memory' >&2\nexit 1\n").unwrap();
+        for f in [&fake, &failing] {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let result = run_peer(&fake, 1024, 0.01, 0.1).unwrap();
+        assert_eq!(result.pairs_per_sec, 6_000_000.5);
+        assert_eq!(result.queues, 1024);
+        assert_eq!(result.active_queues, 10);
+        let error = run_peer(&failing, 1024, 1.0, 0.1).unwrap_err();
+        assert!(error.contains("no memory"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
