@@ -511,7 +511,7 @@ fn bench(
             "--active must be in (0, 1], e.g. 0.01 for 1% of the classes",
         ));
     }
-    if classes == 0 || !(seconds > 0.0) {
+    if classes == 0 || seconds.is_nan() || seconds <= 0.0 {
         return Err(Failure::input("--classes and --seconds must be positive"));
     }
     let peer = match vs {
