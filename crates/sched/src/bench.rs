@@ -126,41 +126,66 @@ fn classes_rounded(classes: u32) -> u32 {
     classes.max(TENANTS).div_ceil(TENANTS) * TENANTS
 }
 
+/// An enforcer with every active class of the benchmark tree backlogged, ready to
+/// run pairs.
+pub struct Harness {
+    enforcer: Box<dyn Enforcer>,
+    now_ns: u64,
+    pub classes: u32,
+    pub active_classes: u32,
+}
+
+impl Harness {
+    pub fn new(config: &BenchConfig) -> Result<Self, String> {
+        let classes = classes_rounded(config.classes);
+        let active = active_classes(classes, config.active_fraction);
+        let policy = policy_for(classes, active.len() as u32);
+        let mut enforcer = crate::build(&config.enforcer, &policy).map_err(|e| e.to_string())?;
+        for &class in &active {
+            for _ in 0..BACKLOG_PACKETS {
+                enforcer
+                    .enqueue(0, packet_of(class, u64::from(class)))
+                    .map_err(|(_, why)| {
+                        format!(
+                            "`{}` refused the backlog of class {class} of {classes}: {why:?}",
+                            config.enforcer
+                        )
+                    })?;
+            }
+        }
+        Ok(Harness {
+            enforcer,
+            now_ns: 0,
+            classes,
+            active_classes: active.len() as u32,
+        })
+    }
+
+    /// Runs `pairs` enqueue+dequeue pairs.
+    pub fn pairs(&mut self, pairs: u64) -> Result<(), String> {
+        let mut done = 0;
+        while done < pairs {
+            done += step(self.enforcer.as_mut(), &mut self.now_ns)?;
+        }
+        Ok(())
+    }
+}
+
 /// Runs the benchmark for `config.seconds` of wall time.
 pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
-    let classes = classes_rounded(config.classes);
-    let active = active_classes(classes, config.active_fraction);
-    let policy = policy_for(classes, active.len() as u32);
-    let mut enforcer = crate::build(&config.enforcer, &policy).map_err(|e| e.to_string())?;
-    let mut now_ns = 0u64;
-    for &class in &active {
-        for _ in 0..BACKLOG_PACKETS {
-            enforcer
-                .enqueue(now_ns, packet_of(class, u64::from(class)))
-                .map_err(|(_, why)| {
-                    format!(
-                        "`{}` refused the backlog of class {class} of {classes}: {why:?}",
-                        config.enforcer
-                    )
-                })?;
-        }
-    }
+    let mut harness = Harness::new(config)?;
     let budget = Duration::from_secs_f64(config.seconds.max(0.001));
     let started = Instant::now();
     let mut pairs = 0u64;
-    loop {
-        for _ in 0..4096 {
-            pairs += step(enforcer.as_mut(), &mut now_ns)?;
-        }
-        if started.elapsed() >= budget {
-            break;
-        }
+    while started.elapsed() < budget {
+        harness.pairs(4096)?;
+        pairs += 4096;
     }
     let seconds = started.elapsed().as_secs_f64();
     Ok(BenchResult {
         enforcer: config.enforcer.clone(),
-        classes,
-        active_classes: active.len() as u32,
+        classes: harness.classes,
+        active_classes: harness.active_classes,
         pairs,
         seconds,
         pairs_per_sec: pairs as f64 / seconds,
