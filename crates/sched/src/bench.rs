@@ -118,6 +118,15 @@ fn active_classes(classes: u32, active_fraction: f64) -> Vec<u32> {
         .collect()
 }
 
+/// Every class of the tree, and every packet of a fully backlogged one.
+fn capacity_for(classes: u32) -> crate::Capacity {
+    let classes = classes as usize + TENANTS as usize;
+    crate::Capacity {
+        classes,
+        packets: classes * BACKLOG_PACKETS as usize,
+    }
+}
+
 fn serialisation_ns(bytes: u32) -> u64 {
     (u64::from(bytes) * 8 * 1_000_000_000).div_ceil(LINK_RATE_BPS)
 }
@@ -140,7 +149,8 @@ impl Harness {
         let classes = classes_rounded(config.classes);
         let active = active_classes(classes, config.active_fraction);
         let policy = policy_for(classes, active.len() as u32);
-        let mut enforcer = crate::build(&config.enforcer, &policy).map_err(|e| e.to_string())?;
+        let mut enforcer = crate::build_with(&config.enforcer, &policy, capacity_for(classes))
+            .map_err(|e| e.to_string())?;
         for &class in &active {
             for _ in 0..BACKLOG_PACKETS {
                 enforcer
@@ -230,7 +240,8 @@ pub fn bytes_per_class(
     let classes = classes_rounded(classes);
     let policy = policy_for(classes, classes);
     let before = allocated();
-    let mut built = crate::build(enforcer, &policy).map_err(|e| e.to_string())?;
+    let mut built =
+        crate::build_with(enforcer, &policy, capacity_for(classes)).map_err(|e| e.to_string())?;
     let mut now_ns = 0;
     // Touch every class once, so classes created on demand exist.
     for class in 0..classes {

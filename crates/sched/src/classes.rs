@@ -4,36 +4,55 @@
 
 use crate::Packet;
 use policy::{Policy, SplitBy};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
-/// Multiplicative hashing of small integer keys: one multiply per word, which is all
-/// the spreading dense ids and IPv4 destinations need, where SipHash would cost more
-/// than the rest of an enqueue.
-#[derive(Default, Clone, Copy)]
-pub struct IdHasher(u64);
+/// Split classes by key: open addressing with linear probing over one flat
+/// power-of-two array at most half full, so a lookup is one multiply and usually one
+/// cache line. Measured: std's HashMap (even with a cheap hasher) took ~30% of a
+/// `wf2q` enqueue+dequeue at 100k classes.
+#[derive(Clone, Debug)]
+struct SplitTable {
+    /// `(app << 32 | key, class)`; an empty slot has `EMPTY` as its key. No app
+    /// index reaches `u32::MAX`, so no real key equals `EMPTY`.
+    slots: Vec<(u64, u32)>,
+    mask: usize,
+    /// 64 - log2(slots): Fibonacci hashing keeps the product's top bits.
+    shift: u32,
+}
 
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
+const EMPTY: u64 = u64::MAX;
 
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
+impl SplitTable {
+    fn with_capacity(entries: usize) -> Self {
+        let size = (entries.max(1) * 2).next_power_of_two();
+        SplitTable {
+            slots: vec![(EMPTY, 0); size],
+            mask: size - 1,
+            shift: 64 - size.trailing_zeros(),
         }
     }
 
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
+    fn slot_of(&self, word: u64) -> usize {
+        // Fibonacci hashing: the top bits of the product are the well-mixed ones
+        // (a one-slot table shifts by 64, which `checked_shr` turns into slot 0).
+        let mixed = (word ^ word >> 29).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        mixed.checked_shr(self.shift).unwrap_or(0) as usize & self.mask
     }
 
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    /// The class of `word`, or the empty slot where it would go.
+    fn find(&self, word: u64) -> Result<ClassId, usize> {
+        let mut i = self.slot_of(word);
+        loop {
+            let (stored, class) = self.slots[i];
+            if stored == word {
+                return Ok(ClassId(class));
+            }
+            if stored == EMPTY {
+                return Err(i);
+            }
+            i = (i + 1) & self.mask;
+        }
     }
 }
-
-pub type IdBuildHasher = BuildHasherDefault<IdHasher>;
 
 /// Index of a leaf class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -58,7 +77,7 @@ pub struct ClassInfo {
 #[derive(Clone, Debug)]
 pub struct Classes {
     split_by: Vec<Option<SplitBy>>,
-    split: HashMap<(u32, u32), ClassId, IdBuildHasher>,
+    split: SplitTable,
     info: Vec<ClassInfo>,
     capacity: usize,
 }
@@ -75,10 +94,7 @@ impl Classes {
         }));
         Classes {
             split_by: policy.apps.iter().map(|a| a.split.map(|s| s.by)).collect(),
-            split: HashMap::with_capacity_and_hasher(
-                capacity - policy.apps.len(),
-                IdBuildHasher::default(),
-            ),
+            split: SplitTable::with_capacity(capacity - policy.apps.len()),
             info,
             capacity,
         }
@@ -93,9 +109,11 @@ impl Classes {
             Some(SplitBy::Destination) => packet.destination,
             Some(SplitBy::Flow) => packet.flow,
         };
-        if let Some(&class) = self.split.get(&(app.0, key)) {
-            return Some(class);
-        }
+        let word = u64::from(app.0) << 32 | u64::from(key);
+        let empty_slot = match self.split.find(word) {
+            Ok(class) => return Some(class),
+            Err(slot) => slot,
+        };
         if self.info.len() >= self.capacity {
             return None;
         }
@@ -104,7 +122,7 @@ impl Classes {
             app,
             key: Some(key),
         });
-        self.split.insert((app.0, key), class);
+        self.split.slots[empty_slot] = (word, class.0);
         Some(class)
     }
 
@@ -122,5 +140,58 @@ impl Classes {
 
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use policy::{AppId, TenantId};
+
+    fn packet(app: u32, destination: u32, flow: u32) -> Packet {
+        Packet {
+            len_bytes: 1500,
+            tenant: TenantId(0),
+            app: AppId(app),
+            flow,
+            destination,
+            core: 0,
+            arrival_ns: 0,
+            handle: 0,
+        }
+    }
+
+    #[test]
+    fn split_keys_get_dense_stable_classes_up_to_the_bound() {
+        let policy = policy::parse_policy(
+            "link: { rate: 1Gbit }\ntenants:\n  - name: a\n    apps:\n      - { name: d, split: { by: destination, max_rate: 1Mbit } }\n      - { name: f, split: { by: flow, max_rate: 1Mbit } }\n",
+            "p.yaml",
+        )
+        .unwrap();
+        // Apps d, f and the implicit default are classes 0..3.
+        let mut classes = Classes::new(&policy, 3 + 1000);
+        assert_eq!(classes.classify(&packet(2, 7, 7)), Some(ClassId(2)));
+        for k in 0..500u32 {
+            assert_eq!(
+                classes.classify(&packet(0, k * 7919, 1)),
+                Some(ClassId(3 + 2 * k))
+            );
+            assert_eq!(classes.classify(&packet(1, 5, k)), Some(ClassId(4 + 2 * k)));
+        }
+        assert_eq!(classes.len(), 1003);
+        // Known keys still resolve at the bound; a new key does not.
+        assert_eq!(
+            classes.classify(&packet(0, 42 * 7919, 9)),
+            Some(ClassId(3 + 84))
+        );
+        assert_eq!(classes.classify(&packet(1, 0, 499)), Some(ClassId(4 + 998)));
+        assert_eq!(classes.classify(&packet(0, 1, 1)), None);
+        assert_eq!(
+            classes.info(ClassId(5)),
+            ClassInfo {
+                app: AppId(0),
+                key: Some(7919)
+            }
+        );
     }
 }

@@ -100,10 +100,10 @@ fn classes(policy: &Policy) -> (Vec<NodeParams>, Vec<Option<NodeParams>>) {
     (params, split)
 }
 
-pub fn build(policy: &Policy) -> Result<Box<dyn Enforcer>, String> {
+pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enforcer>, String> {
     let (params, split) = classes(policy);
     Ok(Box::new(Htb {
-        tree: Hierarchy::new(policy, &params, split),
+        tree: Hierarchy::new(policy, &params, split, capacity),
     }))
 }
 

@@ -141,8 +141,36 @@ impl std::fmt::Display for BuildError {
 
 impl std::error::Error for BuildError {}
 
-/// Builds the enforcer called `name` for `policy`.
+/// Bounds an enforcer preallocates at start-up, so that nothing grows on the hot
+/// path: leaf classes (apps and split classes together) and packets held at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    pub classes: usize,
+    pub packets: usize,
+}
+
+impl Default for Capacity {
+    /// 256k classes and as many held packets, so every class can hold one:
+    /// SENIC's "tens of thousands of classes" with room to spare, in tens of MB.
+    fn default() -> Self {
+        Capacity {
+            classes: 1 << 18,
+            packets: 1 << 18,
+        }
+    }
+}
+
+/// Builds the enforcer called `name` for `policy` with the default [`Capacity`].
 pub fn build(name: &str, policy: &Policy) -> Result<Box<dyn Enforcer>, BuildError> {
+    build_with(name, policy, Capacity::default())
+}
+
+/// Builds the enforcer called `name` for `policy`, sized for `capacity`.
+pub fn build_with(
+    name: &str,
+    policy: &Policy,
+    capacity: Capacity,
+) -> Result<Box<dyn Enforcer>, BuildError> {
     let unsupported = |reason: String| BuildError::Unsupported {
         name: name.to_string(),
         reason,
@@ -153,10 +181,10 @@ pub fn build(name: &str, policy: &Policy) -> Result<Box<dyn Enforcer>, BuildErro
             let enforcer = multiqueue::MultiQueue::new(policy, driver).map_err(unsupported)?;
             Ok(Box::new(enforcer))
         }
-        "wf2q" => wf2q::build(policy).map_err(unsupported),
-        "valve" => valve::build(policy).map_err(unsupported),
-        "htb" => htb::build(policy).map_err(unsupported),
-        "wheel" => wheel::build(policy).map_err(unsupported),
+        "wf2q" => wf2q::build(policy, capacity).map_err(unsupported),
+        "valve" => valve::build(policy, capacity).map_err(unsupported),
+        "htb" => htb::build(policy, capacity).map_err(unsupported),
+        "wheel" => wheel::build(policy, capacity).map_err(unsupported),
         _ => Err(BuildError::Unknown(name.to_string())),
     }
 }

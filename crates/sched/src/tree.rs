@@ -50,15 +50,6 @@ use policy::{AppId, Policy, TenantId};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// Split classes one policy may create, all apps together: SENIC's scale (hundreds
-/// of thousands of per-destination limiters); at ~100 bytes of state each this is
-/// 26 MB, reserved but only touched as classes appear.
-pub const SPLIT_CLASSES_MAX: usize = 1 << 18;
-
-/// Packets held at once; beyond this a packet is refused as `QueueFull`. As many
-/// as split classes, so every class can hold a packet.
-pub const PACKETS_MAX: usize = 1 << 18;
-
 /// Priority levels a node's children may use, as in HTB (`TC_HTB_NUMPRIO`); policy
 /// priorities above the last share it.
 pub const PRIO_LEVELS: usize = 8;
@@ -406,11 +397,12 @@ impl Hierarchy {
         policy: &Policy,
         params: &[NodeParams],
         split_params: Vec<Option<NodeParams>>,
+        bounds: crate::Capacity,
     ) -> Self {
         let layout = Layout::new(policy);
         debug_assert_eq!(params.len(), layout.fixed());
         let any_split = split_params.iter().any(Option::is_some);
-        let capacity = policy.apps.len() + if any_split { SPLIT_CLASSES_MAX } else { 0 };
+        let capacity = policy.apps.len() + if any_split { bounds.classes } else { 0 };
         let mut nodes = Vec::with_capacity(1 + layout.tenants + capacity);
         nodes.push(Node::new(ROOT, &params[ROOT], true, 0));
         for t in 0..policy.tenants.len() {
@@ -421,13 +413,7 @@ impl Hierarchy {
             let parent = layout.tenant(app.tenant);
             nodes.push(Node::new(parent, &params[x], app.split.is_some(), 0));
         }
-        let packets = if any_split {
-            PACKETS_MAX
-        } else {
-            // Without split there are few classes; a smaller pool is plenty for
-            // the same bound on bytes.
-            PACKETS_MAX / 4
-        };
+        let packets = bounds.packets;
         Hierarchy {
             layout,
             classes: Classes::new(policy, capacity),

@@ -59,7 +59,7 @@ pub struct Valve {
     given: Vec<f64>,
 }
 
-pub fn build(policy: &Policy) -> Result<Box<dyn Enforcer>, String> {
+pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enforcer>, String> {
     let layout = Layout::new(policy);
     let rates = tree::backlogged_rates_bps(policy);
     let mtu = policy.link.mtu_bytes;
@@ -110,7 +110,7 @@ pub fn build(policy: &Policy) -> Result<Box<dyn Enforcer>, String> {
         .unwrap_or(0)
         .max(policy.tenants.len());
     Ok(Box::new(Valve {
-        tree: Hierarchy::new(policy, &params, split),
+        tree: Hierarchy::new(policy, &params, split, capacity),
         update_due_ns: UPDATE_INTERVAL_NS,
         last_update_ns: 0,
         app_demand_bps: vec![0.0; policy.apps.len()],

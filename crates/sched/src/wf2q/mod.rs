@@ -596,8 +596,12 @@ impl Enforcer for Wf2q {
     }
 }
 
-pub fn build(policy: &Policy) -> Result<Box<dyn Enforcer>, String> {
-    Ok(Box::new(Wf2q::new(policy, Config::default())?))
+pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enforcer>, String> {
+    let config = Config {
+        classes_max: capacity.classes,
+        packets_max: capacity.packets,
+    };
+    Ok(Box::new(Wf2q::new(policy, config)?))
 }
 
 /// What `check` says for `wf2q`.

@@ -239,8 +239,13 @@ impl Enforcer for Wheel {
     }
 }
 
-pub fn build(policy: &Policy) -> Result<Box<dyn Enforcer>, String> {
-    Ok(Box::new(Wheel::new(policy, Config::default())?))
+pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enforcer>, String> {
+    let config = Config {
+        classes_max: capacity.classes,
+        packets_max: capacity.packets,
+        ..Config::default()
+    };
+    Ok(Box::new(Wheel::new(policy, config)?))
 }
 
 /// What `check` says for `wheel`.
