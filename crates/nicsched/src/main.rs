@@ -269,6 +269,19 @@ fn check(path: &Path, enforcers: &[String]) -> Result<(), Failure> {
         policy.link.queues
     );
     for name in enforcers {
+        if name == LAB_ONLY_ENFORCER {
+            println!("\nenforcer {name}:");
+            println!(
+                "  exact:       the whole policy, by the kernel's HTB (lab only; `nicsched tc FILE --dev DEV` prints the script)"
+            );
+            for t in policy.tenants.iter().filter(|t| t.match_src.is_none()) {
+                println!(
+                    "  approximate: {}: no match.src, so u32 filters cannot single its traffic out on a real host (the lab gives it an address of its own)",
+                    t.name
+                );
+            }
+            continue;
+        }
         let approximation =
             sched::approximation(name, &policy).map_err(|e| Failure::input(e.to_string()))?;
         println!("\nenforcer {name}:");
