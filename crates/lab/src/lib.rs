@@ -20,7 +20,6 @@
 mod classify;
 mod engine;
 mod htb;
-mod measure;
 mod meter;
 mod sys;
 mod topology;
@@ -33,6 +32,7 @@ pub use traffic::Tools;
 
 use policy::{Scenario, TrafficKind};
 use report::{LatencyRecord, Mode, RunRecord};
+use sim::measure;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock, mpsc};
@@ -387,7 +387,7 @@ fn run_in(
     for (c, a) in classes.iter().enumerate() {
         app_class[a.index()] = Some(c);
     }
-    let mut intervals = measure::intervals(scenario, &classes);
+    let mut intervals = measure::intervals(scenario, &sim::HostModel::default(), &classes);
 
     let stop = Arc::new(AtomicBool::new(false));
     let origin = Arc::new(OnceLock::new());

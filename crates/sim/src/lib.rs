@@ -8,14 +8,15 @@
 //! - [`host`]: the mechanisms around the enforcer (TCP small queues, Tx completion
 //!   moderation, wire and server delays) as named constants.
 //! - `events`: the event queue.
-//! - `measure`: intervals, activity and the ideal allocation of each interval.
+//! - [`measure`]: intervals, activity and the ideal allocation of each interval,
+//!   shared with the lab so both worlds are judged alike.
 //! - `engine`: senders (bulk TCP-like flows placed on the tenant's cores, udp,
 //!   poisson, rpc), the link, completions.
 
 mod engine;
 mod events;
 pub mod host;
-mod measure;
+pub mod measure;
 
 pub use host::HostModel;
 pub use measure::flow_demand_bps;
