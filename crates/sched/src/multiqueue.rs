@@ -12,7 +12,7 @@
 //! `tonic-band` is the paper's own suggested fix for reordering (§III-D): the
 //! prioritised packet goes to the tail of a priority band of the same queue.
 
-use crate::nic::{Insert, Nic, NicConfig, RING_BYTES_MAX_DEFAULT};
+use crate::nic::{Insert, Nic, NicConfig, ring_bytes_max};
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
 use policy::{Policy, format_rate};
 
@@ -180,7 +180,7 @@ impl MultiQueue {
             nic: Nic::new(NicConfig {
                 queues,
                 mtu_bytes: policy.link.mtu_bytes,
-                ring_bytes_max: RING_BYTES_MAX_DEFAULT.max(policy.link.mtu_bytes),
+                ring_bytes_max: ring_bytes_max(policy.link.rate_bps, policy.link.mtu_bytes),
             }),
             accounting: Accounting::new(policy),
             next_in_pool: vec![0; pools.len()],

@@ -37,9 +37,14 @@ pub struct NicConfig {
     pub ring_bytes_max: u32,
 }
 
-/// Default ring bound: one 64 KiB TSO send, the order BQL settles at on a 10 Gbit/s
-/// NIC with interrupt moderation.
-pub const RING_BYTES_MAX_DEFAULT: u32 = 64 * 1024;
+/// The ring bound BQL settles at: what the queue drains between two completion
+/// interrupts, so it scales with the line rate. One 64 KiB TSO send on a 10 Gbit/s
+/// NIC with interrupt moderation (~52 µs of the line), never less than two frames.
+pub fn ring_bytes_max(rate_bps: u64, mtu_bytes: u32) -> u32 {
+    const BYTES_AT_10_GBIT: u64 = 64 * 1024;
+    let scaled = (u128::from(BYTES_AT_10_GBIT) * u128::from(rate_bps) / 10_000_000_000) as u64;
+    scaled.clamp(2 * u64::from(mtu_bytes), u64::from(u32::MAX)) as u32
+}
 
 #[derive(Debug)]
 struct TxQueue {
@@ -207,6 +212,14 @@ mod tests {
         std::iter::from_fn(|| nic.dequeue())
             .map(|(q, f)| (q, f.packet.handle, f.bytes, f.last))
             .collect()
+    }
+
+    #[test]
+    fn the_ring_bound_follows_the_line_rate() {
+        assert_eq!(ring_bytes_max(10_000_000_000, 1500), 65_536);
+        assert_eq!(ring_bytes_max(100_000_000_000, 1500), 655_360);
+        assert_eq!(ring_bytes_max(1_000_000_000, 1500), 6_553);
+        assert_eq!(ring_bytes_max(100_000_000, 1500), 3_000);
     }
 
     #[test]
