@@ -26,11 +26,15 @@
 //! update costs O(tenants + apps) whatever the number of split classes.
 //!
 //! Constants:
-//! - ΔT = 500 µs of simulated time. The paper names the propagation delay of rate
+//! - ΔT = the longer of 500 µs and the time 16 of the largest sends (64 KiB TSO)
+//!   take at the link rate. The paper names the propagation delay of rate
 //!   adjustment as FlowValve's main error, so ΔT should be short; but Γ is counted
-//!   in whole packets, and at 10 Gbit/s 500 µs is ~420 MTU packets, so one packet
-//!   more or less is a 0.25% error in Γ; the O(tenants + apps) update is then paid
-//!   once per hundreds of packets. Between updates, lending covers demand changes.
+//!   in whole packets: at 10 Gbit/s ΔT (839 µs) holds ~700 MTU packets or 16 TSO
+//!   sends, so one packet more or less is a small error in Γ. A fixed 500 µs held
+//!   less than one 64 KiB send at 1 Gbit/s, and Γ then swung between 0 and a whole
+//!   send each interval (13% error on a 1 Gbit/s link with TSO senders). The
+//!   O(tenants + apps) update is paid once per hundreds of packets. Between updates,
+//!   lending covers demand changes.
 //! - Burst: a bucket holds one ΔT of its rate plus one MTU, so a class can spend its
 //!   tokens in any pattern within an interval, and what it leaves beyond that is
 //!   lent rather than saved.
@@ -39,17 +43,22 @@ use crate::tree::{self, Claim, Hierarchy, Layout, NodeParams};
 use crate::{Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
 use policy::{AppId, Policy, TenantId};
 
-/// Update interval ΔT of the token rates.
-pub const UPDATE_INTERVAL_NS: u64 = 500_000;
+/// Update interval ΔT of the token rates on a link of `link_rate_bps`.
+pub fn update_interval_ns(link_rate_bps: u64) -> u64 {
+    const FLOOR_NS: u64 = 500_000;
+    const LARGEST_SENDS: u128 = 16 * 65_536 * 8 * 1_000_000_000;
+    FLOOR_NS.max((LARGEST_SENDS / u128::from(link_rate_bps.max(1))) as u64)
+}
 
-fn burst_bytes(rate_bps: u64, mtu_bytes: u32) -> u64 {
-    (u128::from(rate_bps) * u128::from(UPDATE_INTERVAL_NS) / 8_000_000_000) as u64
-        + u64::from(mtu_bytes)
+fn burst_bytes(rate_bps: u64, mtu_bytes: u32, interval_ns: u64) -> u64 {
+    (u128::from(rate_bps) * u128::from(interval_ns) / 8_000_000_000) as u64 + u64::from(mtu_bytes)
 }
 
 pub struct Valve {
     policy: Policy,
     tree: Hierarchy,
+    /// ΔT, from the link rate.
+    interval_ns: u64,
     update_due_ns: u64,
     last_update_ns: u64,
     /// Scratch for the rate update, sized at start-up.
@@ -63,13 +72,14 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
     let layout = Layout::new(policy);
     let rates = tree::backlogged_rates_bps(policy);
     let mtu = policy.link.mtu_bytes;
+    let interval_ns = update_interval_ns(policy.link.rate_bps);
     let class = |x: usize, max_rate_bps: Option<u64>, weight: u32, priority: u8| {
         let rate_bps = rates[x].round() as u64;
         NodeParams {
             rate_bps,
-            buffer_bytes: burst_bytes(rate_bps, mtu),
+            buffer_bytes: burst_bytes(rate_bps, mtu, interval_ns),
             ceil_bps: max_rate_bps,
-            cbuffer_bytes: max_rate_bps.map_or(0, |r| burst_bytes(r, mtu)),
+            cbuffer_bytes: max_rate_bps.map_or(0, |r| burst_bytes(r, mtu, interval_ns)),
             quantum_bytes: weight.saturating_mul(mtu),
             prio: priority,
         }
@@ -96,7 +106,7 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
                 rate_bps: 0,
                 buffer_bytes: u64::from(mtu),
                 ceil_bps: Some(s.max_rate_bps),
-                cbuffer_bytes: burst_bytes(s.max_rate_bps, mtu),
+                cbuffer_bytes: burst_bytes(s.max_rate_bps, mtu, interval_ns),
                 quantum_bytes: mtu,
                 prio: 0,
             })
@@ -111,7 +121,8 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
         .max(policy.tenants.len());
     Ok(Box::new(Valve {
         tree: Hierarchy::new(policy, &params, split, capacity),
-        update_due_ns: UPDATE_INTERVAL_NS,
+        update_due_ns: interval_ns,
+        interval_ns,
         last_update_ns: 0,
         app_demand_bps: vec![0.0; policy.apps.len()],
         rates_bps: vec![0.0; layout.fixed()],
@@ -147,12 +158,16 @@ impl Valve {
         let mtu = self.policy.link.mtu_bytes;
         for x in 1..layout.fixed() {
             let rate_bps = self.rates_bps[x].round() as u64;
-            self.tree
-                .set_rate(x, now_ns, rate_bps, burst_bytes(rate_bps, mtu));
+            self.tree.set_rate(
+                x,
+                now_ns,
+                rate_bps,
+                burst_bytes(rate_bps, mtu, self.interval_ns),
+            );
         }
         self.last_update_ns = now_ns;
         // Interval boundaries stay on the ΔT grid whatever the dequeue times.
-        self.update_due_ns = now_ns - now_ns % UPDATE_INTERVAL_NS + UPDATE_INTERVAL_NS;
+        self.update_due_ns = now_ns - now_ns % self.interval_ns + self.interval_ns;
     }
 }
 
@@ -190,11 +205,15 @@ pub fn approximation(policy: &Policy) -> Approximation {
         approximate: vec![
             format!(
                 "priorities, weights and guarantees: token rates follow policy.md's sharing of measured demand, recomputed every {} of simulated time; a change of demand is reflected one interval later, and lending of unconsumed tokens (by priority, then weight) fills the gap",
-                policy::format_time(UPDATE_INTERVAL_NS)
+                policy::format_time(update_interval_ns(policy.link.rate_bps))
             ),
             format!(
                 "bursts: a class may exceed its cap by one interval's worth of it plus an MTU ({} at the link rate)",
-                policy::format_size(burst_bytes(policy.link.rate_bps, policy.link.mtu_bytes))
+                policy::format_size(burst_bytes(
+                    policy.link.rate_bps,
+                    policy.link.mtu_bytes,
+                    update_interval_ns(policy.link.rate_bps)
+                ))
             ),
             "split classes share their app by equal turns up to split.max_rate (max-min fair, as the ideal) rather than by a token rate of their own".into(),
         ],

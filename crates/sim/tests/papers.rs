@@ -191,3 +191,32 @@ fn unseen_policies_stay_within_two_percent_of_the_ideal() {
         }
     }
 }
+
+/// On a 1 Gbit/s link one 64 KiB TSO send takes half a millisecond: token trees
+/// must measure and pay in units that large without losing the weights.
+#[test]
+fn token_trees_keep_weights_on_a_slow_link_with_tso_senders() {
+    let text = "
+policy:
+  link: { rate: 1Gbit, queues: 8 }
+  tenants:
+    - { name: a, weight: 2 }
+    - { name: b, weight: 5 }
+    - { name: c, weight: 1 }
+duration: 2s
+interval: 250ms
+traffic:
+  - { tenant: a, kind: bulk, flows: 3 }
+  - { tenant: b, kind: bulk, flows: 40 }
+  - { tenant: c, kind: bulk, flows: 4 }
+";
+    let scenario = parse_scenario(text, "slow.yaml", Path::new(".")).unwrap();
+    for enforcer in ["valve", "htb", "wf2q"] {
+        let s = simulate(&scenario, enforcer);
+        assert!(
+            s.fairness.rel_error_mean <= 0.02,
+            "{enforcer}: {:?}",
+            s.fairness
+        );
+    }
+}
