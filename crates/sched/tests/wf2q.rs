@@ -405,11 +405,34 @@ mod invariants {
     }
 }
 
-/// Enqueue+dequeue pairs per second with `classes` split classes kept backlogged on
-/// a 100 Gbit/s link whose split limits oversubscribe it 10 times over (so V runs
-/// slowed and every dequeue chooses among all classes).
-fn pairs_per_second(classes: u32) -> f64 {
-    let split_mbit = 10 * 100_000 / classes;
+/// Which class gets the next packet in [`pairs_per_second`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pattern {
+    /// Every class backlogged (two packets each); the class whose packet just left
+    /// gets the next one, as a backlogged sender refilling its window would.
+    Refill,
+    /// About 1 % of the classes backlogged at a time: each packet goes to a class
+    /// drawn at random among all of them, so most enqueues find the class idle.
+    Sparse,
+}
+
+/// A small deterministic generator (xorshift64*), so the benchmark needs no crate.
+fn next_random(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// Enqueue+dequeue pairs per second with `classes` split classes on a 100 Gbit/s link
+/// whose backlogged split limits oversubscribe it 10 times over (so V runs slowed and
+/// every dequeue chooses among all backlogged classes).
+fn pairs_per_second(classes: u32, pattern: Pattern) -> f64 {
+    let backlogged = match pattern {
+        Pattern::Refill => classes,
+        Pattern::Sparse => (classes / 100).max(1),
+    };
+    let split_mbit = 10 * 100_000 / backlogged;
     let p = policy(&format!(
         "
 link: {{ rate: 100Gbit }}
@@ -438,12 +461,35 @@ tenants:
         arrival_ns: now,
         handle: u64::from(destination),
     };
-    for d in 0..classes {
-        wf2q.enqueue(0, packet(d, 0)).unwrap();
-        wf2q.enqueue(0, packet(d, 0)).unwrap();
+    let mut random = 0x9e37_79b9_7f4a_7c15u64;
+    // Destinations are scattered over u32 (as addresses are), not dense.
+    let destination = |class: u32| class.wrapping_mul(0x9e37_79b9);
+    match pattern {
+        Pattern::Refill => {
+            for d in 0..classes {
+                wf2q.enqueue(0, packet(destination(d), 0)).unwrap();
+                wf2q.enqueue(0, packet(destination(d), 0)).unwrap();
+            }
+        }
+        Pattern::Sparse => {
+            // Create every class, drain, then keep `backlogged` packets in flight.
+            for d in 0..classes {
+                wf2q.enqueue(0, packet(destination(d), 0)).unwrap();
+            }
+            let mut now = 0;
+            while wf2q.backlog_packets() > 0 {
+                if wf2q.dequeue(now).is_none() {
+                    now = wf2q.next_ready_ns(now).unwrap();
+                }
+            }
+            for _ in 0..backlogged {
+                let d = (next_random(&mut random) % u64::from(classes)) as u32;
+                wf2q.enqueue(now, packet(destination(d), now)).unwrap();
+            }
+        }
     }
     let pairs = 10_000_000u64;
-    let mut now = 0u64;
+    let mut now = 1u64 << 20;
     let started = std::time::Instant::now();
     for _ in 0..pairs {
         let frame = loop {
@@ -452,18 +498,37 @@ tenants:
             }
             now = wf2q.next_ready_ns(now).unwrap();
         };
-        wf2q.enqueue(now, packet(frame.packet.destination, now))
-            .unwrap();
+        let next = match pattern {
+            Pattern::Refill => frame.packet.destination,
+            Pattern::Sparse => destination((next_random(&mut random) % u64::from(classes)) as u32),
+        };
+        wf2q.enqueue(now, packet(next, now)).unwrap();
         now += 120;
     }
     pairs as f64 / started.elapsed().as_secs_f64()
 }
 
+/// `WF2Q_BENCH_CLASSES` (comma-separated) and `WF2Q_BENCH_PATTERN` (`refill`,
+/// `sparse`) narrow the run, e.g. for a profiler.
 #[test]
 #[ignore = "throughput measurement; run in release with --ignored --nocapture"]
 fn throughput_at_scale() {
-    for classes in [1_000, 10_000, 100_000, 1_000_000] {
-        let rate = pairs_per_second(classes);
-        println!("wf2q: {classes} classes: {:.2} M pairs/s", rate / 1e6);
+    let classes: Vec<u32> = std::env::var("WF2Q_BENCH_CLASSES").map_or_else(
+        |_| vec![1_000, 10_000, 100_000, 1_000_000],
+        |list| list.split(',').map(|n| n.trim().parse().unwrap()).collect(),
+    );
+    let patterns: Vec<Pattern> = match std::env::var("WF2Q_BENCH_PATTERN").as_deref() {
+        Ok("refill") => vec![Pattern::Refill],
+        Ok("sparse") => vec![Pattern::Sparse],
+        _ => vec![Pattern::Refill, Pattern::Sparse],
+    };
+    for pattern in patterns {
+        for &n in &classes {
+            let rate = pairs_per_second(n, pattern);
+            println!(
+                "wf2q: {pattern:?}: {n} classes: {:.2} M pairs/s",
+                rate / 1e6
+            );
+        }
     }
 }
