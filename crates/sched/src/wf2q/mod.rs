@@ -597,6 +597,7 @@ impl Enforcer for Wf2q {
             .pop_front(&mut self.slab)
             .expect("a filed class is backlogged");
         self.accounting.release(packet.tenant, packet.len_bytes);
+        self.classes.departed(&packet, ClassId(class as u32));
         if self.class[class].fifo.is_empty() {
             self.set_backlogged(now_ns, class, false);
         } else {
