@@ -11,15 +11,35 @@ use policy::{Policy, SplitBy};
 /// `wf2q` enqueue+dequeue at 100k classes.
 #[derive(Clone, Debug)]
 struct SplitTable {
-    /// `(app << 32 | key, class)`; an empty slot has `EMPTY` as its key. No app
-    /// index reaches `u32::MAX`, so no real key equals `EMPTY`.
-    slots: Vec<(u64, u32)>,
+    /// 12 bytes a slot, so the table costs 24-48 bytes per class.
+    slots: Vec<Slot>,
     mask: usize,
     /// 64 - log2(slots): Fibonacci hashing keeps the product's top bits.
     shift: u32,
 }
 
+/// A split key word that no class has: no app index reaches `u32::MAX`.
 const EMPTY: u64 = u64::MAX;
+
+/// One split class: `app` is `u32::MAX` in an empty slot.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    app: u32,
+    key: u32,
+    class: u32,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        app: u32::MAX,
+        key: u32::MAX,
+        class: 0,
+    };
+
+    fn word(&self) -> u64 {
+        u64::from(self.app) << 32 | u64::from(self.key)
+    }
+}
 
 /// Fibonacci hashing of a split key word: the top bits of the product are the
 /// well-mixed ones.
@@ -34,7 +54,7 @@ impl SplitTable {
     fn with_capacity(entries: usize) -> Self {
         let size = (entries.max(1) * 2).next_power_of_two();
         SplitTable {
-            slots: vec![(EMPTY, 0); size],
+            slots: vec![Slot::EMPTY; size],
             mask: size - 1,
             shift: 64 - size.trailing_zeros(),
         }
@@ -49,9 +69,10 @@ impl SplitTable {
     fn find(&self, word: u64, mixed: u64) -> Result<ClassId, usize> {
         let mut i = self.slot_of(mixed);
         loop {
-            let (stored, class) = self.slots[i];
+            let slot = self.slots[i];
+            let stored = slot.word();
             if stored == word {
-                return Ok(ClassId(class));
+                return Ok(ClassId(slot.class));
             }
             if stored == EMPTY {
                 return Err(i);
@@ -91,7 +112,9 @@ pub struct Classes {
     /// instead of missing in a split table of megabytes. Entries never go stale,
     /// since a class keeps its key for good.
     recent: Box<[(u64, u32)]>,
-    info: Vec<ClassInfo>,
+    /// Apps and split classes so far (the next split class's id).
+    len: usize,
+    apps: usize,
     capacity: usize,
 }
 
@@ -100,16 +123,12 @@ impl Classes {
     /// arrays by it so nothing grows on the hot path.
     pub fn new(policy: &Policy, capacity: usize) -> Self {
         let capacity = capacity.max(policy.apps.len());
-        let mut info = Vec::with_capacity(capacity);
-        info.extend((0..policy.apps.len()).map(|a| ClassInfo {
-            app: policy::AppId(a as u32),
-            key: None,
-        }));
         Classes {
             split_by: policy.apps.iter().map(|a| a.split.map(|s| s.by)).collect(),
             split: SplitTable::with_capacity(capacity - policy.apps.len()),
             recent: vec![(EMPTY, 0); 1 << RECENT_BITS].into_boxed_slice(),
-            info,
+            len: policy.apps.len(),
+            apps: policy.apps.len(),
             capacity,
         }
     }
@@ -162,28 +181,47 @@ impl Classes {
             Ok(class) => return Some(class),
             Err(slot) => slot,
         };
-        if self.info.len() >= self.capacity {
+        if self.len >= self.capacity {
             return None;
         }
-        let class = ClassId(self.info.len() as u32);
-        self.info.push(ClassInfo {
-            app,
-            key: Some(key),
-        });
-        self.split.slots[empty_slot] = (word, class.0);
+        let class = ClassId(self.len as u32);
+        self.len += 1;
+        self.split.slots[empty_slot] = Slot {
+            app: app.0,
+            key,
+            class: class.0,
+        };
         Some(class)
     }
 
+    /// What `class` stands for. Off the packet path: a split class's key is found
+    /// by scanning the table, so no per-class array is kept for it.
     pub fn info(&self, class: ClassId) -> ClassInfo {
-        self.info[class.index()]
+        assert!(class.index() < self.len, "unknown class {class:?}");
+        if class.index() < self.apps {
+            return ClassInfo {
+                app: policy::AppId(class.0),
+                key: None,
+            };
+        }
+        let slot = self
+            .split
+            .slots
+            .iter()
+            .find(|s| s.app != u32::MAX && s.class == class.0)
+            .expect("every split class has a slot");
+        ClassInfo {
+            app: policy::AppId(slot.app),
+            key: Some(slot.key),
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.info.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.info.is_empty()
+        self.len == 0
     }
 
     pub fn capacity(&self) -> usize {
