@@ -79,11 +79,16 @@
 //! ## Data structures and cost
 //!
 //! Backlogged classes wait in one of two hierarchical timing wheels
-//! ([`TimingWheel`], shared with the `wheel` enforcer) with ticks of one byte-time:
-//! *ineligible* filed by S rounded up (so no class is eligible before S <= V, and none
-//! later than one byte-time after), *eligible* filed by F. A dequeue pops the
-//! ineligible wheel up to V into the eligible one and takes the eligible wheel's
-//! first item: the smallest F to within a byte-time, ties FIFO. A class whose F lies
+//! ([`WheelSlots`], shared with the `wheel` enforcer): *ineligible* filed by S
+//! rounded up to a byte-time (so no class is eligible before S <= V, and none later
+//! than one byte-time after: eligibility, and so every limit and SENIC's Fig. 4
+//! schedule, stays exact), *eligible* filed by F in ticks of 2^6 byte-times
+//! ([`F_TICK_BITS`]). A dequeue pops the ineligible wheel up to V into the eligible
+//! one and takes the eligible wheel's first item: the smallest F to within one
+//! F tick, ties FIFO. That grouping (QFQ's, with a fixed slot size) lets a class
+//! whose F is up to 64 byte-times of V larger go first: each class's service lag
+//! grows by at most that one tick over WF2Q+'s bound, less than a minimum-size
+//! packet at R, and in exchange an item cascades one level fewer. A class whose F lies
 //! below the last one served is filed at the wheel's current tick, which keeps the
 //! order among those still waiting exact. Both are O(1) per packet plus at most
 //! 10 cascades per item; a binary heap keyed by F was measured first and spent half
@@ -112,6 +117,9 @@ use slab::{List, Slab};
 
 /// Fractional bits of V, S and F below one byte-time (see the module docs).
 pub const V_FRAC_BITS: u32 = 12;
+/// The eligible wheel's tick is 2^6 byte-times (see the module docs): coarser than
+/// the ineligible wheel's, whose byte-time ticks keep eligibility exact.
+pub const F_TICK_BITS: u32 = V_FRAC_BITS + 6;
 /// Largest tag increment of one packet, in V units (see the module docs).
 pub const COST_V_MAX: u64 = 1 << 50;
 /// Fractional bits of V's speed (V units per ns).
@@ -502,7 +510,7 @@ impl Wf2q {
     #[inline]
     fn place(&mut self, class: usize, start_v: u64, v: u64) {
         if start_v <= v {
-            let tick = self.class[class].finish_v >> V_FRAC_BITS;
+            let tick = self.class[class].finish_v >> F_TICK_BITS;
             self.eligible.insert(&mut self.class, class as u32, tick);
         } else {
             // Rounded up, so a class never becomes eligible before S <= V.
@@ -519,7 +527,7 @@ impl Wf2q {
         {
             let finish_v = self.class[class as usize].finish_v;
             self.eligible
-                .insert(&mut self.class, class, finish_v >> V_FRAC_BITS);
+                .insert(&mut self.class, class, finish_v >> F_TICK_BITS);
         }
     }
 
