@@ -11,40 +11,68 @@ use policy::{Policy, SplitBy};
 /// `wf2q` enqueue+dequeue at 100k classes.
 #[derive(Clone, Debug)]
 struct SplitTable {
-    /// `(app << 32 | key, class)`; an empty slot has `EMPTY` as its key. No app
-    /// index reaches `u32::MAX`, so no real key equals `EMPTY`.
-    slots: Vec<(u64, u32)>,
+    /// 12 bytes a slot, so the table costs 24-48 bytes per class.
+    slots: Vec<Slot>,
     mask: usize,
     /// 64 - log2(slots): Fibonacci hashing keeps the product's top bits.
     shift: u32,
 }
 
+/// A split key word that no class has: no app index reaches `u32::MAX`.
 const EMPTY: u64 = u64::MAX;
+
+/// One split class: `app` is `u32::MAX` in an empty slot.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    app: u32,
+    key: u32,
+    class: u32,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        app: u32::MAX,
+        key: u32::MAX,
+        class: 0,
+    };
+
+    fn word(&self) -> u64 {
+        u64::from(self.app) << 32 | u64::from(self.key)
+    }
+}
+
+/// Fibonacci hashing of a split key word: the top bits of the product are the
+/// well-mixed ones.
+fn mix(word: u64) -> u64 {
+    (word ^ word >> 29).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// Bits of the recent-departures cache's index: 64 entries of 16 bytes stay in L1.
+const RECENT_BITS: u32 = 6;
 
 impl SplitTable {
     fn with_capacity(entries: usize) -> Self {
         let size = (entries.max(1) * 2).next_power_of_two();
         SplitTable {
-            slots: vec![(EMPTY, 0); size],
+            slots: vec![Slot::EMPTY; size],
             mask: size - 1,
             shift: 64 - size.trailing_zeros(),
         }
     }
 
-    fn slot_of(&self, word: u64) -> usize {
-        // Fibonacci hashing: the top bits of the product are the well-mixed ones
-        // (a one-slot table shifts by 64, which `checked_shr` turns into slot 0).
-        let mixed = (word ^ word >> 29).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    fn slot_of(&self, mixed: u64) -> usize {
+        // A one-slot table shifts by 64, which `checked_shr` turns into slot 0.
         mixed.checked_shr(self.shift).unwrap_or(0) as usize & self.mask
     }
 
-    /// The class of `word`, or the empty slot where it would go.
-    fn find(&self, word: u64) -> Result<ClassId, usize> {
-        let mut i = self.slot_of(word);
+    /// The class of `word` (hashed to `mixed`), or the empty slot where it would go.
+    fn find(&self, word: u64, mixed: u64) -> Result<ClassId, usize> {
+        let mut i = self.slot_of(mixed);
         loop {
-            let (stored, class) = self.slots[i];
+            let slot = self.slots[i];
+            let stored = slot.word();
             if stored == word {
-                return Ok(ClassId(class));
+                return Ok(ClassId(slot.class));
             }
             if stored == EMPTY {
                 return Err(i);
@@ -78,7 +106,15 @@ pub struct ClassInfo {
 pub struct Classes {
     split_by: Vec<Option<SplitBy>>,
     split: SplitTable,
-    info: Vec<ClassInfo>,
+    /// Split classes whose packets recently left, direct-mapped by key hash (Open
+    /// vSwitch's exact-match cache in front of its classifier): a backlogged sender
+    /// refills the class whose packet just left, and that lookup then hits L1
+    /// instead of missing in a split table of megabytes. Entries never go stale,
+    /// since a class keeps its key for good.
+    recent: Box<[(u64, u32)]>,
+    /// Apps and split classes so far (the next split class's id).
+    len: usize,
+    apps: usize,
     capacity: usize,
 }
 
@@ -87,21 +123,19 @@ impl Classes {
     /// arrays by it so nothing grows on the hot path.
     pub fn new(policy: &Policy, capacity: usize) -> Self {
         let capacity = capacity.max(policy.apps.len());
-        let mut info = Vec::with_capacity(capacity);
-        info.extend((0..policy.apps.len()).map(|a| ClassInfo {
-            app: policy::AppId(a as u32),
-            key: None,
-        }));
         Classes {
             split_by: policy.apps.iter().map(|a| a.split.map(|s| s.by)).collect(),
             split: SplitTable::with_capacity(capacity - policy.apps.len()),
-            info,
+            recent: vec![(EMPTY, 0); 1 << RECENT_BITS].into_boxed_slice(),
+            len: policy.apps.len(),
+            apps: policy.apps.len(),
             capacity,
         }
     }
 
     /// The leaf class of `packet`, created if it is a new split key; `None` when the
     /// bound on classes is reached.
+    #[inline]
     pub fn classify(&mut self, packet: &Packet) -> Option<ClassId> {
         let app = packet.app;
         let key = match self.split_by[app.index()] {
@@ -110,32 +144,84 @@ impl Classes {
             Some(SplitBy::Flow) => packet.flow,
         };
         let word = u64::from(app.0) << 32 | u64::from(key);
-        let empty_slot = match self.split.find(word) {
+        let mixed = mix(word);
+        let (cached, class) = self.recent[Self::recent_index(mixed)];
+        if cached == word {
+            return Some(ClassId(class));
+        }
+        self.classify_split(app, key, word, mixed)
+    }
+
+    fn recent_index(mixed: u64) -> usize {
+        (mixed >> (u64::BITS - RECENT_BITS)) as usize
+    }
+
+    /// Tells the map that a packet of `class` left, so the next packet of the same
+    /// class (a backlogged sender's refill) is found in the recent-departures cache.
+    #[inline]
+    pub fn departed(&mut self, packet: &Packet, class: ClassId) {
+        let key = match self.split_by[packet.app.index()] {
+            None => return,
+            Some(SplitBy::Destination) => packet.destination,
+            Some(SplitBy::Flow) => packet.flow,
+        };
+        let word = u64::from(packet.app.0) << 32 | u64::from(key);
+        debug_assert_eq!(self.split.find(word, mix(word)), Ok(class));
+        self.recent[Self::recent_index(mix(word))] = (word, class.0);
+    }
+
+    fn classify_split(
+        &mut self,
+        app: policy::AppId,
+        key: u32,
+        word: u64,
+        mixed: u64,
+    ) -> Option<ClassId> {
+        let empty_slot = match self.split.find(word, mixed) {
             Ok(class) => return Some(class),
             Err(slot) => slot,
         };
-        if self.info.len() >= self.capacity {
+        if self.len >= self.capacity {
             return None;
         }
-        let class = ClassId(self.info.len() as u32);
-        self.info.push(ClassInfo {
-            app,
-            key: Some(key),
-        });
-        self.split.slots[empty_slot] = (word, class.0);
+        let class = ClassId(self.len as u32);
+        self.len += 1;
+        self.split.slots[empty_slot] = Slot {
+            app: app.0,
+            key,
+            class: class.0,
+        };
         Some(class)
     }
 
+    /// What `class` stands for. Off the packet path: a split class's key is found
+    /// by scanning the table, so no per-class array is kept for it.
     pub fn info(&self, class: ClassId) -> ClassInfo {
-        self.info[class.index()]
+        assert!(class.index() < self.len, "unknown class {class:?}");
+        if class.index() < self.apps {
+            return ClassInfo {
+                app: policy::AppId(class.0),
+                key: None,
+            };
+        }
+        let slot = self
+            .split
+            .slots
+            .iter()
+            .find(|s| s.app != u32::MAX && s.class == class.0)
+            .expect("every split class has a slot");
+        ClassInfo {
+            app: policy::AppId(slot.app),
+            key: Some(slot.key),
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.info.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.info.is_empty()
+        self.len == 0
     }
 
     pub fn capacity(&self) -> usize {

@@ -79,21 +79,28 @@
 //! ## Data structures and cost
 //!
 //! Backlogged classes wait in one of two hierarchical timing wheels
-//! ([`TimingWheel`], shared with the `wheel` enforcer) with ticks of one byte-time:
-//! *ineligible* filed by S rounded up (so no class is eligible before S <= V, and none
-//! later than one byte-time after), *eligible* filed by F. A dequeue pops the
-//! ineligible wheel up to V into the eligible one and takes the eligible wheel's
-//! first item: the smallest F to within a byte-time, ties FIFO. A class whose F lies
+//! ([`WheelSlots`], shared with the `wheel` enforcer): *ineligible* filed by S
+//! rounded up to a byte-time (so no class is eligible before S <= V, and none later
+//! than one byte-time after: eligibility, and so every limit and SENIC's Fig. 4
+//! schedule, stays exact), *eligible* filed by F in ticks of 2^6 byte-times
+//! ([`F_TICK_BITS`]). A dequeue pops the ineligible wheel up to V into the eligible
+//! one and takes the eligible wheel's first item: the smallest F to within one
+//! F tick, ties FIFO. That grouping (QFQ's, with a fixed slot size) lets a class
+//! whose F is up to 64 byte-times of V larger go first: each class's service lag
+//! grows by at most that one tick over WF2Q+'s bound, less than a minimum-size
+//! packet at R, and in exchange an item cascades one level fewer. A class whose F lies
 //! below the last one served is filed at the wheel's current tick, which keeps the
 //! order among those still waiting exact. Both are O(1) per packet plus at most
 //! 10 cascades per item; a binary heap keyed by F was measured first and spent half
 //! its time popping when classes of equal rates became eligible together (50 k at a
 //! time at 100 k classes).
 //!
-//! Per class: 32 bytes of scheduler state (S, F, FIFO head and tail, app) plus 12
-//! bytes in each wheel's item arrays (next link, tick), 56 bytes in all, plus the
-//! class map's hash entry. w_i is cached per app until the backlogged set changes,
-//! so a tag costs a multiply. Packets sit in a preallocated descriptor pool
+//! Per class: one 32-byte record (F, the wheel link and tick, FIFO head and tail,
+//! app), aligned so a packet touches one cache line of it; the wheels keep their
+//! links there ([`Links`]), one link for both since a class waits on one wheel at a
+//! time. S is not kept: it is only needed when the class is filed. Beside it, the
+//! class map's entry ([`Classes`]). w_i is cached per app until the backlogged set
+//! changes, so a tag costs a multiply. Packets sit in a preallocated descriptor pool
 //! (`slab`).
 //!
 //! Approximations, stated by [`approximation`]: priorities become weights (×16 per
@@ -103,13 +110,16 @@
 pub(crate) mod slab;
 
 use crate::classes::{ClassId, Classes};
-use crate::wheel::timing::TimingWheel;
+use crate::wheel::timing::{Links, WheelSlots};
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
 use policy::{Policy, format_rate};
 use slab::{List, Slab};
 
 /// Fractional bits of V, S and F below one byte-time (see the module docs).
 pub const V_FRAC_BITS: u32 = 12;
+/// The eligible wheel's tick is 2^6 byte-times (see the module docs): coarser than
+/// the ineligible wheel's, whose byte-time ticks keep eligibility exact.
+pub const F_TICK_BITS: u32 = V_FRAC_BITS + 6;
 /// Largest tag increment of one packet, in V units (see the module docs).
 pub const COST_V_MAX: u64 = 1 << 50;
 /// Fractional bits of V's speed (V units per ns).
@@ -229,12 +239,41 @@ impl Node {
     }
 }
 
+/// A leaf class's state, all that a packet of it touches in one 32-byte record
+/// (one cache line): F, the FIFO, and the link of whichever wheel holds the class (it
+/// waits on one at a time). S is needed only when the class is filed, so it is not
+/// kept.
 #[derive(Clone, Copy, Debug)]
+#[repr(C, align(32))]
 struct ClassState {
-    start_v: u64,
     finish_v: u64,
-    fifo: List,
+    /// The tick the class is filed at, on whichever wheel holds it.
+    tick: u64,
+    /// The next class in the same wheel slot.
+    next: u32,
     app: u32,
+    fifo: List,
+}
+
+const _: () = assert!(std::mem::size_of::<ClassState>() == 32);
+
+impl Links for Vec<ClassState> {
+    #[inline]
+    fn next(&self, item: u32) -> u32 {
+        self[item as usize].next
+    }
+    #[inline]
+    fn set_next(&mut self, item: u32, next: u32) {
+        self[item as usize].next = next;
+    }
+    #[inline]
+    fn tick(&self, item: u32) -> u64 {
+        self[item as usize].tick
+    }
+    #[inline]
+    fn set_tick(&mut self, item: u32, tick: u64) {
+        self[item as usize].tick = tick;
+    }
 }
 
 pub struct Wf2q {
@@ -252,9 +291,9 @@ pub struct Wf2q {
     /// `split.max_rate` of each app with split.
     split_bps: Vec<u64>,
     /// Eligible classes, filed by F in byte-time ticks.
-    eligible: TimingWheel,
+    eligible: WheelSlots,
     /// Backlogged classes waiting for V, filed by S in byte-time ticks.
-    ineligible: TimingWheel,
+    ineligible: WheelSlots,
     v_ref: u64,
     t_ref_ns: u64,
     /// V units per ns at R, 32.32 fixed point.
@@ -337,8 +376,8 @@ impl Wf2q {
         Ok(Wf2q {
             link_bps,
             class: Vec::with_capacity(classes.capacity()),
-            eligible: TimingWheel::new(classes.capacity()),
-            ineligible: TimingWheel::new(classes.capacity()),
+            eligible: WheelSlots::new(),
+            ineligible: WheelSlots::new(),
             classes,
             accounting: Accounting::new(policy),
             slab: Slab::with_capacity(config.packets_max),
@@ -467,23 +506,28 @@ impl Wf2q {
         self.slab.get(self.class[class].fifo.head).len_bytes
     }
 
-    /// Files a backlogged class by its new tags.
-    fn place(&mut self, class: usize, v: u64) {
-        let state = &self.class[class];
-        if state.start_v <= v {
-            self.eligible
-                .insert(class as u32, state.finish_v >> V_FRAC_BITS);
+    /// Files a backlogged class by its new tags (S = `start_v`, F as stored).
+    #[inline]
+    fn place(&mut self, class: usize, start_v: u64, v: u64) {
+        if start_v <= v {
+            let tick = self.class[class].finish_v >> F_TICK_BITS;
+            self.eligible.insert(&mut self.class, class as u32, tick);
         } else {
             // Rounded up, so a class never becomes eligible before S <= V.
-            let tick = state.start_v.div_ceil(1 << V_FRAC_BITS);
-            self.ineligible.insert(class as u32, tick);
+            let tick = start_v.div_ceil(1 << V_FRAC_BITS);
+            self.ineligible.insert(&mut self.class, class as u32, tick);
         }
     }
 
+    #[inline]
     fn promote_eligible(&mut self, v: u64) {
-        while let Some((class, _)) = self.ineligible.pop_expired(v >> V_FRAC_BITS) {
+        while let Some((class, _)) = self
+            .ineligible
+            .pop_expired(&mut self.class, v >> V_FRAC_BITS)
+        {
             let finish_v = self.class[class as usize].finish_v;
-            self.eligible.insert(class, finish_v >> V_FRAC_BITS);
+            self.eligible
+                .insert(&mut self.class, class, finish_v >> F_TICK_BITS);
         }
     }
 
@@ -514,10 +558,11 @@ impl Enforcer for Wf2q {
             };
             let v = self.v_at(now_ns);
             self.class.push(ClassState {
-                start_v: v,
                 finish_v: v,
-                fifo: List::EMPTY,
+                tick: 0,
+                next: slab::NIL,
                 app,
+                fifo: List::EMPTY,
             });
         }
         let index = self.slab.insert(packet).expect("checked not full");
@@ -528,9 +573,9 @@ impl Enforcer for Wf2q {
             let v = self.v_at(now_ns);
             let cost = self.cost_v(class, packet.len_bytes);
             let state = &mut self.class[class];
-            state.start_v = state.finish_v.max(v);
-            state.finish_v = state.start_v + cost;
-            self.place(class, v);
+            let start_v = state.finish_v.max(v);
+            state.finish_v = start_v + cost;
+            self.place(class, start_v, v);
         }
         Ok(())
     }
@@ -550,21 +595,25 @@ impl Enforcer for Wf2q {
             self.promote_eligible(v);
         }
         // The smallest F: every eligible tick has expired at u64::MAX.
-        let (class, _) = self.eligible.pop_expired(u64::MAX).expect("promoted above");
+        let (class, _) = self
+            .eligible
+            .pop_expired(&mut self.class, u64::MAX)
+            .expect("promoted above");
         let class = class as usize;
         let packet = self.class[class]
             .fifo
             .pop_front(&mut self.slab)
             .expect("a filed class is backlogged");
         self.accounting.release(packet.tenant, packet.len_bytes);
+        self.classes.departed(&packet, ClassId(class as u32));
         if self.class[class].fifo.is_empty() {
             self.set_backlogged(now_ns, class, false);
         } else {
             let cost = self.cost_v(class, self.head_len(class));
             let state = &mut self.class[class];
-            state.start_v = state.finish_v;
-            state.finish_v = state.start_v + cost;
-            self.place(class, v);
+            let start_v = state.finish_v;
+            state.finish_v = start_v + cost;
+            self.place(class, start_v, v);
         }
         Some(Frame::whole(packet))
     }

@@ -50,26 +50,63 @@ pub fn slot_start(elapsed: u64, level: usize, slot: usize) -> u64 {
     base | (slot as u64) << shift
 }
 
+/// Where a wheel keeps its items' links: the next item of the same slot and the
+/// item's tick. A caller that keeps per-item state anyway puts the link beside it
+/// (`wf2q` keeps it in its 32-byte class record, shared by its two wheels since a
+/// class waits on one at a time), so filing an item touches one cache line.
+pub trait Links {
+    fn next(&self, item: u32) -> u32;
+    fn set_next(&mut self, item: u32, next: u32);
+    fn tick(&self, item: u32) -> u64;
+    fn set_tick(&mut self, item: u32, tick: u64);
+}
+
+/// An item's link when the wheel owns them: one 16-byte record per item.
+#[derive(Clone, Copy)]
+struct Link {
+    tick: u64,
+    next: u32,
+}
+
+impl Links for Vec<Link> {
+    fn next(&self, item: u32) -> u32 {
+        self[item as usize].next
+    }
+    fn set_next(&mut self, item: u32, next: u32) {
+        self[item as usize].next = next;
+    }
+    fn tick(&self, item: u32) -> u64 {
+        self[item as usize].tick
+    }
+    fn set_tick(&mut self, item: u32, tick: u64) {
+        self[item as usize].tick = tick;
+    }
+}
+
 #[derive(Clone, Copy)]
 struct Fifo {
     head: u32,
     tail: u32,
 }
 
-pub struct TimingWheel {
+/// The wheel's slots and bitmaps, with the items' links kept by the caller
+/// ([`Links`]); every method takes the links it works on.
+pub struct WheelSlots {
     slots: Vec<Fifo>,
     occupied: [u64; LEVELS],
-    next: Vec<u32>,
-    tick: Vec<u64>,
     elapsed: u64,
     len: usize,
 }
 
-impl TimingWheel {
-    /// A wheel for item ids `0..items`.
-    pub fn new(items: usize) -> Self {
-        assert!(items < NIL as usize);
-        TimingWheel {
+impl Default for WheelSlots {
+    fn default() -> Self {
+        WheelSlots::new()
+    }
+}
+
+impl WheelSlots {
+    pub fn new() -> Self {
+        WheelSlots {
             slots: vec![
                 Fifo {
                     head: NIL,
@@ -78,8 +115,6 @@ impl TimingWheel {
                 LEVELS * SLOTS
             ],
             occupied: [0; LEVELS],
-            next: vec![NIL; items],
-            tick: vec![0; items],
             elapsed: 0,
             len: 0,
         }
@@ -94,28 +129,31 @@ impl TimingWheel {
     }
 
     /// Files `item` to expire at `tick`; a tick already passed expires at once.
-    pub fn insert(&mut self, item: u32, tick: u64) {
+    #[inline]
+    pub fn insert(&mut self, links: &mut impl Links, item: u32, tick: u64) {
         let tick = tick.max(self.elapsed);
-        self.tick[item as usize] = tick;
-        self.link(item, tick);
+        links.set_tick(item, tick);
+        self.link(links, item, tick);
         self.len += 1;
     }
 
-    fn link(&mut self, item: u32, tick: u64) {
+    #[inline]
+    fn link(&mut self, links: &mut impl Links, item: u32, tick: u64) {
         let level = level_for(self.elapsed, tick);
         let slot = slot_for(tick, level);
         let fifo = &mut self.slots[level * SLOTS + slot];
-        self.next[item as usize] = NIL;
+        links.set_next(item, NIL);
         if fifo.tail == NIL {
             fifo.head = item;
         } else {
-            self.next[fifo.tail as usize] = item;
+            links.set_next(fifo.tail, item);
         }
         fifo.tail = item;
         self.occupied[level] |= 1 << slot;
     }
 
     /// The lowest occupied level and its first occupied slot.
+    #[inline]
     fn first_occupied(&self) -> Option<(usize, usize)> {
         let level = self.occupied.iter().position(|&bits| bits != 0)?;
         Some((level, self.occupied[level].trailing_zeros() as usize))
@@ -128,9 +166,21 @@ impl TimingWheel {
         Some(slot_start(self.elapsed, level, slot))
     }
 
+    /// The item that [`Self::pop_expired`] would return next if it is already on
+    /// level 0 (a hint for prefetching its state), without moving anything.
+    #[inline]
+    pub fn peek_level0(&self) -> Option<u32> {
+        let bits = self.occupied[0];
+        if bits == 0 {
+            return None;
+        }
+        Some(self.slots[bits.trailing_zeros() as usize].head)
+    }
+
     /// Removes and returns the earliest item if its tick is at most `now_tick`, with
     /// its tick.
-    pub fn pop_expired(&mut self, now_tick: u64) -> Option<(u32, u64)> {
+    #[inline]
+    pub fn pop_expired(&mut self, links: &mut impl Links, now_tick: u64) -> Option<(u32, u64)> {
         loop {
             let (level, slot) = self.first_occupied()?;
             let start = slot_start(self.elapsed, level, slot);
@@ -142,26 +192,75 @@ impl TimingWheel {
             if level == 0 {
                 let fifo = &mut self.slots[index];
                 let item = fifo.head;
-                fifo.head = self.next[item as usize];
+                fifo.head = links.next(item);
                 if fifo.head == NIL {
                     fifo.tail = NIL;
                     self.occupied[0] &= !(1 << slot);
                 }
                 self.len -= 1;
-                return Some((item, self.tick[item as usize]));
+                return Some((item, links.tick(item)));
             }
-            // Cascade: every item of the slot moves down, in order.
-            let mut item = self.slots[index].head;
-            self.slots[index] = Fifo {
-                head: NIL,
-                tail: NIL,
-            };
-            self.occupied[level] &= !(1 << slot);
-            while item != NIL {
-                let next = self.next[item as usize];
-                self.link(item, self.tick[item as usize]);
-                item = next;
-            }
+            self.cascade(links, level, slot);
         }
+    }
+
+    /// Every item of a higher-level slot moves down, in order.
+    #[cold]
+    #[inline(never)]
+    fn cascade(&mut self, links: &mut impl Links, level: usize, slot: usize) {
+        let index = level * SLOTS + slot;
+        let mut item = self.slots[index].head;
+        self.slots[index] = Fifo {
+            head: NIL,
+            tail: NIL,
+        };
+        self.occupied[level] &= !(1 << slot);
+        while item != NIL {
+            let next = links.next(item);
+            self.link(links, item, links.tick(item));
+            item = next;
+        }
+    }
+}
+
+/// A wheel that keeps its items' links itself, for item ids `0..items`.
+pub struct TimingWheel {
+    slots: WheelSlots,
+    links: Vec<Link>,
+}
+
+impl TimingWheel {
+    /// A wheel for item ids `0..items`.
+    pub fn new(items: usize) -> Self {
+        assert!(items < NIL as usize);
+        TimingWheel {
+            slots: WheelSlots::new(),
+            links: vec![Link { tick: 0, next: NIL }; items],
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Files `item` to expire at `tick`; a tick already passed expires at once.
+    pub fn insert(&mut self, item: u32, tick: u64) {
+        self.slots.insert(&mut self.links, item, tick);
+    }
+
+    /// A lower bound of the earliest item's tick: exact when that item is on level 0,
+    /// else the start of its slot.
+    pub fn next_tick(&self) -> Option<u64> {
+        self.slots.next_tick()
+    }
+
+    /// Removes and returns the earliest item if its tick is at most `now_tick`, with
+    /// its tick.
+    pub fn pop_expired(&mut self, now_tick: u64) -> Option<(u32, u64)> {
+        self.slots.pop_expired(&mut self.links, now_tick)
     }
 }
