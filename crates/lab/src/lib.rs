@@ -387,7 +387,8 @@ fn run_in(
     for (c, a) in classes.iter().enumerate() {
         app_class[a.index()] = Some(c);
     }
-    let mut intervals = measure::intervals(scenario, &sim::HostModel::default(), &classes);
+    let mut record =
+        measure::empty_record(scenario, enforcer, Mode::Lab, &sim::HostModel::default());
 
     let stop = Arc::new(AtomicBool::new(false));
     let origin = Arc::new(OnceLock::new());
@@ -401,7 +402,7 @@ fn run_in(
         app_class,
         classes: classes.len(),
         interval_ns: scenario.interval_ns,
-        intervals: intervals.len(),
+        intervals: record.intervals.len(),
     };
     {
         let (stop, origin) = (stop.clone(), origin.clone());
@@ -508,7 +509,7 @@ fn run_in(
     drop(servers);
     let (engine_stats, metered) = workers.join()?;
 
-    for (interval, bytes) in intervals.iter_mut().zip(&metered.class_bytes) {
+    for (interval, bytes) in record.intervals.iter_mut().zip(&metered.class_bytes) {
         interval.class_bytes.clone_from(bytes);
     }
     let mut latency = Vec::new();
@@ -539,27 +540,12 @@ fn run_in(
         ),
         None => (vec![0; tenants], metered.frames),
     };
+    // Departure times of single flows are not metered in the lab: no pacing.
     Ok(RunRecord {
-        scenario: scenario.name.clone(),
-        enforcer: enforcer.to_string(),
-        mode: Mode::Lab,
-        seed: scenario.seed,
-        duration_ns: scenario.duration_ns,
-        interval_ns: scenario.interval_ns,
-        link_rate_bps: policy.link.rate_bps,
-        tenants: policy.tenants.iter().map(|t| t.name.clone()).collect(),
-        class_tenant: classes
-            .iter()
-            .map(|&a| policy.app(a).tenant.index())
-            .collect(),
-        classes: measure::class_names(scenario, &classes),
-        intervals,
         latency,
-        // Departure times of single flows are not metered in the lab.
-        pacing: Vec::new(),
         tenant_drops,
         frames_sent,
-        wall_s: 0.0,
+        ..record
     })
 }
 

@@ -151,15 +151,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
         // (crates/sched/tests/htb.rs), rounded up.
         share_error_max: Some(0.02),
     };
-    if policy
-        .tenants
-        .iter()
-        .any(|t| usize::from(t.priority) >= tree::PRIO_LEVELS)
-        || policy
-            .apps
-            .iter()
-            .any(|a| usize::from(a.priority) >= tree::PRIO_LEVELS)
-    {
+    if tree::has_priorities_beyond_levels(policy) {
         out.approximate.push(format!(
             "priorities above {}: HTB has {} levels, so they share the last",
             tree::PRIO_LEVELS - 1,

@@ -67,6 +67,18 @@ const DEPTH_MAX: usize = 3;
 const RINGS: usize = 2 * PRIO_LEVELS;
 const _: () = assert!(RINGS <= 16, "ring bitmap is a u16");
 
+/// Whether some tenant or app has a priority past the last of [`PRIO_LEVELS`].
+pub fn has_priorities_beyond_levels(policy: &Policy) -> bool {
+    policy
+        .tenants
+        .iter()
+        .any(|t| usize::from(t.priority) >= PRIO_LEVELS)
+        || policy
+            .apps
+            .iter()
+            .any(|a| usize::from(a.priority) >= PRIO_LEVELS)
+}
+
 /// Node numbering (see the module docs).
 #[derive(Clone, Copy, Debug)]
 pub struct Layout {

@@ -222,15 +222,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
         // (crates/sched/tests/valve.rs); 1% leaves room for the update interval.
         share_error_max: Some(0.01),
     };
-    if policy
-        .tenants
-        .iter()
-        .any(|t| usize::from(t.priority) >= tree::PRIO_LEVELS)
-        || policy
-            .apps
-            .iter()
-            .any(|a| usize::from(a.priority) >= tree::PRIO_LEVELS)
-    {
+    if tree::has_priorities_beyond_levels(policy) {
         out.approximate.push(format!(
             "lending order for priorities above {}: they share the last of {} levels (their token rates still follow every level)",
             tree::PRIO_LEVELS - 1,

@@ -171,20 +171,6 @@ impl<'a> Engine<'a> {
             })
             .collect();
         let record = RunRecord {
-            scenario: scenario.name.clone(),
-            enforcer: enforcer_name.to_string(),
-            mode: Mode::Sim,
-            seed: scenario.seed,
-            duration_ns: scenario.duration_ns,
-            interval_ns: scenario.interval_ns,
-            link_rate_bps: policy.link.rate_bps,
-            tenants: policy.tenants.iter().map(|t| t.name.clone()).collect(),
-            class_tenant: classes
-                .iter()
-                .map(|&a| policy.app(a).tenant.index())
-                .collect(),
-            classes: measure::class_names(scenario, &classes),
-            intervals: measure::intervals(scenario, &host, &classes),
             latency,
             pacing: scenario
                 .traffic
@@ -194,9 +180,7 @@ impl<'a> Engine<'a> {
                     flows: vec![report::GapStats::default(); t.kind.flows() as usize],
                 })
                 .collect(),
-            tenant_drops: vec![0; policy.tenants.len()],
-            frames_sent: 0,
-            wall_s: 0.0,
+            ..measure::empty_record(scenario, enforcer_name, Mode::Sim, &host)
         };
 
         let mut events = EventQueue::default();

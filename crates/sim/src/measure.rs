@@ -3,7 +3,7 @@
 
 use crate::host::{HostModel, UDP_HEADER_BYTES, serialisation_ns, tcp_wire_bytes};
 use policy::{Allocation, Scenario, Traffic, TrafficKind, ideal_allocation};
-use report::{ClassName, Interval};
+use report::{ClassName, Interval, Mode, RunRecord};
 use std::collections::BTreeMap;
 
 /// Offered load of one flow of `traffic` in bit/s at L3, as the ideal allocation
@@ -166,4 +166,38 @@ pub fn intervals(
             }
         })
         .collect()
+}
+
+/// The record a run of `enforcer` fills in, the same for both worlds: the run's
+/// header, its report classes and its intervals with their ideals, nothing measured
+/// yet (no bytes, latency, pacing, drops or frames).
+pub fn empty_record(
+    scenario: &Scenario,
+    enforcer: &str,
+    mode: Mode,
+    host: &HostModel,
+) -> RunRecord {
+    let policy = &scenario.policy;
+    let classes = report_classes(scenario);
+    RunRecord {
+        scenario: scenario.name.clone(),
+        enforcer: enforcer.to_string(),
+        mode,
+        seed: scenario.seed,
+        duration_ns: scenario.duration_ns,
+        interval_ns: scenario.interval_ns,
+        link_rate_bps: policy.link.rate_bps,
+        tenants: policy.tenants.iter().map(|t| t.name.clone()).collect(),
+        class_tenant: classes
+            .iter()
+            .map(|&a| policy.app(a).tenant.index())
+            .collect(),
+        classes: class_names(scenario, &classes),
+        intervals: intervals(scenario, host, &classes),
+        latency: Vec::new(),
+        pacing: Vec::new(),
+        tenant_drops: vec![0; policy.tenants.len()],
+        frames_sent: 0,
+        wall_s: 0.0,
+    }
 }
