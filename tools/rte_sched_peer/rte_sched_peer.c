@@ -34,6 +34,10 @@
 #define BURST 32
 #define BACKLOG 2
 #define PACKET_BYTES 64
+/* EAL memory (malloc'd with --no-huge, touched only as used): 2^18 pipes (1M queues)
+ * with two mbufs per queue need about 1.7 GB. */
+#define EAL_MEMORY_MB 2048
+#define EAL_MEMORY_MB_STRING "2048"
 /* 100 Gbit/s, as nicsched's harness: with 64 B packets that is 195 Mpps, far above
  * what one core dequeues, so credits never bind. (Faster rates overflow rte_sched's
  * cycles-per-byte arithmetic.) */
@@ -83,7 +87,7 @@ int main(int argc, char **argv)
 	}
 
 	char *eal_args[] = {argv[0], "--no-huge", "--no-pci", "--no-shconf", "-l", "0",
-			    "-m", "2048", "--log-level=error", "--no-telemetry"};
+			    "-m", EAL_MEMORY_MB_STRING, "--log-level=error", "--no-telemetry"};
 	int eal_argc = sizeof(eal_args) / sizeof(eal_args[0]);
 	if (rte_eal_init(eal_argc, eal_args) < 0)
 		fail("the EAL did not start");
@@ -132,8 +136,16 @@ int main(int argc, char **argv)
 	struct rte_sched_port *port = rte_sched_port_config(&port_params);
 	if (port == NULL)
 		fail("rte_sched_port_config refused the port");
-	if (rte_sched_subport_config(port, 0, &subport, 0) != 0)
-		fail("rte_sched_subport_config refused the subport");
+	int ret = rte_sched_subport_config(port, 0, &subport, 0);
+	if (ret != 0) {
+		/* In DPDK 22.11 the queue arrays of every pipe come from EAL memory:
+		 * 2^20 pipes (4M queues) do not fit in EAL_MEMORY_MB. */
+		fprintf(stderr,
+			"rte_sched_peer: rte_sched_subport_config refused %u pipes (%llu queues): %s; "
+			"the EAL has %d MB\n",
+			pipes, (unsigned long long)total_queues, strerror(-ret), EAL_MEMORY_MB);
+		return 1;
+	}
 	for (uint32_t p = 0; p < pipes; p++)
 		if (rte_sched_pipe_config(port, 0, p, 0) != 0)
 			fail("rte_sched_pipe_config refused a pipe");

@@ -1,0 +1,207 @@
+//! The enforcer benchmark harness (`sched::bench`): that it measures what it says,
+//! builds the tree it says, counts bytes per class from the caller's counter, and
+//! reads the rte_sched peer's line (a fake peer always; the real one when
+//! scripts/setup.sh has built it).
+
+use policy::{AppId, SplitBy, TenantId};
+use sched::Packet;
+use sched::bench::{
+    BenchConfig, LINK_RATE_BPS, TENANTS, bytes_per_class, peer_binary, policy_for, run, run_peer,
+};
+use sched::classes::Classes;
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+
+#[test]
+fn a_short_tonic_run_counts_pairs_and_its_rates_agree() {
+    let result = run(&BenchConfig {
+        enforcer: "tonic".into(),
+        classes: 1000,
+        active_fraction: 1.0,
+        seconds: 0.05,
+    })
+    .unwrap();
+    assert_eq!(result.enforcer, "tonic");
+    assert!(result.classes >= 1000, "{result:?}");
+    assert_eq!(result.active_classes, result.classes);
+    assert!(result.pairs > 0, "{result:?}");
+    assert!(result.seconds >= 0.05, "{result:?}");
+    // pairs, seconds, rate and cost per pair are one measurement, not four.
+    let rate = result.pairs as f64 / result.seconds;
+    assert!(
+        (result.pairs_per_sec - rate).abs() <= rate * 1e-9,
+        "{result:?}"
+    );
+    assert!(
+        (result.ns_per_pair * result.pairs_per_sec - 1e9).abs() < 1.0,
+        "{result:?}"
+    );
+}
+
+#[test]
+fn a_sparse_run_keeps_one_percent_of_the_classes_backlogged() {
+    let result = run(&BenchConfig {
+        enforcer: "tonic".into(),
+        classes: 10_000,
+        active_fraction: 0.01,
+        seconds: 0.02,
+    })
+    .unwrap();
+    assert_eq!(result.classes, 10_000);
+    assert_eq!(result.active_classes, 100);
+    assert!(result.pairs > 0);
+}
+
+#[test]
+fn an_unknown_enforcer_is_an_error_not_a_measurement() {
+    let error = run(&BenchConfig {
+        enforcer: "nosuch".into(),
+        classes: 1000,
+        active_fraction: 1.0,
+        seconds: 0.01,
+    })
+    .unwrap_err();
+    assert!(error.contains("nosuch"), "{error}");
+}
+
+fn packet(class: u32) -> Packet {
+    // The harness's mapping: tenant class % TENANTS, destination class / TENANTS.
+    let tenant = class % TENANTS;
+    Packet {
+        len_bytes: 1500,
+        tenant: TenantId(tenant as u16),
+        app: AppId(tenant),
+        flow: class,
+        destination: class / TENANTS,
+        core: 0,
+        arrival_ns: 0,
+        handle: 0,
+    }
+}
+
+#[test]
+fn the_policy_is_a_two_level_tree_with_at_least_the_classes_asked_for() {
+    for classes in [1_000u32, 10_000, 100_000] {
+        let rounded = classes.div_ceil(TENANTS) * TENANTS;
+        let active = rounded / 100;
+        let policy = policy_for(rounded, active);
+        assert_eq!(policy.link.rate_bps, LINK_RATE_BPS);
+        assert_eq!(policy.tenants.len(), TENANTS as usize);
+        assert_eq!(policy.apps.len(), TENANTS as usize);
+        for (t, tenant) in policy.tenants.iter().enumerate() {
+            assert_eq!(tenant.apps, vec![AppId(t as u32)]);
+            let split = policy.apps[t].split.expect("every app is split");
+            assert_eq!(split.by, SplitBy::Destination);
+            // The active classes' limits add up to the link, as SENIC is configured.
+            let sum = u128::from(split.max_rate_bps) * u128::from(active);
+            let link = u128::from(LINK_RATE_BPS);
+            assert!(sum <= link && sum * 1000 >= link * 999, "{classes}: {sum}");
+        }
+        // Every class the harness sends to is a distinct leaf class.
+        let mut tree = Classes::new(&policy, policy.apps.len() + rounded as usize);
+        let mut seen = vec![false; policy.apps.len() + rounded as usize];
+        for class in 0..rounded {
+            let leaf = tree
+                .classify(&packet(class))
+                .unwrap_or_else(|| panic!("class {class} of {classes} unreachable"));
+            assert!(!seen[leaf.index()], "class {class} shares leaf {leaf:?}");
+            seen[leaf.index()] = true;
+        }
+        assert!(tree.len() - policy.apps.len() >= classes as usize);
+    }
+}
+
+#[test]
+fn bytes_per_class_is_the_callers_counter_difference_over_the_classes() {
+    // A fake heap counter: 10_000 bytes live before, 10_000 + 100 per class after.
+    let classes = 1024u32; // a multiple of TENANTS, so not rounded
+    let calls = Cell::new(0usize);
+    let allocated = || {
+        calls.set(calls.get() + 1);
+        if calls.get() == 1 {
+            10_000
+        } else {
+            10_000 + 100 * classes as usize
+        }
+    };
+    let bytes = bytes_per_class("tonic", classes, &allocated).unwrap();
+    assert_eq!(bytes, 100.0);
+    assert_eq!(calls.get(), 2, "read once before building, once after");
+    // A counter that went down (freed more than built) reads as zero, not negative.
+    let shrinking = Cell::new(1_000_000usize);
+    let down = || {
+        let v = shrinking.get();
+        shrinking.set(v - 1000);
+        v
+    };
+    assert_eq!(bytes_per_class("tonic", classes, &down).unwrap(), 0.0);
+    assert!(bytes_per_class("nosuch", classes, &|| 0).is_err());
+}
+
+/// A script in a fresh temporary directory, executable.
+fn script(name: &str, body: &str) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir =
+        std::env::temp_dir().join(format!("nicsched-bench-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("peer.sh");
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (dir, path)
+}
+
+#[test]
+fn the_peer_line_is_parsed_and_bad_peers_are_errors() {
+    // The fake echoes its arguments back in a field the parser ignores.
+    let (dir, fake) = script(
+        "fake",
+        r#"echo "{\"pairs_per_sec\":6000000.5,\"ns_per_pair\":166.7,\"queues\":1024,\"active_queues\":10,\"pipes\":256,\"args\":\"$*\"}""#,
+    );
+    let result = run_peer(&fake, 1024, 0.01, 0.1).unwrap();
+    assert_eq!(result.pairs_per_sec, 6_000_000.5);
+    assert_eq!(result.ns_per_pair, 166.7);
+    assert_eq!(result.queues, 1024);
+    assert_eq!(result.active_queues, 10);
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let (dir, failing) = script(
+        "failing",
+        "echo 'no memory for the packet pool' >&2\nexit 1",
+    );
+    let error = run_peer(&failing, 1024, 1.0, 0.1).unwrap_err();
+    assert!(error.contains("no memory for the packet pool"), "{error}");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let (dir, garbled) = script("garbled", r#"echo '{"pairs_per_sec":fast}'"#);
+    let error = run_peer(&garbled, 1024, 1.0, 0.1).unwrap_err();
+    assert!(error.contains("pairs_per_sec"), "{error}");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let error = run_peer(Path::new("/nonexistent/rte_sched_peer"), 1024, 1.0, 0.1).unwrap_err();
+    assert!(error.contains("/nonexistent/rte_sched_peer"), "{error}");
+}
+
+#[test]
+fn the_real_rte_sched_peer_runs_when_built() {
+    let Some(peer) = peer_binary() else {
+        eprintln!(
+            "skipped: the rte_sched peer is not built (run scripts/setup.sh, or set NICSCHED_RTE_SCHED_PEER)"
+        );
+        return;
+    };
+    let all = run_peer(&peer, 1024, 1.0, 0.1).unwrap();
+    assert_eq!(all.queues, 1024);
+    assert_eq!(all.active_queues, 1024);
+    assert!(all.pairs_per_sec > 100_000.0, "{all:?}");
+    assert!(
+        (all.ns_per_pair * all.pairs_per_sec - 1e9).abs() < 1e9 * 1e-3,
+        "{all:?}"
+    );
+    // Pipes come in powers of two, 4 best-effort queues each: 1000 queues -> 1024.
+    let sparse = run_peer(&peer, 1000, 0.01, 0.1).unwrap();
+    assert_eq!(sparse.queues, 1024);
+    assert_eq!(sparse.active_queues, 10);
+    // Fewer queues than one pipe holds is refused, with the reason.
+    let error = run_peer(&peer, 2, 1.0, 0.1).unwrap_err();
+    assert!(error.contains("--queues"), "{error}");
+}
