@@ -153,6 +153,36 @@ pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[Option<Strin
     s
 }
 
+/// Packets HTB dropped per tenant, from `tc -s class show` of the device the
+/// [`tc_script`] of `policy` was applied to: the drops of each app's leaf class
+/// (its `pfifo` overflowing), added up by tenant. Lines of other classes are skipped.
+pub(crate) fn tenant_drops(policy: &Policy, tc_stats: &str) -> Vec<u64> {
+    let mut drops = vec![0; policy.tenants.len()];
+    let mut app = None;
+    for line in tc_stats.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("class htb 1:") {
+            app = rest
+                .split_whitespace()
+                .next()
+                .and_then(|minor| u32::from_str_radix(minor, 16).ok())
+                .and_then(|minor| minor.checked_sub(app_minor(0)))
+                .map(|a| a as usize)
+                .filter(|&a| a < policy.apps.len());
+        } else if let (Some(a), Some(rest)) = (app, line.strip_prefix("Sent ")) {
+            let dropped = rest
+                .split_once("(dropped ")
+                .and_then(|(_, d)| d.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|d| d.parse::<u64>().ok());
+            if let Some(dropped) = dropped {
+                drops[policy.apps[a].tenant.index()] += dropped;
+            }
+            app = None;
+        }
+    }
+    drops
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +212,44 @@ tenants:
             "p.yaml",
         )
         .unwrap()
+    }
+
+    #[test]
+    fn drops_are_read_from_the_app_leaves_and_added_up_by_tenant() {
+        let policy = policy();
+        let app = |tenant: &str, name: &str| {
+            let t = policy
+                .tenants
+                .iter()
+                .position(|t| t.name == tenant)
+                .unwrap();
+            policy
+                .apps
+                .iter()
+                .position(|a| a.tenant.index() == t && a.name == name)
+                .unwrap()
+        };
+        let class = |minor: u32, dropped: u64| {
+            format!(
+                "class htb 1:{minor:x} parent 1:1 leaf 8001: prio 0 rate 1Mbit ceil 1Mbit burst 1600b cburst 1600b \n \
+                 Sent 1000 bytes 10 pkt (dropped {dropped}, overlimits 3 requeues 0) \n \
+                 backlog 0b 0p requeues 0\n\n"
+            )
+        };
+        let stats = [
+            class(1, 100),
+            class(tenant_minor(1), 9),
+            class(app_minor(app("t1", "default")), 5),
+            class(app_minor(app("t2", "probe")), 7),
+            class(app_minor(app("t2", "bulk")), 11),
+            class(app_minor(app("t3", "default")), 0),
+        ]
+        .concat();
+        assert_eq!(tenant_drops(&policy, &stats), vec![5, 18, 0]);
+        assert_eq!(
+            tenant_drops(&policy, "garbage\nSent nothing"),
+            vec![0, 0, 0]
+        );
     }
 
     #[test]

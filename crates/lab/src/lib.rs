@@ -508,6 +508,24 @@ fn run_in(
     }
     drop(servers);
     let (engine_stats, metered) = workers.join()?;
+    let htb_drops = if kernel_htb {
+        let stats = sys::netns::command(
+            "tc",
+            &[
+                "-netns",
+                &plan.engine_ns,
+                "-s",
+                "class",
+                "show",
+                "dev",
+                &plan.uplink,
+            ],
+        )
+        .map_err(|e| LabError::Setup(format!("reading HTB's counters: {e}")))?;
+        Some(htb::tenant_drops(policy, &stats))
+    } else {
+        None
+    };
 
     for (interval, bytes) in record.intervals.iter_mut().zip(&metered.class_bytes) {
         interval.class_bytes.clone_from(bytes);
@@ -531,14 +549,14 @@ fn run_in(
         });
     }
     let tenants = policy.tenants.len();
-    let (tenant_drops, frames_sent) = match &engine_stats {
-        Some(s) => (
+    let (tenant_drops, frames_sent) = match (&engine_stats, htb_drops) {
+        (Some(s), _) => (
             (0..tenants)
                 .map(|t| s.buffer_drops[t] + s.refused[t])
                 .collect(),
             s.tx_frames,
         ),
-        None => (vec![0; tenants], metered.frames),
+        (None, drops) => (drops.unwrap_or_else(|| vec![0; tenants]), metered.frames),
     };
     // Departure times of single flows are not metered in the lab: no pacing.
     Ok(RunRecord {

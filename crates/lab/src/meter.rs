@@ -2,13 +2,16 @@
 //! the sink namespace, counting the IPv4 bytes (total length) of every frame that
 //! arrives from a tenant, per report class and interval, with the same classifier
 //! the engine uses. It sees the link the way a receiver does, whatever forwarded the
-//! frames, so nicsched's engine and the kernel's HTB are measured alike.
+//! frames, so nicsched's engine and the kernel's HTB are measured alike. Each frame
+//! counts in the interval of its kernel arrival stamp, not of the moment the meter
+//! reads it, so a meter thread that waits for a core does not move bytes between
+//! intervals.
 
 use crate::classify::{Classifier, ParsedFrame, parse_captured};
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket, Poller};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 pub struct Meter {
     pub classifier: Classifier,
@@ -40,7 +43,7 @@ impl Meter {
         stop: &AtomicBool,
         ready: impl FnOnce(),
     ) -> std::io::Result<Metered> {
-        let socket = PacketSocket::open(dev, RCVBUF_BYTES)?;
+        let socket = PacketSocket::open_stamped(dev, RCVBUF_BYTES)?;
         let mut poller = Poller::new(&[socket.raw_fd()]);
         ready();
         let mut out = Metered {
@@ -49,8 +52,11 @@ impl Meter {
         };
         let mut bufs = vec![[0u8; FRAME_BYTES_MAX]; BATCH];
         let mut lens = [0usize; BATCH];
+        let mut stamps_ns = [0u64; BATCH];
+        // The run's time zero on the kernel's stamp clock (CLOCK_REALTIME).
+        let mut origin_stamp_ns = None;
         while !stop.load(Ordering::Relaxed) {
-            let n = socket.recv_batch_snap(&mut bufs, &mut lens, SNAP_BYTES)?;
+            let n = socket.recv_batch_stamped(&mut bufs, &mut lens, SNAP_BYTES, &mut stamps_ns)?;
             if n == 0 {
                 poller.wait(2_000_000)?;
                 continue;
@@ -59,8 +65,14 @@ impl Meter {
                 continue;
             };
             let now_ns = origin.elapsed().as_nanos() as u64;
-            let k = (now_ns / self.interval_ns) as usize;
+            let origin_stamp_ns = *origin_stamp_ns.get_or_insert_with(|| realtime_ns() - now_ns);
             for i in 0..n {
+                let at_ns = match stamps_ns[i] {
+                    0 => now_ns,
+                    stamp if stamp < origin_stamp_ns => continue,
+                    stamp => stamp - origin_stamp_ns,
+                };
+                let k = (at_ns / self.interval_ns) as usize;
                 let captured = &bufs[i][..lens[i].min(SNAP_BYTES)];
                 let ParsedFrame::Ipv4(ip) = parse_captured(captured, lens[i]) else {
                     continue;
@@ -80,4 +92,10 @@ impl Meter {
         }
         Ok(out)
     }
+}
+
+fn realtime_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }

@@ -46,6 +46,22 @@ pub struct Plan {
     pub engine_ns: String,
     pub uplink: String,
     pub bridge: String,
+    /// Largest GSO frame a tenant's stack may hand down (`gso_max_size` of its
+    /// `eth0`), from [`gso_max_bytes`].
+    pub gso_max_bytes: u32,
+}
+
+/// The `gso_max_size` for a link of `rate_bps`: as long on the link as a 64 KiB TSO
+/// send on the 10 Gbit/s hosts the simulator and the papers model (52 µs), at least
+/// two MTU frames. A GSO frame crosses the emulated link whole, so this is the
+/// longest a prioritised packet waits behind one already started; at 1 Gbit/s 64 KiB
+/// sends would hold the link 524 µs, five times the lab's idle round trip. It is
+/// also the NIC model's ring bound (`sched::nic::ring_bytes_max`), so under `tonic`
+/// a probe waits behind at most one frame in its queue's ring, as in the simulator.
+pub fn gso_max_bytes(rate_bps: u64) -> u32 {
+    const BYTES_AT_10_GBIT: u128 = 65_536;
+    let bytes = BYTES_AT_10_GBIT * u128::from(rate_bps) / 10_000_000_000;
+    bytes.clamp(2 * 1_514, BYTES_AT_10_GBIT) as u32
 }
 
 pub fn mac_string(mac: [u8; 6]) -> String {
@@ -126,6 +142,7 @@ impl Plan {
             engine_ns: format!("{prefix}-eng"),
             uplink: format!("{prefix}up"),
             bridge: format!("{prefix}br"),
+            gso_max_bytes: gso_max_bytes(policy.link.rate_bps),
             prefix,
         })
     }
@@ -254,6 +271,15 @@ impl Topology {
             ])?;
             Self::offloads(eng, &t.port)?;
             Self::offloads(&t.ns, "eth0")?;
+            netns::ip(&[
+                "-n",
+                &t.ns,
+                "link",
+                "set",
+                "eth0",
+                "gso_max_size",
+                &plan.gso_max_bytes.to_string(),
+            ])?;
             netns::ip(&["-n", &t.ns, "link", "set", "eth0", "up"])?;
             netns::ip(&[
                 "-n",
@@ -341,6 +367,15 @@ impl Drop for Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gso_frames_take_a_10_gbit_tso_sends_link_time_and_two_mtus_at_least() {
+        assert_eq!(gso_max_bytes(1_000_000_000), 6_553);
+        assert_eq!(gso_max_bytes(500_000_000), 3_276);
+        assert_eq!(gso_max_bytes(300_000_000), 3_028);
+        assert_eq!(gso_max_bytes(10_000_000), 3_028);
+        assert_eq!(gso_max_bytes(10_000_000_000), 65_536);
+    }
 
     #[test]
     fn names_fit_interfaces_and_addresses_avoid_declared_prefixes() {

@@ -21,6 +21,30 @@ pub const VNET_HDR_BYTES: usize = 10;
 
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const PACKET_VNET_HDR: libc::c_int = 15;
+/// Control buffer per frame, in u64 words for alignment: one `SCM_TIMESTAMPNS`
+/// (a cmsghdr and a timespec) with room.
+const CONTROL_WORDS: usize = 8;
+
+/// The `SCM_TIMESTAMPNS` of a received message, in ns, or 0 if it has none.
+///
+/// # Safety
+/// `header` is a message filled by `recvmsg`/`recvmmsg`, its control buffer valid
+/// for `msg_controllen` bytes.
+unsafe fn arrival_ns(header: &libc::msghdr) -> u64 {
+    // SAFETY: per this function's contract; CMSG_FIRSTHDR/NXTHDR stay within it.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(header);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+            {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
+                return ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+            }
+            cmsg = libc::CMSG_NXTHDR(header, cmsg);
+        }
+        0
+    }
+}
 
 pub struct PacketSocket {
     fd: OwnedFd,
@@ -66,12 +90,17 @@ pub fn ifindex(name: &str) -> io::Result<u32> {
 
 impl PacketSocket {
     /// A socket bound to interface `name`, receiving every protocol, with a receive
-    /// buffer of about `rcvbuf_bytes`.
-    pub fn open(name: &str, rcvbuf_bytes: usize) -> io::Result<PacketSocket> {
-        Self::open_with(name, rcvbuf_bytes, false)
+    /// buffer of about `rcvbuf_bytes`, each frame stamped by the kernel when it
+    /// arrived (`SO_TIMESTAMPNS`, read with [`PacketSocket::recv_batch_stamped`]): a
+    /// reader that falls behind still knows when each frame came.
+    pub fn open_stamped(name: &str, rcvbuf_bytes: usize) -> io::Result<PacketSocket> {
+        let socket = Self::open_with(name, rcvbuf_bytes, false)?;
+        set_int(socket.raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
+        Ok(socket)
     }
 
-    /// As [`PacketSocket::open`], every frame read and written behind a
+    /// A socket bound to interface `name` as [`PacketSocket::open_stamped`], without
+    /// stamps, every frame read and written behind a
     /// `virtio_net_hdr` ([`VNET_HDR_BYTES`]): GSO frames pass whole, as the kernel
     /// hands them over, and leave as they came.
     pub fn open_vnet(name: &str, rcvbuf_bytes: usize) -> io::Result<PacketSocket> {
@@ -133,26 +162,44 @@ impl PacketSocket {
         bufs: &mut [[u8; FRAME_BYTES_MAX]],
         lens: &mut [usize],
     ) -> io::Result<usize> {
-        self.recv_batch_snap(bufs, lens, FRAME_BYTES_MAX)
+        self.recv_into(bufs, lens, FRAME_BYTES_MAX, None)
     }
 
-    /// As [`PacketSocket::recv_batch`], copying at most `snap_bytes` of each frame.
-    pub fn recv_batch_snap(
+    /// As [`PacketSocket::recv_batch`], copying at most `snap_bytes` of each frame,
+    /// with `stamps_ns[i]` the kernel's arrival time of frame `i` in `CLOCK_REALTIME`
+    /// nanoseconds (0 if the socket was not opened with [`PacketSocket::open_stamped`]).
+    pub fn recv_batch_stamped(
         &self,
         bufs: &mut [[u8; FRAME_BYTES_MAX]],
         lens: &mut [usize],
         snap_bytes: usize,
+        stamps_ns: &mut [u64],
     ) -> io::Result<usize> {
-        let n = bufs.len().min(lens.len()).min(BATCH);
+        self.recv_into(bufs, lens, snap_bytes, Some(stamps_ns))
+    }
+
+    fn recv_into(
+        &self,
+        bufs: &mut [[u8; FRAME_BYTES_MAX]],
+        lens: &mut [usize],
+        snap_bytes: usize,
+        mut stamps_ns: Option<&mut [u64]>,
+    ) -> io::Result<usize> {
+        let mut n = bufs.len().min(lens.len()).min(BATCH);
+        if let Some(stamps) = stamps_ns.as_deref() {
+            n = n.min(stamps.len());
+        }
         if n == 0 {
             return Ok(0);
         }
-        // SAFETY: zeroed iovec/mmsghdr/sockaddr_ll are valid; every pointer below
-        // points into arrays that outlive the recvmmsg call.
+        // SAFETY: zeroed iovec/mmsghdr/sockaddr_ll/control buffers are valid; every
+        // pointer below points into arrays that outlive the recvmmsg call, and the
+        // control messages are walked with the kernel's CMSG macros within msg_controllen.
         unsafe {
             let mut iovecs: [libc::iovec; BATCH] = std::mem::zeroed();
             let mut addresses: [libc::sockaddr_ll; BATCH] = std::mem::zeroed();
             let mut headers: [libc::mmsghdr; BATCH] = std::mem::zeroed();
+            let mut controls: [[u64; CONTROL_WORDS]; BATCH] = [[0; CONTROL_WORDS]; BATCH];
             for i in 0..n {
                 iovecs[i].iov_base = bufs[i].as_mut_ptr().cast();
                 iovecs[i].iov_len = snap_bytes.min(FRAME_BYTES_MAX);
@@ -160,6 +207,10 @@ impl PacketSocket {
                 headers[i].msg_hdr.msg_iovlen = 1;
                 headers[i].msg_hdr.msg_name = (&mut addresses[i] as *mut libc::sockaddr_ll).cast();
                 headers[i].msg_hdr.msg_namelen = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+                if stamps_ns.is_some() {
+                    headers[i].msg_hdr.msg_control = controls[i].as_mut_ptr().cast();
+                    headers[i].msg_hdr.msg_controllen = size_of::<[u64; CONTROL_WORDS]>();
+                }
             }
             let got = libc::recvmmsg(
                 self.fd.as_raw_fd(),
@@ -186,6 +237,9 @@ impl PacketSocket {
                     bufs.copy_within(i..i + 1, kept);
                 }
                 lens[kept] = headers[i].msg_len as usize;
+                if let Some(stamps) = stamps_ns.as_deref_mut() {
+                    stamps[kept] = arrival_ns(&headers[i].msg_hdr);
+                }
                 kept += 1;
             }
             Ok(kept)
