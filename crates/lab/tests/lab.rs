@@ -52,26 +52,48 @@ traffic:
     )
 }
 
-fn names_left(prefix_of_run: &[String]) -> (Vec<String>, String) {
-    let namespaces = lab::lab_namespaces().expect("ip netns list");
+/// Whether a lab name (`nslID…`) is this process's: the lab derives run ids from
+/// the pid (`(pid % 1000) * 10 + k`), so lab runs of other processes on the same
+/// machine (another test binary, an operator) are not mistaken for leftovers.
+fn ours(name: &str) -> bool {
+    let digits: String = name
+        .strip_prefix("nsl")
+        .unwrap_or("")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse::<u32>()
+        .is_ok_and(|id| id / 10 == std::process::id() % 1000)
+}
+
+/// This process's lab namespaces.
+fn our_namespaces() -> Vec<String> {
+    lab::lab_namespaces()
+        .expect("ip netns list")
+        .into_iter()
+        .filter(|n| ours(n))
+        .collect()
+}
+
+fn names_left() -> (Vec<String>, String) {
+    let namespaces = our_namespaces();
     let links = std::process::Command::new("ip")
         .args(["-o", "link"])
         .output()
         .expect("ip link");
     let links = String::from_utf8_lossy(&links.stdout).into_owned();
-    let _ = prefix_of_run;
     (namespaces, links)
 }
 
 fn assert_nothing_left(before: &[String]) {
-    let (now, links) = names_left(before);
+    let (now, links) = names_left();
     let new: Vec<&String> = now.iter().filter(|n| !before.contains(n)).collect();
     assert!(new.is_empty(), "namespaces left behind: {new:?}");
     for line in links.lines() {
         let name = line.split(':').nth(1).unwrap_or("").trim();
         assert!(
-            !(name.starts_with("nsl")
-                && (name.contains('t') || name.ends_with("up") || name.ends_with("br"))),
+            !(ours(name) && (name.contains('t') || name.ends_with("up") || name.ends_with("br"))),
             "interface left behind: {line}"
         );
     }
@@ -98,16 +120,22 @@ fn tenant_means(record: &report::RunRecord) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn run_and_check(enforcer: &str, tolerance: f64) {
-    let before = lab::lab_namespaces().unwrap();
-    let scenario = two_tenants();
-    let record = lab::run(&scenario, enforcer, &LabOptions::default(), &mut |_| {})
+/// Runs `scenario` under `enforcer`, checks the record and that nothing is left
+/// behind, and returns it with the per-tenant means of [`tenant_means`].
+fn run_lab(scenario: &Scenario, enforcer: &str) -> (report::RunRecord, Vec<(f64, f64)>) {
+    let before = our_namespaces();
+    let record = lab::run(scenario, enforcer, &LabOptions::default(), &mut |_| {})
         .unwrap_or_else(|e| panic!("{enforcer}: {e}"));
     assert_nothing_left(&before);
     assert!(record.is_well_formed());
     assert_eq!(record.mode, report::Mode::Lab);
     let means = tenant_means(&record);
     eprintln!("{enforcer}: (throughput, ideal) per tenant in bit/s: {means:?}");
+    (record, means)
+}
+
+fn run_and_check(enforcer: &str, tolerance: f64) {
+    let (_, means) = run_lab(&two_tenants(), enforcer);
     let total: f64 = means.iter().map(|m| m.0).sum();
     assert!(
         total > 0.8 * 100e6,
@@ -148,7 +176,7 @@ fn a_failing_tool_leaves_nothing_behind() {
     if !runnable("a_failing_tool_leaves_nothing_behind") {
         return;
     }
-    let before = lab::lab_namespaces().unwrap();
+    let before = our_namespaces();
     let options = LabOptions {
         tools: Tools {
             iperf3: "false".into(),
@@ -168,7 +196,7 @@ fn unknown_enforcers_are_refused_before_anything_is_built() {
     if !runnable("unknown_enforcers_are_refused_before_anything_is_built") {
         return;
     }
-    let before = lab::lab_namespaces().unwrap();
+    let before = our_namespaces();
     let error = lab::run(&two_tenants(), "nope", &LabOptions::default(), &mut |_| {}).unwrap_err();
     assert!(error.to_string().contains("unknown enforcer"), "{error}");
     assert_nothing_left(&before);
@@ -189,14 +217,13 @@ fn keep_leaves_the_namespaces_up_until_deleted() {
     if !runnable("keep_leaves_the_namespaces_up_until_deleted") {
         return;
     }
-    let before = lab::lab_namespaces().unwrap();
+    let before = our_namespaces();
     let options = LabOptions {
         keep: true,
         ..LabOptions::default()
     };
     lab::run(&one_second(), "fifo", &options, &mut |_| {}).unwrap();
-    let kept: Vec<String> = lab::lab_namespaces()
-        .unwrap()
+    let kept: Vec<String> = our_namespaces()
         .into_iter()
         .filter(|n| !before.contains(n))
         .collect();
@@ -239,12 +266,12 @@ fn sigint_stops_the_run_and_tears_down() {
     if !runnable("sigint_stops_the_run_and_tears_down") {
         return;
     }
-    let before = lab::lab_namespaces().unwrap();
+    let before = our_namespaces();
     let watcher_before = before.clone();
     // Once the run's namespaces exist its handler is in place: interrupt it then.
     let watcher = std::thread::spawn(move || {
         for _ in 0..500 {
-            let now = lab::lab_namespaces().unwrap_or_default();
+            let now = our_namespaces();
             if now.iter().filter(|n| !watcher_before.contains(n)).count() >= 4 {
                 std::thread::sleep(std::time::Duration::from_millis(800));
                 let pid = std::process::id().to_string();
@@ -271,4 +298,76 @@ fn sigint_stops_the_run_and_tears_down() {
     );
     assert!(started.elapsed().as_secs_f64() < 3.5, "stopped early");
     assert_nothing_left(&before);
+}
+
+#[test]
+fn rate_limiters_hold_a_tenant_to_its_cap() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("rate_limiters_hold_a_tenant_to_its_cap") {
+        return;
+    }
+    let capped = scenario(
+        r#"
+name: lab-capped
+policy:
+  link: { rate: 100Mbit, queues: 4 }
+  tenants:
+    - { name: capped, max_rate: 20Mbit }
+    - { name: open }
+duration: 4s
+traffic:
+  - { name: capped-bulk, tenant: capped, kind: bulk, flows: 4 }
+  - { name: open-bulk, tenant: open, kind: bulk, flows: 4 }
+"#,
+    );
+    for enforcer in ["valve", "wheel"] {
+        let (_, means) = run_lab(&capped, enforcer);
+        let (got, ideal) = means[0];
+        assert_eq!(ideal, 20e6);
+        assert!(
+            (got - ideal).abs() < 0.03 * ideal,
+            "{enforcer}: the capped tenant got {got:.4e} bit/s of its 20 Mbit/s cap"
+        );
+        assert!(
+            means[1].0 > 0.8 * means[1].1,
+            "{enforcer}: the open tenant takes the rest: {means:?}"
+        );
+    }
+}
+
+#[test]
+fn a_udp_flood_leaves_its_neighbour_its_share_and_pays_the_drops() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("a_udp_flood_leaves_its_neighbour_its_share_and_pays_the_drops") {
+        return;
+    }
+    let flood = scenario(
+        r#"
+name: lab-flood
+policy:
+  link: { rate: 100Mbit, queues: 4 }
+  tenants:
+    - { name: tcp, cores: [0, 1] }
+    - { name: flood, cores: [2, 3] }
+duration: 4s
+traffic:
+  - { name: tcp-bulk, tenant: tcp, kind: bulk, flows: 4 }
+  - { name: flood-udp, tenant: flood, kind: udp, rate: 300Mbit, flows: 2 }
+"#,
+    );
+    for enforcer in ["tonic", "valve", "linux-htb"] {
+        let (record, means) = run_lab(&flood, enforcer);
+        let (got, ideal) = means[0];
+        assert_eq!(ideal, 50e6);
+        assert!(
+            got > 0.9 * ideal,
+            "{enforcer}: the TCP tenant got {got:.4e} bit/s of its 50 Mbit/s"
+        );
+        // 300 Mbit/s offered for 4 s, 50 Mbit/s of it sent: most of the rest is dropped.
+        assert!(
+            record.tenant_drops[1] > 10_000,
+            "{enforcer}: the flood's excess is counted against it: {:?}",
+            record.tenant_drops
+        );
+    }
 }
