@@ -147,6 +147,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Put runs side by side: the simulator against the lab, one seed against
+    /// another. One row per run: utilization, Jain's index, relative error, each
+    /// tenant's Mbit/s against its ideal, and each latency traffic's p99.
+    ///
+    /// Example: `nicsched sim S.yaml --out r/sim; nicsched lab S.yaml --out r/lab;
+    /// nicsched compare r/sim r/lab`.
+    Compare {
+        /// Results folders (the --out of sim or lab), run folders, or summary.json files.
+        #[arg(required = true)]
+        results: Vec<PathBuf>,
+        /// Print a Markdown table (for docs and issues) instead of aligned text.
+        #[arg(long)]
+        markdown: bool,
+    },
     /// List the enforcers and the mechanism each implements.
     Enforcers,
 }
@@ -189,6 +203,7 @@ fn main() -> ExitCode {
             vs,
             json,
         } => bench(&enforcer, classes, active, seconds, vs.as_deref(), json),
+        Command::Compare { results, markdown } => compare(&results, markdown),
         Command::Enforcers => {
             for e in sched::ENFORCERS {
                 println!("{:<11} {:<20} {}", e.name, e.from, e.mechanism);
@@ -235,6 +250,15 @@ impl From<PolicyError> for Failure {
     fn from(error: PolicyError) -> Self {
         Failure::input(error.to_string())
     }
+}
+
+fn compare(results: &[PathBuf], markdown: bool) -> Result<(), Failure> {
+    let mut runs = Vec::new();
+    for path in results {
+        runs.extend(report::load_summaries(path).map_err(|e| Failure::input(e.to_string()))?);
+    }
+    print!("{}", report::side_by_side(&runs, markdown));
+    Ok(())
 }
 
 /// A file with a top-level `traffic` key is a scenario; anything else a policy.

@@ -12,8 +12,11 @@
 //! - `files` and `plot`: `write_run` leaves summary.json, timeseries.csv, latency.csv
 //!   and the PNG plots in a run's folder;
 //! - `table` and `html`: the enforcers of a scenario side by side, as a terminal table
-//!   (`comparison_table`) and as a self-contained report.html (`write_html`).
+//!   (`comparison_table`) and as a self-contained report.html (`write_html`);
+//! - `compare`: runs of one scenario from any world (sim, lab) side by side, read
+//!   back from their summary.json (`load_summaries`, `side_by_side`).
 
+mod compare;
 mod figures;
 mod files;
 mod html;
@@ -22,6 +25,7 @@ mod record;
 mod summary;
 mod table;
 
+pub use compare::{load_summaries, side_by_side};
 pub use figures::*;
 pub use files::*;
 pub use html::*;

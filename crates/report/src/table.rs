@@ -60,8 +60,19 @@ pub(crate) fn comparison(summaries: &[Summary]) -> Comparison {
 /// names left-aligned, numbers right-aligned.
 pub fn comparison_table(summaries: &[Summary]) -> String {
     let Comparison { header, rows } = comparison(summaries);
+    aligned(&header, &rows, 1, true)
+}
+
+/// `header` and `rows` as aligned text: the first `left_columns` columns
+/// left-aligned, the others right-aligned; `rule`: a line of dashes under the header.
+pub(crate) fn aligned(
+    header: &[String],
+    rows: &[Vec<String>],
+    left_columns: usize,
+    rule: bool,
+) -> String {
     let mut widths: Vec<usize> = header.iter().map(|cell| cell.chars().count()).collect();
-    for row in &rows {
+    for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
@@ -72,7 +83,7 @@ pub fn comparison_table(summaries: &[Summary]) -> String {
             .zip(&widths)
             .enumerate()
             .map(|(column, (cell, &width))| {
-                if column == 0 {
+                if column < left_columns {
                     format!("{cell:<width$}")
                 } else {
                     format!("{cell:>width$}")
@@ -81,11 +92,13 @@ pub fn comparison_table(summaries: &[Summary]) -> String {
             .collect();
         padded.join("  ").trim_end().to_string() + "\n"
     };
-    let mut table = line(&header);
-    let rule_chars = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
-    table.push_str(&"-".repeat(rule_chars));
-    table.push('\n');
-    for row in &rows {
+    let mut table = line(header);
+    if rule {
+        let rule_chars = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+        table.push_str(&"-".repeat(rule_chars));
+        table.push('\n');
+    }
+    for row in rows {
         table.push_str(&line(row));
     }
     table
