@@ -1,8 +1,10 @@
 //! Everything that touches the operating system, and nothing else: namespaces and
 //! the `ip`/`tc`/`ethtool` commands ([`netns`]), AF_PACKET sockets and waiting on
-//! them ([`packet`]), child processes ([`process`]), signals ([`signal`]). The rest
-//! of the crate sees plain Rust values and `io::Result`s.
+//! them ([`packet`]), child processes ([`process`]), signals ([`signal`]), the
+//! monotonic clock and absolute sleeps ([`clock`]). The rest of the crate sees plain
+//! Rust values and `io::Result`s.
 
+pub mod clock;
 pub mod netns;
 pub mod packet;
 pub mod process;
