@@ -70,7 +70,8 @@ pub struct EngineStats {
     pub send_busy: u64,
     /// Classes the policy's `split` made of the packets offered (one per
     /// destination or flow key of a split app), counted up to
-    /// [`SPLIT_CLASSES_COUNTED_MAX`]: what the enforcer's class map holds.
+    /// [`SPLIT_CLASSES_COUNTED_MAX`] with `sched::classes`, as the enforcers with
+    /// per-class state (`wf2q`, `valve`, `htb`, `wheel`) map them.
     pub split_classes: usize,
 }
 

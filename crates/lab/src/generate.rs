@@ -108,7 +108,7 @@ pub fn run_poisson(load: &PoissonLoad, stop: &AtomicBool, ready: impl FnOnce()) 
             continue;
         }
         if let Err(e) = sockets[flow].send(&payload)
-            && !clock::is_transient_send_error(&e)
+            && !crate::sys::is_transient_send_error(&e)
         {
             return Err(e);
         }

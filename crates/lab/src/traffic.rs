@@ -110,6 +110,9 @@ pub const MEMCACHED_PORT: u16 = 11211;
 /// The largest item memcached stores with its default `-I 1m` (1 MiB less its
 /// own header and our key).
 const MEMCACHED_ITEM_BYTES_MAX: u32 = 1_000_000;
+/// Poisson flows at most: one socket each, well inside the default limit of 1024
+/// open files.
+const POISSON_FLOWS_MAX: u32 = 512;
 /// Largest UDP payload of an IPv4 datagram.
 const UDP_PAYLOAD_BYTES_MAX: u32 = 65_507;
 
@@ -271,6 +274,12 @@ pub fn plan(
                 size_bytes,
                 flows,
             } => {
+                if flows > POISSON_FLOWS_MAX {
+                    return Err(LabError::Unsupported(format!(
+                        "traffic {}: {flows} flows, the lab's poisson sender opens a socket per flow and runs at most {POISSON_FLOWS_MAX}",
+                        t.name
+                    )));
+                }
                 if size_bytes > UDP_PAYLOAD_BYTES_MAX {
                     return Err(LabError::Unsupported(format!(
                         "traffic {}: datagrams of {size_bytes} B, UDP carries at most {UDP_PAYLOAD_BYTES_MAX} B",

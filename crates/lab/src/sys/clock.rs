@@ -41,9 +41,3 @@ pub fn sleep_until_ns(at_ns: u64) -> io::Result<()> {
         }
     }
 }
-
-/// Whether a failed datagram send only means the host had no room for it just then
-/// (the datagram is lost, as a congested host would lose it).
-pub fn is_transient_send_error(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN))
-}

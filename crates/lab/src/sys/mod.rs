@@ -29,3 +29,9 @@ pub fn set_timer_slack_ns(slack_ns: u64) {
         libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns as libc::c_ulong, 0, 0, 0);
     }
 }
+
+/// Whether a failed datagram send only means the host had no room for it just then
+/// (the datagram is lost, as a congested host would lose it).
+pub fn is_transient_send_error(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN))
+}
