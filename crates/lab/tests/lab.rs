@@ -259,7 +259,12 @@ fn sigint_stops_the_run_and_tears_down() {
     let watcher = std::thread::spawn(move || {
         for _ in 0..500 {
             let now = lab::lab_namespaces().unwrap_or_default();
-            if now.iter().filter(|n| !watcher_before.contains(n)).count() >= 4 {
+            if now
+                .iter()
+                .filter(|n| !watcher_before.contains(n) && ours(n))
+                .count()
+                >= 4
+            {
                 std::thread::sleep(std::time::Duration::from_millis(800));
                 let pid = std::process::id().to_string();
                 std::process::Command::new("kill")
