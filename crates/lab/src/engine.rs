@@ -30,7 +30,8 @@
 
 use crate::classify::{Classifier, ParsedFrame, parse};
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket, Poller, VNET_HDR_BYTES};
-use policy::TenantId;
+use policy::{Policy, TenantId};
+use sched::classes::Classes;
 use sched::{Enforcer, Packet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -67,7 +68,16 @@ pub struct EngineStats {
     pub refused: Vec<u64>,
     /// Sends the uplink answered "busy" (retried).
     pub send_busy: u64,
+    /// Classes the policy's `split` made of the packets offered (one per
+    /// destination or flow key of a split app), counted up to
+    /// [`SPLIT_CLASSES_COUNTED_MAX`] with `sched::classes`, as the enforcers with
+    /// per-class state (`wf2q`, `valve`, `htb`, `wheel`) map them.
+    pub split_classes: usize,
 }
+
+/// Split classes the engine counts at most; the count is for checking that a split
+/// yields as many classes as keys, not for sizing anything.
+pub const SPLIT_CLASSES_COUNTED_MAX: usize = 4096;
 
 /// Frame bytes of every packet the enforcer holds, one slot per packet. A slot keeps
 /// the room of the largest frame it held, so after warm-up storing allocates
@@ -130,6 +140,10 @@ pub struct Engine {
     enforcer: Box<dyn Enforcer>,
     slab: Slab,
     held_per_tenant: Vec<u32>,
+    /// The policy's leaf classes as the enforcers map packets to them, for
+    /// `split_classes`; the first `apps` are the apps themselves.
+    classes: Classes,
+    apps: usize,
     stats: EngineStats,
 }
 
@@ -137,12 +151,15 @@ impl Engine {
     pub fn new(
         config: EngineConfig,
         classifier: Classifier,
+        policy: &Policy,
         enforcer: Box<dyn Enforcer>,
     ) -> Engine {
         let tenants = config.ports.len();
         Engine {
             slab: Slab::new(config.slab_slots),
             held_per_tenant: vec![0; tenants],
+            classes: Classes::new(policy, policy.apps.len() + SPLIT_CLASSES_COUNTED_MAX),
+            apps: policy.apps.len(),
             stats: EngineStats {
                 buffer_drops: vec![0; tenants],
                 refused: vec![0; tenants],
@@ -228,6 +245,7 @@ impl Engine {
         for (t, c) in self.enforcer.counters().iter().enumerate() {
             self.stats.refused[t] = c.refused_packets;
         }
+        self.stats.split_classes = self.classes.len() - self.apps;
         Ok(self.stats)
     }
 
@@ -282,6 +300,9 @@ impl Engine {
             arrival_ns: now_ns,
             handle: u64::from(slot),
         };
+        // Only counted: the enforcer keeps its own map, and a key past the bound
+        // simply goes uncounted here.
+        let _ = self.classes.classify(&packet);
         match self.enforcer.enqueue(now_ns, packet) {
             Ok(()) => self.held_per_tenant[t] += 1,
             Err((packet, _reason)) => self.slab.release(packet.handle as u32),

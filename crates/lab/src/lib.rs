@@ -1,7 +1,8 @@
 //! # nicsched lab
 //!
 //! The same scenario as the simulator, on real frames: real programs (iperf3,
-//! sockperf) in network namespaces, their frames forwarded through nicsched's
+//! sockperf, memcached) and the lab's own senders (Poisson datagrams, memcached
+//! GETs) in network namespaces, their frames forwarded through nicsched's
 //! enforcers at an emulated line rate, measured at the far end of the link; or, for
 //! `linux-htb`, through a Linux bridge and the kernel's HTB with the policy compiled
 //! to `tc`. Both fill the same [`report::RunRecord`] as `sim::run`.
@@ -14,11 +15,14 @@
 //! - `classify`: Ethernet/IPv4 parsing and the policy's classification of a frame;
 //! - `engine`: the forwarding loop around an [`sched::Enforcer`], paced at the link
 //!   rate; `meter`: per-class byte counts at the sink;
-//! - `traffic`: the programs of each traffic kind; `measure`: intervals and ideals;
+//! - `traffic`: the programs of each traffic kind; `generate`: the traffic the lab
+//!   sends itself, where no packaged tool does (Poisson gaps, per-request memcached
+//!   latency);
 //! - `htb`: [`tc_script`], the policy as kernel HTB classes and u32 filters.
 
 mod classify;
 mod engine;
+mod generate;
 mod htb;
 mod meter;
 mod sys;
@@ -33,6 +37,7 @@ pub use traffic::Tools;
 use policy::{Scenario, TrafficKind};
 use report::{LatencyRecord, Mode, RunRecord};
 use sim::measure;
+use std::net::{Ipv4Addr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock, mpsc};
@@ -45,7 +50,8 @@ pub const LINUX_HTB: &str = "linux-htb";
 
 #[derive(Clone, Debug)]
 pub struct LabOptions {
-    /// Where the programs' logs go (iperf3 and sockperf output, sockperf full logs).
+    /// Where the programs' logs go (iperf3, sockperf and memcached output, sockperf
+    /// full logs).
     /// Default: a temporary folder, removed after a successful run and kept, with
     /// its path in the error, after a failed one.
     pub out: Option<PathBuf>,
@@ -209,11 +215,12 @@ impl Drop for Workers {
 }
 
 /// Spawns a thread in namespace `ns` running `work`; waits until it says it is ready.
+/// The error says why it never was.
 fn spawn_in<T: Send + 'static>(
     name: &str,
     ns: String,
     work: impl FnOnce(Box<dyn FnOnce() + Send>) -> std::io::Result<T> + Send + 'static,
-) -> Result<JoinHandle<std::io::Result<T>>, LabError> {
+) -> Result<JoinHandle<std::io::Result<T>>, String> {
     let (tx, rx) = mpsc::channel();
     let handle = std::thread::Builder::new()
         .name(name.to_string())
@@ -223,16 +230,120 @@ fn spawn_in<T: Send + 'static>(
                 let _ = tx.send(());
             }))
         })
-        .map_err(|e| LabError::Datapath(e.to_string()))?;
+        .map_err(|e| e.to_string())?;
     match rx.recv_timeout(Duration::from_secs(5)) {
         Ok(()) => Ok(handle),
-        Err(_) => {
-            let why = match handle.join() {
-                Ok(Err(e)) => e.to_string(),
-                Ok(Ok(_)) => "ended before it was ready".into(),
-                Err(_) => "panicked".into(),
-            };
-            Err(LabError::Datapath(format!("{name}: {why}")))
+        Err(_) => Err(match handle.join() {
+            Ok(Err(e)) => e.to_string(),
+            Ok(Ok(_)) => "ended before it was ready".into(),
+            Err(_) => "panicked".into(),
+        }),
+    }
+}
+
+fn spawn_worker<T: Send + 'static>(
+    name: &str,
+    ns: String,
+    work: impl FnOnce(Box<dyn FnOnce() + Send>) -> std::io::Result<T> + Send + 'static,
+) -> Result<JoinHandle<std::io::Result<T>>, LabError> {
+    spawn_in(name, ns, work).map_err(|why| LabError::Datapath(format!("{name}: {why}")))
+}
+
+/// A socket in the sink on UDP port `port` of every sink address that is never
+/// read: datagrams to it are dropped by the sink's kernel once its buffer is full,
+/// without the ICMP errors a closed port would send back across the engine.
+fn udp_sink(ns: &str, port: u16) -> Result<UdpSocket, LabError> {
+    spawn_worker("nicsched-udp-sink", ns.to_string(), move |ready| {
+        let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, port))?;
+        ready();
+        Ok(socket)
+    })?
+    .join()
+    .map_err(|_| LabError::Datapath("nicsched-udp-sink: panicked".into()))?
+    .map_err(|e| LabError::Datapath(format!("UDP sink on port {port}: {e}")))
+}
+
+/// A running [`traffic::Generator`]; stopped and joined when dropped, so that no
+/// thread outlives the namespace it sends in.
+struct RunningGenerator {
+    label: String,
+    server_log: Option<PathBuf>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<std::io::Result<Vec<u64>>>>,
+    /// What it measured, once joined.
+    latencies_ns: Vec<u64>,
+}
+
+impl RunningGenerator {
+    fn start(generator: &traffic::Generator, traffic: &str) -> Result<Self, LabError> {
+        let label = format!("{traffic} {}", generator.role());
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut running = RunningGenerator {
+            label,
+            server_log: generator.server_log.clone(),
+            stop: stop.clone(),
+            handle: None,
+            latencies_ns: Vec::new(),
+        };
+        let load = generator.load.clone();
+        let spawned = spawn_in(
+            &running.label,
+            generator.ns.clone(),
+            move |ready| match &load {
+                traffic::Load::Poisson(p) => {
+                    generate::run_poisson(p, &stop, ready).map(|()| Vec::new())
+                }
+                traffic::Load::Memcached(m) => generate::run_memcached(m, &stop, ready),
+            },
+        );
+        match spawned {
+            Ok(handle) => {
+                running.handle = Some(handle);
+                Ok(running)
+            }
+            Err(why) => Err(running.error(why)),
+        }
+    }
+
+    fn error(&self, why: String) -> LabError {
+        match &self.server_log {
+            Some(log) => tool_error(&self.label, why, log),
+            None => LabError::Datapath(format!("{}: {why}", self.label)),
+        }
+    }
+
+    /// The error it ended with, if it has ended before being stopped.
+    fn failure(&mut self) -> Option<LabError> {
+        if self.handle.as_ref().is_some_and(JoinHandle::is_finished) {
+            self.join().err()
+        } else {
+            None
+        }
+    }
+
+    fn join(&mut self) -> Result<(), LabError> {
+        if let Some(handle) = self.handle.take() {
+            self.latencies_ns = handle
+                .join()
+                .map_err(|_| self.error("panicked".into()))?
+                .map_err(|e| self.error(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Stops it and hands back the latencies it measured, in ns.
+    fn finish(&mut self) -> Result<Vec<u64>, LabError> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.join()?;
+        Ok(std::mem::take(&mut self.latencies_ns))
+    }
+}
+
+impl Drop for RunningGenerator {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
         }
     }
 }
@@ -276,6 +387,16 @@ pub fn run(
     options: &LabOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<RunRecord, LabError> {
+    run_with_engine_stats(scenario, enforcer, options, progress).map(|(record, _)| record)
+}
+
+/// [`run`], with the engine's counters (none for `linux-htb`).
+pub fn run_with_engine_stats(
+    scenario: &Scenario,
+    enforcer: &str,
+    options: &LabOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(RunRecord, Option<EngineStats>), LabError> {
     check_root()?;
     let started = Instant::now();
     let mut scenario = scenario.clone();
@@ -288,23 +409,7 @@ pub fn run(
         // Built here to refuse early; the engine thread builds its own.
         sched::build(enforcer, policy).map_err(LabError::Enforcer)?;
     }
-    let mut needed = vec!["ip", "ethtool"];
-    if kernel_htb {
-        needed.push("tc");
-    }
-    for t in &scenario.traffic {
-        needed.push(match t.kind {
-            TrafficKind::Rpc { .. } => &options.tools.sockperf,
-            _ => &options.tools.iperf3,
-        });
-    }
-    if let Some(missing) = needed.iter().find(|p| !program_exists(p)) {
-        return Err(LabError::MissingTool {
-            program: missing.to_string(),
-        });
-    }
-
-    let plan = topology::Plan::new(policy, run_id()?)?;
+    let mut plan = topology::Plan::new(policy, run_id()?)?;
     let (dir, temporary) = match &options.out {
         Some(dir) => (dir.clone(), false),
         None => (
@@ -312,9 +417,26 @@ pub fn run(
             true,
         ),
     };
+    let plans = traffic::plan(&scenario, &mut plan, &options.tools, &dir)?;
+    let mut needed = vec!["ip", "ethtool"];
+    if kernel_htb {
+        needed.push("tc");
+    }
+    for p in &plans {
+        needed.extend(
+            p.servers
+                .iter()
+                .chain(&p.clients)
+                .map(|c| c.program.as_str()),
+        );
+    }
+    if let Some(missing) = needed.iter().find(|p| !program_exists(p)) {
+        return Err(LabError::MissingTool {
+            program: missing.to_string(),
+        });
+    }
     std::fs::create_dir_all(&dir)
         .map_err(|e| LabError::Io(format!("cannot create {}: {e}", dir.display())))?;
-    let plans = traffic::plan(&scenario, &plan, &options.tools, &dir)?;
 
     let _signals = sys::signal::SignalGuard::install();
     // Declared first, dropped last: the namespaces go after the threads and
@@ -329,12 +451,12 @@ pub fn run(
         );
     }
     drop(topology);
-    let mut record = outcome?;
+    let (mut record, engine_stats) = outcome?;
     if temporary {
         let _ = std::fs::remove_dir_all(&dir);
     }
     record.wall_s = started.elapsed().as_secs_f64();
-    Ok(record)
+    Ok((record, engine_stats))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -346,7 +468,7 @@ fn run_in(
     plans: &[traffic::TrafficPlan],
     dir: &Path,
     progress: &mut dyn FnMut(u64),
-) -> Result<RunRecord, LabError> {
+) -> Result<(RunRecord, Option<EngineStats>), LabError> {
     let policy = &scenario.policy;
     let prefixes: Vec<Prefix> = plan.tenants.iter().map(|t| t.prefix).collect();
     let classifier = Classifier::new(policy, prefixes.clone());
@@ -406,7 +528,7 @@ fn run_in(
     };
     {
         let (stop, origin) = (stop.clone(), origin.clone());
-        workers.meter = Some(spawn_in(
+        workers.meter = Some(spawn_worker(
             "nicsched-meter",
             plan.sink_ns.clone(),
             move |ready| meter.run("eth0", &origin, &stop, ready),
@@ -423,22 +545,27 @@ fn run_in(
         };
         let stop = stop.clone();
         let (name, policy) = (enforcer.to_string(), policy.clone());
-        workers.engine = Some(spawn_in(
+        workers.engine = Some(spawn_worker(
             "nicsched-engine",
             plan.engine_ns.clone(),
             move |ready| {
                 let built = sched::build(&name, &policy)
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
-                engine::Engine::new(config, classifier, built).run(&stop, ready)
+                engine::Engine::new(config, classifier, &policy, built).run(&stop, ready)
             },
         )?);
     }
 
-    // Programs: dropped (killed) before the workers and the topology.
+    // Programs and sink sockets: dropped (killed, closed) before the workers and
+    // the topology.
     let mut servers: Vec<Process> = Vec::new();
+    let mut udp_sinks: Vec<UdpSocket> = Vec::new();
     for p in plans {
         for s in &p.servers {
             servers.push(start(s, &format!("{} server", p.label))?);
+        }
+        if let Some(port) = p.udp_sink_port {
+            udp_sinks.push(udp_sink(&plan.sink_ns, port)?);
         }
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -458,6 +585,7 @@ fn run_in(
     let t0 = Instant::now();
     let _ = origin.set(t0);
     let mut clients: Vec<Vec<Process>> = plans.iter().map(|_| Vec::new()).collect();
+    let mut generators: Vec<Option<RunningGenerator>> = plans.iter().map(|_| None).collect();
     let mut started = vec![false; plans.len()];
     let mut stopped = vec![false; plans.len()];
     let mut last_progress = 0;
@@ -475,14 +603,23 @@ fn run_in(
                 for c in &p.clients {
                     clients[i].push(start(c, &format!("{} client", p.label))?);
                 }
+                if let Some(g) = &p.generator {
+                    generators[i] = Some(RunningGenerator::start(g, &p.label)?);
+                }
             }
             if started[i] && !stopped[i] && now_ns >= p.stop_ns {
                 stopped[i] = true;
                 for c in &mut clients[i] {
                     c.stop(libc_sigint(), Duration::from_secs(2));
                 }
+                if let Some(g) = &generators[i] {
+                    g.stop.store(true, Ordering::SeqCst);
+                }
             }
             if started[i] && !stopped[i] {
+                if let Some(error) = generators[i].as_mut().and_then(RunningGenerator::failure) {
+                    return Err(error);
+                }
                 for (c, command) in clients[i].iter_mut().zip(&p.clients) {
                     if let Some(status) = c.poll()
                         && !status.success()
@@ -506,7 +643,15 @@ fn run_in(
     for c in clients.iter_mut().flatten() {
         c.stop(libc_sigint(), Duration::from_secs(2));
     }
+    let mut generated = Vec::new();
+    for g in &mut generators {
+        generated.push(match g {
+            Some(g) => g.finish()?,
+            None => Vec::new(),
+        });
+    }
     drop(servers);
+    drop(udp_sinks);
     let (engine_stats, metered) = workers.join()?;
     let htb_drops = if kernel_htb {
         let stats = sys::netns::command(
@@ -531,7 +676,7 @@ fn run_in(
         interval.class_bytes.clone_from(bytes);
     }
     let mut latency = Vec::new();
-    for p in plans {
+    for (p, generated) in plans.iter().zip(&generated) {
         if !matches!(scenario.traffic[p.traffic].kind, TrafficKind::Rpc { .. }) {
             continue;
         }
@@ -542,6 +687,9 @@ fn run_in(
             for rtt in traffic::sockperf_round_trips_ns(&text) {
                 histogram.saturating_record(rtt.max(1));
             }
+        }
+        for &latency_ns in generated {
+            histogram.saturating_record(latency_ns.max(1));
         }
         latency.push(LatencyRecord {
             traffic: p.label.clone(),
@@ -559,12 +707,13 @@ fn run_in(
         (None, drops) => (drops.unwrap_or_else(|| vec![0; tenants]), metered.frames),
     };
     // Departure times of single flows are not metered in the lab: no pacing.
-    Ok(RunRecord {
+    let record = RunRecord {
         latency,
         tenant_drops,
         frames_sent,
         ..record
-    })
+    };
+    Ok((record, engine_stats))
 }
 
 fn libc_sigint() -> i32 {

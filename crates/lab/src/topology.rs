@@ -10,6 +10,10 @@
 //!  ...                                (engine or bridge)
 //! ```
 //!
+//! Traffic of an app split by destination gets one sink address per flow: more
+//! addresses on the sink's `eth0` (consecutive after the sink's own, in its /16),
+//! with routes and static neighbours for them in every tenant namespace.
+//!
 //! Every name carries the run's prefix `nsl<pid % 10000>`, so runs never touch
 //! what they did not create. Segmentation and checksum offloads are on and GRO off
 //! on every veth end, as on a host with a TSO NIC: a TCP send of up to 64 KiB
@@ -42,6 +46,8 @@ pub struct Plan {
     pub tenants: Vec<TenantNet>,
     pub sink_ns: String,
     pub sink_addr: Ipv4Addr,
+    /// More addresses of the sink, one per flow of traffic split by destination.
+    pub sink_extra: Vec<Ipv4Addr>,
     pub sink_mac: [u8; 6],
     pub engine_ns: String,
     pub uplink: String,
@@ -63,6 +69,11 @@ pub fn gso_max_bytes(rate_bps: u64) -> u32 {
     let bytes = BYTES_AT_10_GBIT * u128::from(rate_bps) / 10_000_000_000;
     bytes.clamp(2 * 1_514, BYTES_AT_10_GBIT) as u32
 }
+
+/// Sink addresses beyond its own: a flow of traffic split by destination each needs
+/// one, and an iperf3 server and client of its own; past this, the scenario is
+/// better run in the simulator.
+pub const SINK_EXTRA_MAX: usize = 64;
 
 pub fn mac_string(mac: [u8; 6]) -> String {
     mac.iter()
@@ -138,6 +149,7 @@ impl Plan {
             tenants,
             sink_ns: format!("{prefix}-sink"),
             sink_addr: Ipv4Addr::new(10, b, 0, 1),
+            sink_extra: Vec::new(),
             sink_mac: [0x02, 0x6c, 0x00, 0x00, 0xff, 0x01],
             engine_ns: format!("{prefix}-eng"),
             uplink: format!("{prefix}up"),
@@ -145,6 +157,20 @@ impl Plan {
             gso_max_bytes: gso_max_bytes(policy.link.rate_bps),
             prefix,
         })
+    }
+
+    /// One more sink address, `what` saying for what (for the error past
+    /// [`SINK_EXTRA_MAX`]). Tenants' own addresses are in `10.x.1.0` and up, so
+    /// `10.x.0.2` and up is free.
+    pub fn add_sink_address(&mut self, what: &str) -> Result<Ipv4Addr, LabError> {
+        if self.sink_extra.len() >= SINK_EXTRA_MAX {
+            return Err(LabError::Unsupported(format!(
+                "{what}: each flow split by destination needs a sink address and an iperf3 pair of its own, and the lab gives out at most {SINK_EXTRA_MAX}; use fewer flows"
+            )));
+        }
+        let addr = Ipv4Addr::from(u32::from(self.sink_addr) + 1 + self.sink_extra.len() as u32);
+        self.sink_extra.push(addr);
+        Ok(addr)
     }
 
     /// Every namespace of the plan.
@@ -326,6 +352,27 @@ impl Topology {
                 "permanent",
             ])?;
             netns::ip(&["-n", eng, "link", "set", &t.port, "up"])?;
+            if !plan.sink_extra.is_empty() {
+                let routes: Vec<String> = plan
+                    .sink_extra
+                    .iter()
+                    .flat_map(|a| {
+                        [
+                            format!("route replace {a}/32 dev eth0"),
+                            format!("neigh replace {a} lladdr {sink_mac} dev eth0 nud permanent"),
+                        ]
+                    })
+                    .collect();
+                netns::ip_batch(&t.ns, &routes)?;
+            }
+        }
+        if !plan.sink_extra.is_empty() {
+            let addresses: Vec<String> = plan
+                .sink_extra
+                .iter()
+                .map(|a| format!("addr add {a}/32 dev eth0"))
+                .collect();
+            netns::ip_batch(sink, &addresses)?;
         }
         if bridge {
             let br = plan.bridge.as_str();
@@ -407,5 +454,33 @@ tenants:
         let clash = Plan::new(&policy, 0).unwrap();
         assert_ne!(clash.sink_addr.octets()[1], 66);
         assert!(plan.namespaces().iter().all(|n| n.starts_with("nsl3456-")));
+    }
+
+    #[test]
+    fn sink_addresses_follow_the_sinks_own_up_to_the_bound() {
+        let policy = policy::parse_policy(
+            "link: { rate: 1Gbit }\ntenants:\n  - name: a\n  - name: b\n",
+            "p.yaml",
+        )
+        .unwrap();
+        let mut plan = Plan::new(&policy, 7).unwrap();
+        let first = plan.add_sink_address("t").unwrap();
+        assert_eq!(first, Ipv4Addr::new(10, 73, 0, 2));
+        for _ in 1..SINK_EXTRA_MAX {
+            plan.add_sink_address("t").unwrap();
+        }
+        let last = *plan.sink_extra.last().unwrap();
+        assert_eq!(last, Ipv4Addr::new(10, 73, 0, 65));
+        // Clear of every tenant's address.
+        assert!(
+            plan.tenants
+                .iter()
+                .all(|t| !plan.sink_extra.contains(&t.addr))
+        );
+        let error = plan.add_sink_address("traffic x").unwrap_err().to_string();
+        assert!(
+            error.contains("traffic x") && error.contains("at most 64"),
+            "{error}"
+        );
     }
 }

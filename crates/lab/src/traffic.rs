@@ -3,21 +3,34 @@
 //! - `bulk`: an iperf3 server in the sink, an iperf3 client in the tenant with
 //!   `-P flows` TCP streams;
 //! - `udp`: the same with `-u -b RATE/flows -l SIZE` (a constant rate per stream);
-//! - `poisson`: approximated by `udp` (iperf3 paces at a constant rate, it has no
-//!   exponential gaps);
-//! - `rpc`: a sockperf server in the tenant (its response crosses the link under
-//!   study) and `concurrency` sockperf ping-pong clients in the sink, each with a
-//!   full log of send and receive times. sockperf echoes the message, so the request
-//!   is as large as the response (`-m response`); `rate` becomes `--mps`.
+//! - `poisson`: the lab's own sender ([`crate::generate`]) in the tenant, one UDP
+//!   socket per flow with exponential gaps seeded from the scenario's seed; the
+//!   sink holds a socket on the port that takes the datagrams and never reads, so
+//!   the sink's kernel drops them without answering;
+//! - `rpc` of an app that matches TCP port 11211: memcached in the tenant (its
+//!   replies cross the link under study) holding one item of `response` bytes, and
+//!   the lab's GET load generator in the sink with `concurrency` connections; the
+//!   key is as long as makes `get KEY` `request` bytes;
+//! - any other `rpc`: a sockperf server in the tenant and `concurrency` sockperf
+//!   ping-pong clients in the sink, each with a full log of send and receive times.
+//!   sockperf echoes the message, so the request is as large as the response
+//!   (`-m response`); `rate` becomes `--mps`.
 //!
 //! Ports: a traffic of an app that lists ports uses the first of them not taken by
 //! another traffic; otherwise 5201 and up, skipping every port an app matches, so
 //! the classifier sees each traffic as the app it belongs to.
+//!
+//! Destinations: every traffic goes to the sink's address, except `bulk`, `udp` and
+//! `poisson` of an app split by destination: there each flow gets a sink address
+//! of its own (and, for iperf3, a server and a one-stream client of its own), so
+//! that the enforcer sees as many destination classes as the simulator does.
 
 use crate::LabError;
+use crate::generate::{MemcachedLoad, PoissonFlow, PoissonLoad, memcached_key};
 use crate::topology::Plan;
-use policy::{Proto, Scenario, TrafficKind};
+use policy::{App, Proto, Scenario, SplitBy, TrafficKind};
 use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 
 /// Programs the lab runs; a test may point one at a program that fails.
@@ -25,6 +38,7 @@ use std::path::{Path, PathBuf};
 pub struct Tools {
     pub iperf3: String,
     pub sockperf: String,
+    pub memcached: String,
 }
 
 impl Default for Tools {
@@ -32,6 +46,7 @@ impl Default for Tools {
         Tools {
             iperf3: "iperf3".into(),
             sockperf: "sockperf".into(),
+            memcached: "memcached".into(),
         }
     }
 }
@@ -45,12 +60,41 @@ pub struct Command {
     pub log: PathBuf,
 }
 
+/// Traffic the lab makes on a thread of its own inside namespace `ns`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generator {
+    pub ns: String,
+    pub load: Load,
+    /// The log of the server it talks to, named when it fails.
+    pub server_log: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Load {
+    Poisson(PoissonLoad),
+    Memcached(MemcachedLoad),
+}
+
+impl Generator {
+    /// What it is, after the traffic's name in messages.
+    pub fn role(&self) -> &'static str {
+        match self.load {
+            Load::Poisson(_) => "poisson sender",
+            Load::Memcached(_) => "memcached load generator",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct TrafficPlan {
     pub traffic: usize,
     pub label: String,
     pub servers: Vec<Command>,
     pub clients: Vec<Command>,
+    /// Started with the clients, stopped with them.
+    pub generator: Option<Generator>,
+    /// A UDP port the sink takes datagrams on without reading them (poisson).
+    pub udp_sink_port: Option<u16>,
     /// sockperf full logs to read latency from (rpc only).
     pub latency_logs: Vec<PathBuf>,
     pub start_ns: u64,
@@ -61,14 +105,41 @@ pub struct TrafficPlan {
 const PORT_BASE: u16 = 5201;
 /// iperf3's limit on parallel streams.
 const IPERF3_STREAMS_MAX: u32 = 128;
+/// memcached's port: an rpc traffic of an app that matches it runs memcached.
+pub const MEMCACHED_PORT: u16 = 11211;
+/// The largest item memcached stores with its default `-I 1m` (1 MiB less its
+/// own header and our key).
+const MEMCACHED_ITEM_BYTES_MAX: u32 = 1_000_000;
+/// Poisson flows at most: one socket each, well inside the default limit of 1024
+/// open files.
+const POISSON_FLOWS_MAX: u32 = 512;
+/// Largest UDP payload of an IPv4 datagram.
+const UDP_PAYLOAD_BYTES_MAX: u32 = 65_507;
+
+/// Whether an rpc traffic of `app` runs memcached rather than sockperf.
+pub fn serves_memcached(app: &App) -> bool {
+    app.match_proto != Some(Proto::Udp) && app.match_ports.contains(&MEMCACHED_PORT)
+}
+
+/// The seed of flow `flow` of traffic `traffic`: one stream per flow, all from the
+/// scenario's seed (splitmix64 of the three, so nearby indices give unrelated seeds).
+pub fn flow_seed(seed: u64, traffic: usize, flow: u32) -> u64 {
+    let mut z =
+        seed ^ ((traffic as u64) << 32 | u64::from(flow)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
 
 fn seconds_ceil(ns: u64) -> u64 {
     ns.div_ceil(1_000_000_000).max(1)
 }
 
+/// The plan of every traffic of `scenario`; sink addresses for flows split by
+/// destination are added to `net`, which is built after.
 pub fn plan(
     scenario: &Scenario,
-    net: &Plan,
+    net: &mut Plan,
     tools: &Tools,
     dir: &Path,
 ) -> Result<Vec<TrafficPlan>, LabError> {
@@ -80,7 +151,6 @@ pub fn plan(
         .collect();
     let mut taken: BTreeSet<u16> = BTreeSet::new();
     let mut next_free = PORT_BASE;
-    let sink = net.sink_addr.to_string();
     let mut plans = Vec::new();
     for (i, t) in scenario.traffic.iter().enumerate() {
         let app = policy.app(t.app);
@@ -100,6 +170,24 @@ pub fn plan(
             }
         };
         taken.insert(port);
+        let split_by_destination = app.split.is_some_and(|s| s.by == SplitBy::Destination);
+        let destinations: Vec<Ipv4Addr> = match t.kind {
+            TrafficKind::Bulk { flows }
+            | TrafficKind::Udp { flows, .. }
+            | TrafficKind::Poisson { flows, .. }
+                if split_by_destination =>
+            {
+                let what = format!(
+                    "traffic {} ({flows} flows of app {}, split by destination)",
+                    t.name, app.name
+                );
+                (0..flows)
+                    .map(|_| net.add_sink_address(&what))
+                    .collect::<Result<_, _>>()?
+            }
+            _ => vec![net.sink_addr],
+        };
+        let net = &*net;
         let tenant = &net.tenants[t.tenant.index()];
         let secs = seconds_ceil(t.stop_ns - t.start_ns) + 1;
         let log = |what: &str| dir.join(format!("{}.{what}.log", t.name));
@@ -108,78 +196,166 @@ pub fn plan(
             label: t.name.clone(),
             servers: Vec::new(),
             clients: Vec::new(),
+            generator: None,
+            udp_sink_port: None,
             latency_logs: Vec::new(),
             start_ns: t.start_ns,
             stop_ns: t.stop_ns,
         };
-        let iperf_server = Command {
-            ns: net.sink_ns.clone(),
-            program: tools.iperf3.clone(),
-            args: vec![
-                "-s".into(),
-                "-B".into(),
-                sink.clone(),
-                "-p".into(),
-                port.to_string(),
-            ],
-            log: log("server"),
-        };
-        let iperf_client = |flows: u32, extra: Vec<String>| -> Result<Command, LabError> {
-            if flows > IPERF3_STREAMS_MAX {
+        // One iperf3 server and client per destination: `streams` streams to the
+        // sink's address, or one stream to each address of a destination split.
+        let iperfs = |plan: &mut TrafficPlan, streams: u32, extra: &[String]| {
+            if streams > IPERF3_STREAMS_MAX {
                 return Err(LabError::Unsupported(format!(
-                    "traffic {}: {flows} flows, iperf3 runs at most {IPERF3_STREAMS_MAX} streams",
+                    "traffic {}: {streams} flows, iperf3 runs at most {IPERF3_STREAMS_MAX} streams",
                     t.name
                 )));
             }
-            let mut args: Vec<String> = [
-                "-c",
-                &sink,
-                "-B",
-                &tenant.addr.to_string(),
-                "-p",
-                &port.to_string(),
-                "-P",
-                &flows.to_string(),
-                "-t",
-                &secs.to_string(),
-                "-i",
-                "0",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-            args.extend(extra);
-            Ok(Command {
-                ns: tenant.ns.clone(),
-                program: tools.iperf3.clone(),
-                args,
-                log: log("client"),
-            })
+            for (k, dst) in destinations.iter().enumerate() {
+                let dst = dst.to_string();
+                let tag = if destinations.len() > 1 {
+                    format!("{k}.")
+                } else {
+                    String::new()
+                };
+                let args =
+                    |list: &[&str]| -> Vec<String> { list.iter().map(|a| a.to_string()).collect() };
+                plan.servers.push(Command {
+                    ns: net.sink_ns.clone(),
+                    program: tools.iperf3.clone(),
+                    args: args(&["-s", "-B", &dst, "-p", &port.to_string()]),
+                    log: log(&format!("{tag}server")),
+                });
+                let mut client = args(&[
+                    "-c",
+                    &dst,
+                    "-B",
+                    &tenant.addr.to_string(),
+                    "-p",
+                    &port.to_string(),
+                    "-P",
+                    &streams.to_string(),
+                    "-t",
+                    &secs.to_string(),
+                    "-i",
+                    "0",
+                ]);
+                client.extend_from_slice(extra);
+                plan.clients.push(Command {
+                    ns: tenant.ns.clone(),
+                    program: tools.iperf3.clone(),
+                    args: client,
+                    log: log(&format!("{tag}client")),
+                });
+            }
+            Ok(())
         };
+        let streams_per_client = |flows: u32| flows / destinations.len() as u32;
         match t.kind {
             TrafficKind::Bulk { flows } => {
-                plan.servers.push(iperf_server);
-                plan.clients.push(iperf_client(flows, Vec::new())?);
+                iperfs(&mut plan, streams_per_client(flows), &[])?;
             }
             TrafficKind::Udp {
                 rate_bps,
                 size_bytes,
                 flows,
-            }
-            | TrafficKind::Poisson {
-                rate_bps,
-                size_bytes,
-                flows,
             } => {
-                plan.servers.push(iperf_server);
-                let extra = vec![
+                let extra = [
                     "-u".into(),
                     "-b".into(),
                     format!("{}", (rate_bps / u64::from(flows)).max(1)),
                     "-l".into(),
                     size_bytes.to_string(),
                 ];
-                plan.clients.push(iperf_client(flows, extra)?);
+                iperfs(&mut plan, streams_per_client(flows), &extra)?;
+            }
+            TrafficKind::Poisson {
+                rate_bps,
+                size_bytes,
+                flows,
+            } => {
+                if flows > POISSON_FLOWS_MAX {
+                    return Err(LabError::Unsupported(format!(
+                        "traffic {}: {flows} flows, the lab's poisson sender opens a socket per flow and runs at most {POISSON_FLOWS_MAX}",
+                        t.name
+                    )));
+                }
+                if size_bytes > UDP_PAYLOAD_BYTES_MAX {
+                    return Err(LabError::Unsupported(format!(
+                        "traffic {}: datagrams of {size_bytes} B, UDP carries at most {UDP_PAYLOAD_BYTES_MAX} B",
+                        t.name
+                    )));
+                }
+                let flow_rate_bps = rate_bps as f64 / f64::from(flows);
+                plan.udp_sink_port = Some(port);
+                plan.generator = Some(Generator {
+                    ns: tenant.ns.clone(),
+                    load: Load::Poisson(PoissonLoad {
+                        flows: (0..flows)
+                            .map(|f| PoissonFlow {
+                                src: tenant.addr,
+                                dst: SocketAddrV4::new(
+                                    destinations[f as usize % destinations.len()],
+                                    port,
+                                ),
+                                seed: flow_seed(scenario.seed, i, f),
+                            })
+                            .collect(),
+                        payload_bytes: size_bytes,
+                        mean_gap_ns: f64::from(size_bytes) * 8e9 / flow_rate_bps,
+                    }),
+                    server_log: None,
+                });
+            }
+            TrafficKind::Rpc {
+                request_bytes,
+                response_bytes,
+                concurrency,
+                rate_per_s,
+            } if serves_memcached(app) => {
+                if response_bytes > MEMCACHED_ITEM_BYTES_MAX {
+                    return Err(LabError::Unsupported(format!(
+                        "traffic {}: a memcached item of {response_bytes} B; the lab's memcached stores items of up to {MEMCACHED_ITEM_BYTES_MAX} B",
+                        t.name
+                    )));
+                }
+                let addr = tenant.addr.to_string();
+                let memcached_log = log("memcached");
+                plan.servers.push(Command {
+                    ns: tenant.ns.clone(),
+                    program: tools.memcached.clone(),
+                    // No UDP port; 64 MiB holds the one item many times over;
+                    // root may run it only with `-u root`.
+                    args: [
+                        "-U",
+                        "0",
+                        "-u",
+                        "root",
+                        "-l",
+                        &addr,
+                        "-p",
+                        &port.to_string(),
+                        "-m",
+                        "64",
+                        "-t",
+                        "1",
+                    ]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+                    log: memcached_log.clone(),
+                });
+                plan.generator = Some(Generator {
+                    ns: net.sink_ns.clone(),
+                    load: Load::Memcached(MemcachedLoad {
+                        server: SocketAddrV4::new(tenant.addr, port),
+                        key: memcached_key(i, request_bytes),
+                        item_bytes: response_bytes,
+                        connections: concurrency,
+                        rate_per_s,
+                    }),
+                    server_log: Some(memcached_log),
+                });
             }
             TrafficKind::Rpc {
                 response_bytes,
@@ -299,8 +475,8 @@ traffic:
             Path::new("."),
         )
         .unwrap();
-        let net = Plan::new(&scenario.policy, 7).unwrap();
-        let plans = plan(&scenario, &net, &Tools::default(), dir).unwrap();
+        let mut net = Plan::new(&scenario.policy, 7).unwrap();
+        let plans = plan(&scenario, &mut net, &Tools::default(), dir).unwrap();
         let port_of = |c: &Command| {
             let i = c.args.iter().position(|a| a == "-p").unwrap();
             c.args[i + 1].clone()
@@ -328,6 +504,208 @@ traffic:
                 .args
                 .windows(2)
                 .any(|w| w == ["-b", "5000000"])
+        );
+    }
+
+    fn scenario(yaml: &str) -> Scenario {
+        policy::parse_scenario(yaml, "s.yaml", Path::new(".")).unwrap()
+    }
+
+    const KVS_POLICY: &str = r#"
+policy:
+  link: { rate: 1Gbit }
+  tenants:
+    - name: t1
+    - name: t2
+      apps:
+        - name: kvs
+          match: { proto: tcp, ports: [11211, 11212] }
+        - name: probe
+          match: { proto: tcp, ports: [11111] }
+duration: 4s
+seed: 9
+"#;
+
+    #[test]
+    fn rpc_of_the_memcached_port_runs_memcached_and_the_load_generator() {
+        let s = scenario(&format!(
+            "{KVS_POLICY}traffic:
+  - {{ name: m, tenant: t2, app: kvs, kind: rpc, request: 64B, response: 1KiB, concurrency: 3 }}
+  - {{ name: n, tenant: t2, app: kvs, kind: rpc, response: 100B, rate: 500, start: 1s }}
+  - {{ name: p, tenant: t2, app: probe, kind: rpc }}
+"
+        ));
+        let mut net = Plan::new(&s.policy, 7).unwrap();
+        let plans = plan(&s, &mut net, &Tools::default(), Path::new("/tmp/x")).unwrap();
+        let m = &plans[0];
+        assert_eq!(m.servers.len(), 1);
+        assert!(m.clients.is_empty() && m.latency_logs.is_empty());
+        let server = &m.servers[0];
+        assert_eq!(server.program, "memcached");
+        assert_eq!(server.ns, net.tenants[1].ns);
+        assert_eq!(server.log, Path::new("/tmp/x/m.memcached.log"));
+        let addr = net.tenants[1].addr.to_string();
+        for pair in [["-l", &addr], ["-p", "11211"], ["-U", "0"], ["-u", "root"]] {
+            assert!(server.args.windows(2).any(|w| w == pair), "{pair:?}");
+        }
+        let generator = m.generator.as_ref().unwrap();
+        assert_eq!(generator.ns, net.sink_ns);
+        assert_eq!(generator.server_log.as_deref(), Some(server.log.as_path()));
+        let Load::Memcached(load) = &generator.load else {
+            panic!("{generator:?}");
+        };
+        assert_eq!(load.server, SocketAddrV4::new(net.tenants[1].addr, 11211));
+        assert_eq!((load.item_bytes, load.connections), (1024, 3));
+        assert_eq!(load.rate_per_s, None);
+        assert_eq!(format!("get {}\r\n", load.key).len(), 64);
+        // The second traffic of the app takes its second port, open loop.
+        let Load::Memcached(open) = &plans[1].generator.as_ref().unwrap().load else {
+            panic!()
+        };
+        assert_eq!(open.server.port(), 11212);
+        assert_eq!(open.rate_per_s, Some(500.0));
+        assert_ne!(open.key, load.key);
+        assert_eq!(plans[1].start_ns, 1_000_000_000);
+        // Another port: sockperf as before.
+        assert_eq!(plans[2].servers[0].program, "sockperf");
+        assert!(plans[2].generator.is_none());
+        // memcached over UDP is not what the lab runs: sockperf.
+        let udp = scenario(
+            "policy:
+  link: { rate: 1Gbit }
+  tenants:
+    - name: t
+      apps: [{ name: kvs, match: { proto: udp, ports: [11211] } }]
+duration: 1s
+traffic: [{ name: u, tenant: t, app: kvs, kind: rpc }]
+",
+        );
+        let mut net = Plan::new(&udp.policy, 7).unwrap();
+        let plans = plan(&udp, &mut net, &Tools::default(), Path::new("/tmp")).unwrap();
+        assert_eq!(plans[0].servers[0].program, "sockperf");
+    }
+
+    #[test]
+    fn items_past_memcacheds_limit_are_refused() {
+        let s = scenario(&format!(
+            "{KVS_POLICY}traffic:\n  - {{ name: m, tenant: t2, app: kvs, kind: rpc, response: 2MiB }}\n"
+        ));
+        let mut net = Plan::new(&s.policy, 7).unwrap();
+        let error = plan(&s, &mut net, &Tools::default(), Path::new("/tmp")).unwrap_err();
+        assert!(error.to_string().contains("1000000 B"), "{error}");
+    }
+
+    #[test]
+    fn poisson_is_the_labs_own_sender_seeded_per_flow() {
+        let s = scenario(
+            "policy:
+  link: { rate: 1Gbit }
+  tenants: [{ name: t1 }, { name: t2 }]
+duration: 4s
+seed: 5
+traffic:
+  - { name: a, tenant: t1, kind: bulk }
+  - { name: p, tenant: t2, kind: poisson, rate: 40Mbit, size: 1000B, flows: 4 }
+",
+        );
+        let mut net = Plan::new(&s.policy, 7).unwrap();
+        let plans = plan(&s, &mut net, &Tools::default(), Path::new("/tmp")).unwrap();
+        let p = &plans[1];
+        assert!(p.servers.is_empty() && p.clients.is_empty());
+        // The ports rule: after the bulk traffic's 5201.
+        assert_eq!(p.udp_sink_port, Some(5202));
+        let generator = p.generator.as_ref().unwrap();
+        assert_eq!(generator.ns, net.tenants[1].ns);
+        let Load::Poisson(load) = &generator.load else {
+            panic!("{generator:?}");
+        };
+        assert_eq!(load.payload_bytes, 1000);
+        // 10 Mbit/s per flow of 1000 B datagrams: one each 800 us on average.
+        assert!((load.mean_gap_ns - 800_000.0).abs() < 1e-6);
+        assert_eq!(load.flows.len(), 4);
+        for f in &load.flows {
+            assert_eq!(f.src, net.tenants[1].addr);
+            assert_eq!(f.dst, SocketAddrV4::new(net.sink_addr, 5202));
+        }
+        let seeds: BTreeSet<u64> = load.flows.iter().map(|f| f.seed).collect();
+        assert_eq!(seeds.len(), 4, "a stream per flow");
+        assert_eq!(load.flows[2].seed, flow_seed(5, 1, 2));
+        assert_ne!(flow_seed(5, 1, 2), flow_seed(6, 1, 2));
+        assert!(net.sink_extra.is_empty());
+    }
+
+    #[test]
+    fn flows_split_by_destination_get_a_sink_address_and_iperf3_pair_each() {
+        let s = scenario(
+            "policy:
+  link: { rate: 1Gbit }
+  tenants:
+    - name: t1
+      apps:
+        - { name: spread, match: { proto: tcp, ports: [6000] }, split: { by: destination, max_rate: 100Mbit } }
+        - { name: burst, match: { proto: udp, ports: [6001] }, split: { by: destination, max_rate: 100Mbit } }
+        - { name: each, match: { proto: tcp, ports: [6002] }, split: { by: flow, max_rate: 100Mbit } }
+duration: 4s
+traffic:
+  - { name: b, tenant: t1, app: spread, kind: bulk, flows: 3 }
+  - { name: p, tenant: t1, app: burst, kind: poisson, rate: 10Mbit, flows: 2 }
+  - { name: f, tenant: t1, app: each, kind: bulk, flows: 4 }
+",
+        );
+        let mut net = Plan::new(&s.policy, 7).unwrap();
+        let plans = plan(&s, &mut net, &Tools::default(), Path::new("/tmp")).unwrap();
+        assert_eq!(net.sink_extra.len(), 5);
+        let b = &plans[0];
+        assert_eq!((b.servers.len(), b.clients.len()), (3, 3));
+        for (k, (server, client)) in b.servers.iter().zip(&b.clients).enumerate() {
+            let dst = net.sink_extra[k].to_string();
+            assert!(server.args.windows(2).any(|w| w == ["-B", dst.as_str()]));
+            assert!(client.args.windows(2).any(|w| w == ["-c", dst.as_str()]));
+            assert!(client.args.windows(2).any(|w| w == ["-P", "1"]));
+            assert!(client.args.windows(2).any(|w| w == ["-p", "6000"]));
+        }
+        let logs: BTreeSet<_> = b.servers.iter().chain(&b.clients).map(|c| &c.log).collect();
+        assert_eq!(logs.len(), 6, "a log each");
+        let Load::Poisson(p) = &plans[1].generator.as_ref().unwrap().load else {
+            panic!()
+        };
+        let dsts: Vec<_> = p.flows.iter().map(|f| *f.dst.ip()).collect();
+        assert_eq!(dsts, net.sink_extra[3..5]);
+        // Split by flow: one address, one client of four streams.
+        let f = &plans[2];
+        assert_eq!(f.clients.len(), 1);
+        let sink = net.sink_addr.to_string();
+        assert!(
+            f.clients[0]
+                .args
+                .windows(2)
+                .any(|w| w == ["-c", sink.as_str()])
+        );
+        assert!(f.clients[0].args.windows(2).any(|w| w == ["-P", "4"]));
+    }
+
+    #[test]
+    fn too_many_destinations_are_refused_saying_why() {
+        let s = scenario(
+            "policy:
+  link: { rate: 1Gbit }
+  tenants:
+    - name: t1
+      apps: [{ name: spread, split: { by: destination, max_rate: 1Mbit } }]
+duration: 4s
+traffic:
+  - { name: big, tenant: t1, app: spread, kind: bulk, flows: 65 }
+",
+        );
+        let mut net = Plan::new(&s.policy, 7).unwrap();
+        let error = plan(&s, &mut net, &Tools::default(), Path::new("/tmp"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("traffic big")
+                && error.contains("split by destination")
+                && error.contains("at most 64"),
+            "{error}"
         );
     }
 }

@@ -1,6 +1,7 @@
 //! The lab on real namespaces: topology up and torn down (after a good and a failing
-//! run), and short end-to-end runs of two iperf3 tenants under `tonic` and the
-//! kernel's HTB. They need root and the lab's programs (scripts/setup-lab.sh); without
+//! run), short end-to-end runs of two iperf3 tenants under `tonic` and the
+//! kernel's HTB, and of each kind of traffic the lab makes itself or with memcached
+//! (latency per GET, Poisson rate, a class per destination). They need root and the lab's programs (scripts/setup-lab.sh); without
 //! them each test says why and passes. The runs are serialised: they share the
 //! machine's cores and time matters to them.
 
@@ -12,11 +13,16 @@ use std::sync::Mutex;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn runnable(test: &str) -> bool {
+    runnable_with(test, &[])
+}
+
+/// As `runnable`, with more programs the test needs.
+fn runnable_with(test: &str, more: &[&str]) -> bool {
     if let Err(e) = lab::check_root() {
         eprintln!("skipping {test}: {e}");
         return false;
     }
-    for program in ["iperf3", "sockperf", "ethtool"] {
+    for &program in ["iperf3", "sockperf", "ethtool"].iter().chain(more) {
         if std::process::Command::new(program)
             .arg("--version")
             .output()
@@ -368,6 +374,210 @@ traffic:
             record.tenant_drops[1] > 10_000,
             "{enforcer}: the flood's excess is counted against it: {:?}",
             record.tenant_drops
+        );
+    }
+}
+
+/// T2's GETs of 1 KiB items beside T1's bulk: closed loop on two connections and
+/// open loop at 400 requests/s, 3 s.
+fn memcached_scenario() -> Scenario {
+    scenario(
+        r#"
+name: lab-memcached
+policy:
+  link: { rate: 100Mbit, queues: 4 }
+  tenants:
+    - { name: t1, weight: 1, cores: [0, 1] }
+    - name: t2
+      weight: 1
+      cores: [2, 3]
+      apps:
+        - { name: kvs, priority: 0, match: { proto: tcp, ports: [11211, 11212] } }
+duration: 3s
+interval: 500ms
+traffic:
+  - { name: t1-bulk, tenant: t1, kind: bulk, flows: 2 }
+  - { name: t2-kvs, tenant: t2, app: kvs, kind: rpc, request: 64B, response: 1KiB, concurrency: 2 }
+  - { name: t2-kvs-open, tenant: t2, app: kvs, kind: rpc, response: 1KiB, concurrency: 2, rate: 400 }
+"#,
+    )
+}
+
+#[test]
+fn memcached_gets_have_their_latency_recorded() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable_with("memcached_gets_have_their_latency_recorded", &["memcached"]) {
+        return;
+    }
+    let before = our_namespaces();
+    let record = lab::run(
+        &memcached_scenario(),
+        "tonic",
+        &LabOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_nothing_left(&before);
+    let latency = |traffic: &str| {
+        &record
+            .latency
+            .iter()
+            .find(|l| l.traffic == traffic)
+            .unwrap_or_else(|| panic!("no latency record for {traffic}"))
+            .histogram_ns
+    };
+    let closed = latency("t2-kvs");
+    let open = latency("t2-kvs-open");
+    eprintln!(
+        "closed loop: {} GETs, p50 {} us, p99 {} us; open loop: {} GETs, p50 {} us, p99 {} us",
+        closed.len(),
+        closed.value_at_quantile(0.5) / 1000,
+        closed.value_at_quantile(0.99) / 1000,
+        open.len(),
+        open.value_at_quantile(0.5) / 1000,
+        open.value_at_quantile(0.99) / 1000
+    );
+    // A 1 KiB reply takes ~90 us on a 100 Mbit/s link: thousands of round trips
+    // in 3 s, the median above that and far below a second. A single one may beat
+    // it (the engine sends up to 100 us ahead of the emulated link), not a real
+    // round trip through the engine.
+    assert!(closed.len() > 300, "{} GETs", closed.len());
+    for h in [closed, open] {
+        assert!(
+            h.min() >= 10_000,
+            "faster than any round trip: {} ns",
+            h.min()
+        );
+        let p50 = h.value_at_quantile(0.5);
+        assert!((87_000..50_000_000).contains(&p50), "p50 {p50} ns");
+    }
+    // Open loop: 400/s for 3 s, whatever the replies do.
+    let expected = 400.0 * 3.0;
+    let got = open.len() as f64;
+    assert!(
+        (got / expected - 1.0).abs() < 0.1,
+        "{got} GETs, {expected} planned"
+    );
+}
+
+#[test]
+fn a_failing_memcached_names_its_log_and_leaves_nothing_behind() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable_with(
+        "a_failing_memcached_names_its_log_and_leaves_nothing_behind",
+        &["memcached"],
+    ) {
+        return;
+    }
+    let before = our_namespaces();
+    let dir = std::env::temp_dir().join(format!("nicsched-lab-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // One that cannot start, and one that ends in the middle of the run.
+    let dies = dir.join("memcached-dies");
+    std::fs::write(&dies, "#!/bin/sh\nexec timeout 1 memcached \"$@\"\n").unwrap();
+    std::fs::set_permissions(&dies, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for (memcached, says) in [
+        ("false", "t2-kvs server"),
+        (dies.to_str().unwrap(), "memcached load generator"),
+    ] {
+        let options = LabOptions {
+            out: Some(dir.join("logs")),
+            tools: Tools {
+                memcached: memcached.into(),
+                ..Tools::default()
+            },
+            ..LabOptions::default()
+        };
+        let error = lab::run(&memcached_scenario(), "fifo", &options, &mut |_| {}).unwrap_err();
+        let text = error.to_string();
+        eprintln!("{memcached}: {text}");
+        assert!(matches!(error, LabError::Tool { .. }), "{text}");
+        assert!(text.contains(says), "{text}");
+        assert!(text.contains(".memcached.log"), "{text}");
+        assert_nothing_left(&before);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn poisson_datagrams_arrive_at_the_asked_rate() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("poisson_datagrams_arrive_at_the_asked_rate") {
+        return;
+    }
+    let before = our_namespaces();
+    let scenario = scenario(
+        r#"
+name: lab-poisson
+policy:
+  link: { rate: 1Gbit }
+  tenants: [{ name: t1 }]
+duration: 3s
+interval: 500ms
+seed: 3
+traffic:
+  - { name: t1-poisson, tenant: t1, kind: poisson, rate: 40Mbit, size: 1000B, flows: 4 }
+"#,
+    );
+    let record = lab::run(&scenario, "fifo", &LabOptions::default(), &mut |_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_nothing_left(&before);
+    let (got, ideal) = tenant_means(&record)[0];
+    // 40 Mbit/s of payload is 41.1 Mbit/s of IPv4 datagrams of 1028 B.
+    let asked = 40e6 * 1028.0 / 1000.0;
+    eprintln!("poisson: {got:.4e} bit/s at the sink, {asked:.4e} asked");
+    assert!((ideal / asked - 1.0).abs() < 1e-9, "ideal {ideal}");
+    assert!(
+        (got / asked - 1.0).abs() < 0.05,
+        "got {got:.4e} bit/s, asked {asked:.4e}"
+    );
+}
+
+#[test]
+fn split_by_destination_gives_a_class_per_flow() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("split_by_destination_gives_a_class_per_flow") {
+        return;
+    }
+    let before = our_namespaces();
+    let scenario = scenario(
+        r#"
+name: lab-split
+policy:
+  link: { rate: 100Mbit }
+  tenants:
+    - name: t1
+      apps:
+        - { name: spread, match: { proto: tcp, ports: [6000] }, split: { by: destination, max_rate: 1Gbit } }
+    - name: t2
+duration: 3s
+interval: 500ms
+traffic:
+  - { name: t1-spread, tenant: t1, app: spread, kind: bulk, flows: 4 }
+  - { name: t2-bulk, tenant: t2, kind: bulk, flows: 2 }
+"#,
+    );
+    let (record, stats) =
+        lab::run_with_engine_stats(&scenario, "wf2q", &LabOptions::default(), &mut |_| {})
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_nothing_left(&before);
+    let stats = stats.expect("the engine ran");
+    // Four destinations of t1's split app; t2's app is not split and adds none.
+    assert_eq!(stats.split_classes, 4, "{stats:?}");
+    // The sink still counts each tenant's bytes as its app's.
+    let means = tenant_means(&record);
+    eprintln!("split: (throughput, ideal) per tenant in bit/s: {means:?}");
+    let spread = record
+        .classes
+        .iter()
+        .position(|c| c.tenant == "t1" && c.app == "spread")
+        .expect("t1/spread is reported");
+    let spread_bytes: u64 = record.intervals.iter().map(|i| i.class_bytes[spread]).sum();
+    assert!(spread_bytes > 0);
+    for (t, (got, ideal)) in means.iter().enumerate() {
+        assert!(
+            (got - ideal).abs() / ideal < 0.25,
+            "tenant {t}: got {got:.3e} bit/s, ideal {ideal:.3e}"
         );
     }
 }

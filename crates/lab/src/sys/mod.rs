@@ -1,8 +1,10 @@
 //! Everything that touches the operating system, and nothing else: namespaces and
 //! the `ip`/`tc`/`ethtool` commands ([`netns`]), AF_PACKET sockets and waiting on
-//! them ([`packet`]), child processes ([`process`]), signals ([`signal`]). The rest
-//! of the crate sees plain Rust values and `io::Result`s.
+//! them ([`packet`]), child processes ([`process`]), signals ([`signal`]), the
+//! monotonic clock and absolute sleeps ([`clock`]). The rest of the crate sees plain
+//! Rust values and `io::Result`s.
 
+pub mod clock;
 pub mod netns;
 pub mod packet;
 pub mod process;
@@ -26,4 +28,10 @@ pub fn set_timer_slack_ns(slack_ns: u64) {
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns as libc::c_ulong, 0, 0, 0);
     }
+}
+
+/// Whether a failed datagram send only means the host had no room for it just then
+/// (the datagram is lost, as a congested host would lose it).
+pub fn is_transient_send_error(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN))
 }

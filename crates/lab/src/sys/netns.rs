@@ -3,7 +3,7 @@
 //! thread enters a namespace with `setns` on that file.
 
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 
@@ -31,6 +31,32 @@ pub fn command(program: &str, args: &[&str]) -> io::Result<String> {
 /// `ip ARGS`.
 pub fn ip(args: &[&str]) -> io::Result<String> {
     command("ip", args)
+}
+
+/// Runs `commands` (lines of `ip` arguments) in namespace `ns` with one `ip -batch`,
+/// instead of one process per line.
+pub fn ip_batch(ns: &str, commands: &[String]) -> io::Result<()> {
+    let mut child = Command::new("ip")
+        .args(["-n", ns, "-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot run `ip`: {e}")))?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let written = stdin.write_all(commands.join("\n").as_bytes());
+    drop(stdin);
+    let output = child.wait_with_output()?;
+    written?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "`ip -n {ns} -batch` failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        )))
+    }
 }
 
 /// Runs `program args` inside namespace `ns` (`ip netns exec`).

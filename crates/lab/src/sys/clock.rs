@@ -1,0 +1,43 @@
+//! The monotonic clock as plain nanoseconds, and sleeping until an absolute time on
+//! it: a sender that sleeps until each planned send time, rather than for each gap,
+//! never accumulates the lateness of its wake-ups.
+
+use std::io;
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own; CLOCK_MONOTONIC always exists.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sleeps until `CLOCK_MONOTONIC` reads `at_ns` (returns at once if it has passed).
+pub fn sleep_until_ns(at_ns: u64) -> io::Result<()> {
+    let ts = libc::timespec {
+        tv_sec: (at_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (at_ns % 1_000_000_000) as libc::c_long,
+    };
+    loop {
+        // SAFETY: an absolute sleep on a valid timespec; no remainder is written
+        // with TIMER_ABSTIME.
+        let rc = unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+        match rc {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            e => return Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+}
