@@ -61,6 +61,11 @@ pub struct LabOptions {
     pub link_rate_bps: Option<u64>,
     /// Packets each tenant may hold in the engine (the host's qdisc bound).
     pub tenant_packets_max: u32,
+    /// Run the engine and the meter (the emulated NIC and wire) and the programs
+    /// whose latency is measured at SCHED_FIFO, above the tenants' bulk senders:
+    /// on a machine with fewer cores than the scenario has busy programs, the
+    /// numbers then follow the enforcer rather than the CPU scheduler.
+    pub realtime: bool,
     pub tools: Tools,
 }
 
@@ -71,6 +76,7 @@ impl Default for LabOptions {
             keep: false,
             link_rate_bps: None,
             tenant_packets_max: 512,
+            realtime: true,
             tools: Tools::default(),
         }
     }
@@ -275,7 +281,12 @@ struct RunningGenerator {
 }
 
 impl RunningGenerator {
-    fn start(generator: &traffic::Generator, traffic: &str) -> Result<Self, LabError> {
+    /// `realtime`: a latency-measuring load runs at SCHED_FIFO, as the programs do.
+    fn start(
+        generator: &traffic::Generator,
+        traffic: &str,
+        realtime: bool,
+    ) -> Result<Self, LabError> {
         let label = format!("{traffic} {}", generator.role());
         let stop = Arc::new(AtomicBool::new(false));
         let mut running = RunningGenerator {
@@ -293,7 +304,12 @@ impl RunningGenerator {
                 traffic::Load::Poisson(p) => {
                     generate::run_poisson(p, &stop, ready).map(|()| Vec::new())
                 }
-                traffic::Load::Memcached(m) => generate::run_memcached(m, &stop, ready),
+                traffic::Load::Memcached(m) => {
+                    if realtime {
+                        let _ = sys::set_realtime();
+                    }
+                    generate::run_memcached(m, &stop, ready)
+                }
             },
         );
         match spawned {
@@ -364,13 +380,14 @@ fn tool_error(label: &str, message: String, log: &Path) -> LabError {
     }
 }
 
-fn start(command: &traffic::Command, label: &str) -> Result<Process, LabError> {
+fn start(command: &traffic::Command, label: &str, realtime: bool) -> Result<Process, LabError> {
     Process::spawn(
         &command.ns,
         &command.program,
         &command.args,
         &command.log,
         label,
+        realtime && command.realtime,
     )
     .map_err(|e| LabError::Tool {
         label: label.to_string(),
@@ -527,11 +544,16 @@ fn run_in(
         intervals: record.intervals.len(),
     };
     {
-        let (stop, origin) = (stop.clone(), origin.clone());
+        let (stop, origin, realtime) = (stop.clone(), origin.clone(), options.realtime);
         workers.meter = Some(spawn_worker(
             "nicsched-meter",
             plan.sink_ns.clone(),
-            move |ready| meter.run("eth0", &origin, &stop, ready),
+            move |ready| {
+                if realtime {
+                    let _ = sys::set_realtime();
+                }
+                meter.run("eth0", &origin, &stop, ready)
+            },
         )?);
     }
     if !kernel_htb {
@@ -543,12 +565,15 @@ fn run_in(
             tenant_packets_max: options.tenant_packets_max,
             slab_slots: options.tenant_packets_max * policy.tenants.len() as u32 + 64,
         };
-        let stop = stop.clone();
+        let (stop, realtime) = (stop.clone(), options.realtime);
         let (name, policy) = (enforcer.to_string(), policy.clone());
         workers.engine = Some(spawn_worker(
             "nicsched-engine",
             plan.engine_ns.clone(),
             move |ready| {
+                if realtime {
+                    let _ = sys::set_realtime();
+                }
                 let built = sched::build(&name, &policy)
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
                 engine::Engine::new(config, classifier, &policy, built).run(&stop, ready)
@@ -562,7 +587,7 @@ fn run_in(
     let mut udp_sinks: Vec<UdpSocket> = Vec::new();
     for p in plans {
         for s in &p.servers {
-            servers.push(start(s, &format!("{} server", p.label))?);
+            servers.push(start(s, &format!("{} server", p.label), options.realtime)?);
         }
         if let Some(port) = p.udp_sink_port {
             udp_sinks.push(udp_sink(&plan.sink_ns, port)?);
@@ -601,10 +626,10 @@ fn run_in(
             if !started[i] && now_ns >= p.start_ns {
                 started[i] = true;
                 for c in &p.clients {
-                    clients[i].push(start(c, &format!("{} client", p.label))?);
+                    clients[i].push(start(c, &format!("{} client", p.label), options.realtime)?);
                 }
                 if let Some(g) = &p.generator {
-                    generators[i] = Some(RunningGenerator::start(g, &p.label)?);
+                    generators[i] = Some(RunningGenerator::start(g, &p.label, options.realtime)?);
                 }
             }
             if started[i] && !stopped[i] && now_ns >= p.stop_ns {

@@ -58,6 +58,10 @@ pub struct Command {
     pub program: String,
     pub args: Vec<String>,
     pub log: PathBuf,
+    /// Runs at SCHED_FIFO: the programs whose latency is measured (sockperf,
+    /// memcached), so that on a small machine their round trips measure the link
+    /// and its enforcer, not a wait for a core behind the bulk senders.
+    pub realtime: bool,
 }
 
 /// Traffic the lab makes on a thread of its own inside namespace `ns`.
@@ -225,6 +229,7 @@ pub fn plan(
                     program: tools.iperf3.clone(),
                     args: args(&["-s", "-B", &dst, "-p", &port.to_string()]),
                     log: log(&format!("{tag}server")),
+                    realtime: false,
                 });
                 let mut client = args(&[
                     "-c",
@@ -246,6 +251,7 @@ pub fn plan(
                     program: tools.iperf3.clone(),
                     args: client,
                     log: log(&format!("{tag}client")),
+                    realtime: false,
                 });
             }
             Ok(())
@@ -344,6 +350,7 @@ pub fn plan(
                     .map(|s| s.to_string())
                     .collect(),
                     log: memcached_log.clone(),
+                    realtime: true,
                 });
                 plan.generator = Some(Generator {
                     ns: net.sink_ns.clone(),
@@ -377,6 +384,7 @@ pub fn plan(
                         .map(|s| s.to_string())
                         .collect(),
                     log: log("server"),
+                    realtime: true,
                 });
                 let size = response_bytes.clamp(14, 65_000);
                 for c in 0..concurrency {
@@ -410,6 +418,7 @@ pub fn plan(
                         program: tools.sockperf.clone(),
                         args,
                         log: dir.join(format!("{}.{c}.client.log", t.name)),
+                        realtime: true,
                     });
                 }
             }

@@ -107,6 +107,12 @@ enum Command {
         /// Leave the namespaces in place after the run (prints how to remove them).
         #[arg(long)]
         keep: bool,
+        /// Run the engine, the meter and the latency probes (sockperf, memcached)
+        /// at normal priority. By default they run at SCHED_FIFO 10, so that on a
+        /// machine with few cores they do not wait behind the bulk senders and the
+        /// figures follow the enforcer, not the CPU scheduler.
+        #[arg(long)]
+        no_realtime: bool,
         /// No progress bars.
         #[arg(long, short = 'q')]
         quiet: bool,
@@ -183,6 +189,7 @@ fn main() -> ExitCode {
             out,
             link_rate,
             keep,
+            no_realtime,
             quiet,
         } => run_lab(
             &scenario,
@@ -190,6 +197,7 @@ fn main() -> ExitCode {
             out,
             link_rate.as_deref(),
             keep,
+            !no_realtime,
             quiet,
         ),
         Command::Tc { file, dev } => load_policy_or_scenario(&file).map(|policy| {
@@ -470,6 +478,7 @@ fn run_lab(
     out: Option<PathBuf>,
     link_rate: Option<&str>,
     keep: bool,
+    realtime: bool,
     quiet: bool,
 ) -> Result<(), Failure> {
     lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
@@ -502,6 +511,7 @@ fn run_lab(
     let options = lab::LabOptions {
         out: Some(out.join("logs")),
         keep,
+        realtime,
         ..lab::LabOptions::default()
     };
     let style =

@@ -16,17 +16,31 @@ pub struct Process {
 }
 
 impl Process {
-    /// Starts `program args` in namespace `ns`, stdout and stderr to `log`.
+    /// Starts `program args` in namespace `ns`, stdout and stderr to `log`;
+    /// `realtime`: at SCHED_FIFO ([`super::set_realtime`]), if the system allows.
     pub fn spawn(
         ns: &str,
         program: &str,
         args: &[String],
         log: &Path,
         label: &str,
+        realtime: bool,
     ) -> io::Result<Process> {
         let out = File::create(log)?;
         let err = out.try_clone()?;
-        let child = Command::new("ip")
+        let mut command = Command::new("ip");
+        if realtime {
+            // SAFETY: the hook runs in the forked child before exec and only makes
+            // one async-signal-safe system call; `ip netns exec` and the program
+            // it execs inherit the policy.
+            unsafe {
+                command.pre_exec(|| {
+                    let _ = super::set_realtime();
+                    Ok(())
+                });
+            }
+        }
+        let child = command
             .args(["netns", "exec", ns, program])
             .args(args)
             .stdin(Stdio::null())
