@@ -581,3 +581,84 @@ traffic:
         );
     }
 }
+
+/// A scenario written to scenario.md that no code here was tuned for: a tenant
+/// with a declared source prefix, apps matched by protocol and port with a
+/// priority and a cap, and every kind of traffic, started and stopped mid-run.
+fn unseen() -> Scenario {
+    scenario(
+        r#"
+name: lab-unseen
+policy:
+  link: { rate: 100Mbit, queues: 4 }
+  tenants:
+    - name: web
+      weight: 2
+      cores: [0, 1]
+      match: { src: 172.31.7.0/24 }
+      apps:
+        - { name: api, priority: 0, match: { proto: tcp, ports: [8080] } }
+        - { name: batch, max_rate: 30Mbit, match: { proto: tcp, ports: [9000] } }
+    - name: stream
+      cores: [2]
+      apps:
+        - { name: video, match: { proto: udp, ports: [5004] } }
+    - { name: other, cores: [3] }
+duration: 4s
+interval: 250ms
+traffic:
+  - { name: web-api, tenant: web, app: api, kind: rpc, request: 64B, response: 512B }
+  - { name: web-batch, tenant: web, app: batch, kind: bulk, flows: 3 }
+  - { name: stream-video, tenant: stream, app: video, kind: poisson, rate: 20Mbit, size: 1200B, flows: 2 }
+  - { name: other-bulk, tenant: other, kind: bulk, flows: 2, start: 1s }
+  - { name: other-udp, tenant: other, kind: udp, rate: 5Mbit, flows: 1, stop: 3s }
+"#,
+    )
+}
+
+#[test]
+fn an_unseen_scenario_runs_unchanged_in_sim_and_lab_with_the_same_shape() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("an_unseen_scenario_runs_unchanged_in_sim_and_lab_with_the_same_shape") {
+        return;
+    }
+    let scenario = unseen();
+    let simulated = sim::run(&scenario, "valve", sim::HostModel::default(), &mut |_| {})
+        .expect("the simulator runs it");
+    let (lab, means) = run_lab(&scenario, "valve");
+    assert_eq!(simulated.mode, report::Mode::Sim);
+    assert_eq!(lab.tenants, simulated.tenants);
+    assert_eq!(lab.classes, simulated.classes);
+    assert_eq!(lab.intervals.len(), simulated.intervals.len());
+    for (l, s) in lab.intervals.iter().zip(&simulated.intervals) {
+        assert_eq!(l.steady, s.steady, "the same intervals are steady");
+        assert_eq!(
+            l.class_ideal_bps, s.class_ideal_bps,
+            "the same ideal in both worlds"
+        );
+    }
+    assert_eq!(
+        lab.latency.iter().map(|l| &l.traffic).collect::<Vec<_>>(),
+        ["web-api"]
+    );
+    assert!(lab.latency[0].histogram_ns.len() > 100, "the rpc ran");
+    // After the first half second (TCP's start, the token bucket's initial burst)
+    // the capped app never exceeds its cap, and every tenant sent.
+    let batch = lab
+        .classes
+        .iter()
+        .position(|c| c.tenant == "web" && c.app == "batch")
+        .expect("web/batch is reported");
+    for interval in lab
+        .intervals
+        .iter()
+        .filter(|i| i.steady && i.start_ns >= 500_000_000)
+    {
+        assert!(
+            interval.class_throughput_bps(batch) < 30e6 * 1.05,
+            "web/batch above its 30 Mbit/s cap: {}",
+            interval.class_throughput_bps(batch)
+        );
+    }
+    assert!(means.iter().all(|(got, _)| *got > 0.0), "{means:?}");
+}
