@@ -16,6 +16,9 @@
 //! 5. sleep until the link is `WAKE_AHEAD_NS` from free, the enforcer's next
 //!    deadline, or a frame arrives.
 //!
+//! Unpaced (`link_rate_bps: None`, for the benchmark), step 4 sends every frame the
+//! enforcer hands out and the link is never busy; everything else is the same loop.
+//!
 //! Every socket carries a virtio-net header per frame: a TCP send the tenant's stack
 //! left unsegmented (GSO, up to 64 KiB) is one frame and one `Packet`, as in the
 //! simulator, and goes out whole with its header when the NIC model's last MTU-sized
@@ -42,7 +45,10 @@ pub struct EngineConfig {
     pub ports: Vec<String>,
     pub tenant_macs: Vec<[u8; 6]>,
     pub uplink: String,
-    pub link_rate_bps: u64,
+    /// The emulated link's rate; `None`: unpaced, every frame leaves as soon as the
+    /// enforcer hands it out (`nicsched lab-bench`, which measures how fast the
+    /// engine forwards, not how well it shares a link).
+    pub link_rate_bps: Option<u64>,
     pub tenant_packets_max: u32,
     pub slab_slots: u32,
 }
@@ -204,8 +210,11 @@ impl Engine {
                     self.stats.tx_frames += 1;
                 }
                 self.stats.tx_bytes += u64::from(frame.bytes);
-                let start_ns = link_free_ns.max(now_ns.saturating_sub(CATCH_UP_NS));
-                link_free_ns = start_ns + serialisation_ns(frame.bytes, rate);
+                // Unpaced, `link_free_ns` stays 0: the link is always free.
+                if let Some(rate) = rate {
+                    let start_ns = link_free_ns.max(now_ns.saturating_sub(CATCH_UP_NS));
+                    link_free_ns = start_ns + serialisation_ns(frame.bytes, rate);
+                }
             }
 
             let wait_ns = if unsent.is_some() {

@@ -302,26 +302,42 @@ impl Topology {
             netns::ip(&["-n", eng, "link", "set", &t.port, "up"])?;
         }
         if bridge {
-            let br = plan.bridge.as_str();
-            netns::ip(&[
-                "-n",
-                eng,
-                "link",
-                "add",
-                br,
-                "type",
-                "bridge",
-                "stp_state",
-                "0",
-                "forward_delay",
-                "0",
-            ])?;
-            for port in plan.tenants.iter().map(|t| &t.port).chain([&plan.uplink]) {
-                netns::ip(&["-n", eng, "link", "set", port, "master", br])?;
-            }
-            netns::ip(&["-n", eng, "link", "set", br, "up"])?;
+            self.build_bridge()?;
         }
         Ok(())
+    }
+
+    /// Joins the engine's ports with a Linux bridge, on a topology created without
+    /// one (the benchmark runs the engine first, then the kernel, on one topology).
+    pub fn add_bridge(&mut self) -> Result<(), LabError> {
+        self.build_bridge().map_err(setup_error)
+    }
+
+    fn build_bridge(&self) -> std::io::Result<()> {
+        let plan = &self.plan;
+        let eng = plan.engine_ns.as_str();
+        let br = plan.bridge.as_str();
+        netns::ip(&[
+            "-n",
+            eng,
+            "link",
+            "add",
+            br,
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+            "forward_delay",
+            "0",
+            // No IGMP snooping: the bridge would join a group and send IGMP
+            // reports to the sink, frames no tenant sent.
+            "mcast_snooping",
+            "0",
+        ])?;
+        for port in plan.tenants.iter().map(|t| &t.port).chain([&plan.uplink]) {
+            netns::ip(&["-n", eng, "link", "set", port, "master", br])?;
+        }
+        netns::ip(&["-n", eng, "link", "set", br, "up"]).map(drop)
     }
 }
 

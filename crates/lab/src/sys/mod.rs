@@ -1,12 +1,14 @@
 //! Everything that touches the operating system, and nothing else: namespaces and
 //! the `ip`/`tc`/`ethtool` commands ([`netns`]), AF_PACKET sockets and waiting on
-//! them ([`packet`]), child processes ([`process`]), signals ([`signal`]). The rest
+//! them ([`packet`]), child processes ([`process`]), signals ([`signal`]), the
+//! benchmark's UDP senders ([`udp`]). The rest
 //! of the crate sees plain Rust values and `io::Result`s.
 
 pub mod netns;
 pub mod packet;
 pub mod process;
 pub mod signal;
+pub mod udp;
 
 /// Whether the process runs with an effective user id of 0.
 pub fn is_root() -> bool {
