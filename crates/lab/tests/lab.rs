@@ -4,6 +4,9 @@
 //! them each test says why and passes. The runs are serialised: they share the
 //! machine's cores and time matters to them.
 
+mod common;
+
+use common::assert_nothing_left;
 use lab::{LabError, LabOptions, Tools};
 use policy::Scenario;
 use std::path::Path;
@@ -50,31 +53,6 @@ traffic:
   - { name: t2-bulk, tenant: t2, kind: bulk, flows: 8 }
 "#,
     )
-}
-
-fn names_left(prefix_of_run: &[String]) -> (Vec<String>, String) {
-    let namespaces = lab::lab_namespaces().expect("ip netns list");
-    let links = std::process::Command::new("ip")
-        .args(["-o", "link"])
-        .output()
-        .expect("ip link");
-    let links = String::from_utf8_lossy(&links.stdout).into_owned();
-    let _ = prefix_of_run;
-    (namespaces, links)
-}
-
-fn assert_nothing_left(before: &[String]) {
-    let (now, links) = names_left(before);
-    let new: Vec<&String> = now.iter().filter(|n| !before.contains(n)).collect();
-    assert!(new.is_empty(), "namespaces left behind: {new:?}");
-    for line in links.lines() {
-        let name = line.split(':').nth(1).unwrap_or("").trim();
-        assert!(
-            !(name.starts_with("nsl")
-                && (name.contains('t') || name.ends_with("up") || name.ends_with("br"))),
-            "interface left behind: {line}"
-        );
-    }
 }
 
 /// Per tenant: mean throughput and mean ideal over the steady intervals after the first second.
