@@ -22,6 +22,9 @@
 //!   read before the senders start and after the last frame has drained); lost =
 //!   offered − delivered, wherever it happened (veth backlog, the engine's socket
 //!   buffer, its per-tenant bound). Rates are counts over the senders' sending time.
+//!   With several rounds, every path runs once per round (the bridge is deleted
+//!   and built again between rounds) and the counts add up, so that the load of
+//!   whatever else runs on the machine falls on every path alike.
 
 use crate::engine::{Engine, EngineConfig, EngineStats};
 use crate::sys::netns::{self, RxCounters};
@@ -59,8 +62,11 @@ pub struct BenchOptions {
     /// Paths in the order they are reported: enforcer names, [`KERNEL_FORWARDING`],
     /// [`LINUX_HTB`]. The engine paths run first, then `kernel`, then `linux-htb`.
     pub paths: Vec<String>,
-    /// How long the senders offer load on each path.
+    /// How long the senders offer load on each path, per round.
     pub seconds: f64,
+    /// Times every path runs, round after round (all paths in each), so that a
+    /// change in the machine's load falls on every path alike. Counts add up.
+    pub rounds: u32,
     /// UDP payload of every datagram.
     pub payload_bytes: u16,
     pub flows_per_tenant: u16,
@@ -73,6 +79,7 @@ impl Default for BenchOptions {
         BenchOptions {
             paths: default_paths(),
             seconds: 3.0,
+            rounds: 1,
             payload_bytes: 64,
             flows_per_tenant: 4,
             tenant_packets_max: 512,
@@ -120,18 +127,67 @@ impl PathKind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct PathResult {
     pub path: String,
-    /// How long the senders sent.
+    /// How long the senders sent, over all rounds.
     pub seconds: f64,
+    /// Forwarded frames/s of each round.
+    pub round_frames_per_s: Vec<f64>,
     /// Datagrams the senders' kernel took.
     pub offered_frames: u64,
     /// Frames the sink's `eth0` received, and their bytes (Ethernet header included).
     pub delivered_frames: u64,
     pub delivered_bytes: u64,
-    /// The engine's own counters (engine paths only).
+    /// The engine's own counters, over all rounds (engine paths only).
     pub engine: Option<EngineStats>,
 }
 
 impl PathResult {
+    /// This path's counts with those of another round of it added.
+    pub fn merged(mut self, round: PathResult) -> PathResult {
+        debug_assert_eq!(self.path, round.path);
+        self.seconds += round.seconds;
+        self.round_frames_per_s.extend(round.round_frames_per_s);
+        self.offered_frames += round.offered_frames;
+        self.delivered_frames += round.delivered_frames;
+        self.delivered_bytes += round.delivered_bytes;
+        self.engine = match (self.engine, round.engine) {
+            (Some(a), Some(b)) => Some(EngineStats {
+                rx_frames: a.rx_frames + b.rx_frames,
+                tx_frames: a.tx_frames + b.tx_frames,
+                tx_bytes: a.tx_bytes + b.tx_bytes,
+                unscheduled_frames: a.unscheduled_frames + b.unscheduled_frames,
+                return_frames: a.return_frames + b.return_frames,
+                malformed_frames: a.malformed_frames + b.malformed_frames,
+                truncated_frames: a.truncated_frames + b.truncated_frames,
+                buffer_drops: a
+                    .buffer_drops
+                    .iter()
+                    .zip(&b.buffer_drops)
+                    .map(|(x, y)| x + y)
+                    .collect(),
+                refused: a
+                    .refused
+                    .iter()
+                    .zip(&b.refused)
+                    .map(|(x, y)| x + y)
+                    .collect(),
+                send_busy: a.send_busy + b.send_busy,
+                loops: a.loops + b.loops,
+                held_waits: a.held_waits + b.held_waits,
+            }),
+            (a, b) => a.or(b),
+        };
+        self
+    }
+
+    /// Lowest and highest forwarded frames/s of a round.
+    pub fn round_range(&self) -> (f64, f64) {
+        self.round_frames_per_s
+            .iter()
+            .fold((f64::INFINITY, 0.0_f64), |(lo, hi), &r| {
+                (lo.min(r), hi.max(r))
+            })
+    }
+
     pub fn kind(&self) -> PathKind {
         PathKind::of(&self.path)
     }
@@ -179,6 +235,7 @@ pub struct BenchReport {
     pub flows_per_tenant: u16,
     pub payload_bytes: u16,
     pub seconds_per_path: f64,
+    pub rounds: u32,
     pub paths: Vec<PathResult>,
 }
 
@@ -201,7 +258,8 @@ impl BenchReport {
 
     /// A table in the style of the other commands': one row per path.
     pub fn table(&self) -> String {
-        let header: Vec<String> = [
+        let rounds = self.rounds > 1;
+        let mut header: Vec<String> = [
             "path",
             "forwarded kframes/s",
             "Mbit/s",
@@ -212,11 +270,14 @@ impl BenchReport {
         .iter()
         .map(|s| s.to_string())
         .collect();
+        if rounds {
+            header.insert(2, "rounds min-max".to_string());
+        }
         let rows: Vec<Vec<String>> = self
             .paths
             .iter()
             .map(|p| {
-                vec![
+                let mut row = vec![
                     p.path.clone(),
                     format!("{:.1}", p.frames_per_s() / 1e3),
                     format!("{:.1}", p.mbit_per_s()),
@@ -224,7 +285,12 @@ impl BenchReport {
                         .map_or_else(|| "-".to_string(), |r| format!("{r:.2}x")),
                     format!("{:.1}", p.offered_frames_per_s() / 1e3),
                     format!("{:.1} %", p.loss() * 100.0),
-                ]
+                ];
+                if rounds {
+                    let (lo, hi) = p.round_range();
+                    row.insert(2, format!("{:.1}-{:.1}", lo / 1e3, hi / 1e3));
+                }
+                row
             })
             .collect();
         let mut widths: Vec<usize> = header.iter().map(|c| c.chars().count()).collect();
@@ -269,6 +335,8 @@ impl BenchReport {
                         "buffer_drops": e.buffer_drops.iter().sum::<u64>(),
                         "refused": e.refused.iter().sum::<u64>(),
                         "send_busy": e.send_busy,
+                        "loops": e.loops,
+                        "held_waits": e.held_waits,
                     })
                 });
                 serde_json::json!({
@@ -284,6 +352,7 @@ impl BenchReport {
                     "mbit_per_s": p.mbit_per_s(),
                     "offered_frames_per_s": p.offered_frames_per_s(),
                     "ratio_to_kernel": self.ratio_to_kernel(p),
+                    "round_frames_per_s": p.round_frames_per_s,
                     "engine": engine,
                 })
             })
@@ -295,6 +364,7 @@ impl BenchReport {
             "payload_bytes": self.payload_bytes,
             "frame_bytes": self.frame_bytes(),
             "seconds_per_path": self.seconds_per_path,
+            "rounds": self.rounds,
             "paths": paths,
         })
     }
@@ -435,6 +505,7 @@ pub fn run_bench(
         flows_per_tenant: options.flows_per_tenant,
         payload_bytes: options.payload_bytes,
         seconds_per_path: options.seconds,
+        rounds: options.rounds.max(1),
         paths: outcome?,
     })
 }
@@ -455,43 +526,57 @@ fn bench_in(
     let mut order: Vec<usize> = (0..options.paths.len()).collect();
     order.sort_by_key(|&i| PathKind::of(&options.paths[i]));
     let mut results: Vec<Option<PathResult>> = vec![None; options.paths.len()];
-    let mut bridged = false;
-    let mut htb = false;
-    for (step, &i) in order.iter().enumerate() {
-        let path = &options.paths[i];
-        let kind = PathKind::of(path);
-        if kind != PathKind::Engine && !bridged {
-            topology.add_bridge()?;
-            netns::exec_in(
-                &plan.engine_ns,
-                "bridge",
-                &[
-                    "fdb",
-                    "replace",
-                    &mac_string(plan.sink_mac),
-                    "dev",
-                    &plan.uplink,
-                    "master",
-                    "static",
-                ],
-            )
-            .map_err(|e| LabError::Setup(e.to_string()))?;
-            bridged = true;
+    let mut step = 0;
+    for round in 0..options.rounds.max(1) {
+        let mut bridged = false;
+        let mut htb = false;
+        if round > 0
+            && order
+                .iter()
+                .any(|&i| PathKind::of(&options.paths[i]) != PathKind::Engine)
+        {
+            topology.remove_bridge()?;
         }
-        if kind == PathKind::KernelHtb && !htb {
-            crate::apply_htb(policy, &plan, &prefixes, dir)?;
-            htb = true;
+        for &i in &order {
+            let path = &options.paths[i];
+            let kind = PathKind::of(path);
+            if kind != PathKind::Engine && !bridged {
+                topology.add_bridge()?;
+                netns::exec_in(
+                    &plan.engine_ns,
+                    "bridge",
+                    &[
+                        "fdb",
+                        "replace",
+                        &mac_string(plan.sink_mac),
+                        "dev",
+                        &plan.uplink,
+                        "master",
+                        "static",
+                    ],
+                )
+                .map_err(|e| LabError::Setup(e.to_string()))?;
+                bridged = true;
+            }
+            if kind == PathKind::KernelHtb && !htb {
+                crate::apply_htb(policy, &plan, &prefixes, dir)?;
+                htb = true;
+            }
+            let result = run_path(
+                &plan,
+                policy,
+                &classifier,
+                path,
+                options,
+                sink,
+                &mut |fraction| progress(step, path, fraction),
+            )?;
+            step += 1;
+            results[i] = Some(match results[i].take() {
+                None => result,
+                Some(sum) => sum.merged(result),
+            });
         }
-        let result = run_path(
-            &plan,
-            policy,
-            &classifier,
-            path,
-            options,
-            sink,
-            &mut |fraction| progress(step, path, fraction),
-        )?;
-        results[i] = Some(result);
     }
     Ok(results
         .into_iter()
@@ -602,11 +687,13 @@ fn run_path(
         }
     }
     let engine = engine.join("engine")?.pop();
+    let delivered_frames = after.packets - before.packets;
     Ok(PathResult {
         path: path.to_string(),
         seconds,
+        round_frames_per_s: vec![delivered_frames as f64 / seconds],
         offered_frames,
-        delivered_frames: after.packets - before.packets,
+        delivered_frames,
         delivered_bytes: after.bytes - before.bytes,
         engine,
     })
@@ -625,6 +712,7 @@ mod tests {
         PathResult {
             path: path.to_string(),
             seconds: 2.0,
+            round_frames_per_s: vec![delivered as f64 / 2.0],
             offered_frames: offered,
             delivered_frames: delivered,
             delivered_bytes: delivered * 106,
@@ -639,6 +727,7 @@ mod tests {
             flows_per_tenant: 4,
             payload_bytes: 64,
             seconds_per_path: 2.0,
+            rounds: 1,
             paths: vec![
                 result("fifo", 2_000_000, 500_000),
                 result(KERNEL_FORWARDING, 1_000_000, 1_000_000),
@@ -687,6 +776,23 @@ mod tests {
         assert!(lines[4].starts_with("linux-htb") && lines[4].ends_with("20.0 %"));
         // Columns line up: every row as long as the header.
         assert!(lines.iter().all(|l| l.len() <= lines[1].len()));
+    }
+
+    #[test]
+    fn rounds_add_up_and_keep_their_spread() {
+        let mut r = report();
+        let two = result("fifo", 2_000_000, 500_000).merged(result("fifo", 2_000_000, 300_000));
+        assert_eq!(two.seconds, 4.0);
+        assert_eq!(two.delivered_frames, 800_000);
+        assert_eq!(two.frames_per_s(), 200_000.0);
+        assert_eq!(two.round_range(), (150_000.0, 250_000.0));
+        r.paths[0] = two;
+        r.rounds = 2;
+        let table = r.table();
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].contains("rounds min-max"), "{table}");
+        assert!(lines[2].contains("150.0-250.0"), "{table}");
+        assert_eq!(r.to_json()["paths"][0]["round_frames_per_s"][1], 150_000.0);
     }
 
     #[test]

@@ -73,6 +73,11 @@ pub struct EngineStats {
     pub refused: Vec<u64>,
     /// Sends the uplink answered "busy" (retried).
     pub send_busy: u64,
+    /// Iterations of the loop (each reads the clock once and ends in one `ppoll`).
+    pub loops: u64,
+    /// Of those, ending with the link free and packets held that the enforcer would
+    /// not yet release (a shaper's or a departure time's wait).
+    pub held_waits: u64,
 }
 
 /// Frame bytes of every packet the enforcer holds, one slot per packet. A slot keeps
@@ -182,6 +187,7 @@ impl Engine {
         let rate = self.config.link_rate_bps;
         while !stop.load(Ordering::Relaxed) {
             let now_ns = clock.elapsed().as_nanos() as u64;
+            self.stats.loops += 1;
 
             for (t, port) in ports.iter().enumerate() {
                 let n = port.recv_batch(&mut bufs, &mut lens)?;
@@ -223,6 +229,7 @@ impl Engine {
                 if link_free_ns > now_ns + WAKE_AHEAD_NS {
                     link_free_ns - now_ns - WAKE_AHEAD_NS
                 } else {
+                    self.stats.held_waits += 1;
                     self.enforcer
                         .next_ready_ns(now_ns)
                         .map_or(IDLE_WAIT_NS, |at| at.saturating_sub(now_ns).max(1_000))

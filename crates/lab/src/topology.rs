@@ -313,6 +313,19 @@ impl Topology {
         self.build_bridge().map_err(setup_error)
     }
 
+    /// Deletes the bridge of [`Topology::add_bridge`] (and any qdisc on the uplink):
+    /// the ports are bare again, for the engine.
+    pub fn remove_bridge(&mut self) -> Result<(), LabError> {
+        let eng = self.plan.engine_ns.as_str();
+        netns::ip(&["-n", eng, "link", "del", &self.plan.bridge]).map_err(setup_error)?;
+        // No root qdisc is fine: the uplink may never have had one.
+        let _ = netns::command(
+            "tc",
+            &["-n", eng, "qdisc", "del", "dev", &self.plan.uplink, "root"],
+        );
+        Ok(())
+    }
+
     fn build_bridge(&self) -> std::io::Result<()> {
         let plan = &self.plan;
         let eng = plan.engine_ns.as_str();

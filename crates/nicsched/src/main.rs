@@ -144,9 +144,14 @@ enum Command {
         /// runs by default or when named.
         #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
         enforcers: Vec<String>,
-        /// Seconds of load per path.
+        /// Seconds of load per path (per round).
         #[arg(long, value_name = "S", default_value_t = 3.0)]
         seconds: f64,
+        /// Run every path this many times, round after round, adding up the counts;
+        /// the table then shows each path's lowest and highest round. On a machine
+        /// shared with other work, 3 or more make the paths' ratios trustworthy.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        rounds: u32,
         /// UDP payload of each datagram, in bytes (64 B payload = 106 B frames).
         #[arg(long, value_name = "BYTES", default_value_t = 64)]
         size: u16,
@@ -234,6 +239,7 @@ fn main() -> ExitCode {
             file,
             enforcers,
             seconds,
+            rounds,
             size,
             flows,
             out,
@@ -243,6 +249,7 @@ fn main() -> ExitCode {
             file.as_deref(),
             &enforcers,
             seconds,
+            rounds,
             size,
             flows,
             out,
@@ -609,6 +616,7 @@ fn lab_bench(
     file: Option<&Path>,
     enforcers: &[String],
     seconds: f64,
+    rounds: u32,
     size: u16,
     flows: u16,
     out: Option<PathBuf>,
@@ -632,8 +640,8 @@ fn lab_bench(
             lab::PAYLOAD_BYTES_MAX
         )));
     }
-    if flows == 0 {
-        return Err(Failure::input("--flows must be at least 1"));
+    if flows == 0 || rounds == 0 {
+        return Err(Failure::input("--flows and --rounds must be at least 1"));
     }
     let paths = lab_bench_paths(enforcers);
     let scaled = policy.scaled_to_link_rate(lab::BENCH_LINK_RATE_BPS);
@@ -646,13 +654,14 @@ fn lab_bench(
     let options = lab::BenchOptions {
         paths: paths.clone(),
         seconds,
+        rounds,
         payload_bytes: size,
         flows_per_tenant: flows,
         ..lab::BenchOptions::default()
     };
     if !quiet {
         eprintln!(
-            "lab-bench: {label}, {} tenant(s) x {flows} UDP flow(s), {size}-byte payloads, {seconds} s per path: {}",
+            "lab-bench: {label}, {} tenant(s) x {flows} UDP flow(s), {size}-byte payloads, {seconds} s per path, {rounds} round(s): {}",
             policy.tenants.len(),
             paths.join(", ")
         );
@@ -661,7 +670,7 @@ fn lab_bench(
     let bar = if quiet {
         ProgressBar::hidden()
     } else {
-        ProgressBar::new(per_path_ms * paths.len() as u64)
+        ProgressBar::new(per_path_ms * paths.len() as u64 * u64::from(rounds))
     };
     bar.set_style(
         ProgressStyle::with_template("[{bar:30}] {pos:>6}/{len} ms  {msg:<11} {elapsed}")
