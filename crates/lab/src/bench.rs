@@ -138,6 +138,11 @@ pub struct PathResult {
     pub delivered_bytes: u64,
     /// The engine's own counters, over all rounds (engine paths only).
     pub engine: Option<EngineStats>,
+    /// CPU time of the engine thread and of all sender threads together, over all
+    /// rounds (what the kernel charged to them: softirq work, such as forwarding
+    /// inside a `send`, usually included).
+    pub engine_cpu_s: f64,
+    pub senders_cpu_s: f64,
 }
 
 impl PathResult {
@@ -149,6 +154,8 @@ impl PathResult {
         self.offered_frames += round.offered_frames;
         self.delivered_frames += round.delivered_frames;
         self.delivered_bytes += round.delivered_bytes;
+        self.engine_cpu_s += round.engine_cpu_s;
+        self.senders_cpu_s += round.senders_cpu_s;
         self.engine = match (self.engine, round.engine) {
             (Some(a), Some(b)) => Some(EngineStats {
                 rx_frames: a.rx_frames + b.rx_frames,
@@ -212,6 +219,24 @@ impl PathResult {
         self.per_second(self.offered_frames)
     }
 
+    /// Cores the engine thread used on average while the senders sent.
+    pub fn engine_cores(&self) -> f64 {
+        self.per_second_f(self.engine_cpu_s)
+    }
+
+    /// Cores the sender threads used together.
+    pub fn senders_cores(&self) -> f64 {
+        self.per_second_f(self.senders_cpu_s)
+    }
+
+    fn per_second_f(&self, x: f64) -> f64 {
+        if self.seconds > 0.0 {
+            x / self.seconds
+        } else {
+            0.0
+        }
+    }
+
     pub fn lost_frames(&self) -> u64 {
         self.offered_frames.saturating_sub(self.delivered_frames)
     }
@@ -266,6 +291,8 @@ impl BenchReport {
             "vs kernel",
             "offered kframes/s",
             "loss",
+            "sender cores",
+            "engine cores",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -285,6 +312,12 @@ impl BenchReport {
                         .map_or_else(|| "-".to_string(), |r| format!("{r:.2}x")),
                     format!("{:.1}", p.offered_frames_per_s() / 1e3),
                     format!("{:.1} %", p.loss() * 100.0),
+                    format!("{:.2}", p.senders_cores()),
+                    if p.kind() == PathKind::Engine {
+                        format!("{:.2}", p.engine_cores())
+                    } else {
+                        "-".to_string()
+                    },
                 ];
                 if rounds {
                     let (lo, hi) = p.round_range();
@@ -353,6 +386,8 @@ impl BenchReport {
                     "offered_frames_per_s": p.offered_frames_per_s(),
                     "ratio_to_kernel": self.ratio_to_kernel(p),
                     "round_frames_per_s": p.round_frames_per_s,
+                    "engine_cpu_s": p.engine_cpu_s,
+                    "senders_cpu_s": p.senders_cpu_s,
                     "engine": engine,
                 })
             })
@@ -595,7 +630,7 @@ fn run_path(
     progress: &mut dyn FnMut(f64),
 ) -> Result<PathResult, LabError> {
     // Declared first, dropped last: the engine drains what the senders left.
-    let mut engine: Threads<EngineStats> = Threads::new();
+    let mut engine: Threads<(EngineStats, u64)> = Threads::new();
     if PathKind::of(path) == PathKind::Engine {
         let config = EngineConfig {
             ports: plan.tenants.iter().map(|t| t.port.clone()).collect(),
@@ -617,12 +652,14 @@ fn run_path(
             move |ready| {
                 let built = sched::build(&name, &policy)
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
-                Engine::new(config, classifier, built).run(&stop, ready)
+                let cpu_ns = sys::thread_cpu_ns();
+                let stats = Engine::new(config, classifier, built).run(&stop, ready)?;
+                Ok((stats, sys::thread_cpu_ns() - cpu_ns))
             },
         )?);
     }
 
-    let mut senders: Threads<u64> = Threads::new();
+    let mut senders: Threads<(u64, u64)> = Threads::new();
     let go = Arc::new(AtomicBool::new(false));
     for (t, tenant) in plan.tenants.iter().enumerate() {
         let (stop, go) = (senders.stop.clone(), go.clone());
@@ -639,17 +676,18 @@ fn run_path(
                 ready();
                 while !go.load(Ordering::Acquire) {
                     if stop.load(Ordering::Relaxed) {
-                        return Ok(0);
+                        return Ok((0, 0));
                     }
                     std::thread::sleep(Duration::from_micros(100));
                 }
+                let cpu_ns = sys::thread_cpu_ns();
                 let mut sent = 0u64;
                 let mut flow = 0;
                 while !stop.load(Ordering::Relaxed) {
                     sent += sender.send_batch(flow, &payload, SEND_BATCH)? as u64;
                     flow = (flow + 1) % sender.flows();
                 }
-                Ok(sent)
+                Ok((sent, sys::thread_cpu_ns() - cpu_ns))
             },
         )?);
     }
@@ -671,7 +709,9 @@ fn run_path(
     }
     senders.stop.store(true, Ordering::SeqCst);
     let seconds = t0.elapsed().as_secs_f64();
-    let offered_frames: u64 = senders.join("sender")?.into_iter().sum();
+    let sent = senders.join("sender")?;
+    let offered_frames: u64 = sent.iter().map(|s| s.0).sum();
+    let senders_cpu_ns: u64 = sent.iter().map(|s| s.1).sum();
     progress(1.0);
 
     // What is still queued on its way (socket buffers, the engine) is delivered, not lost.
@@ -686,7 +726,10 @@ fn run_path(
             break;
         }
     }
-    let engine = engine.join("engine")?.pop();
+    let (engine, engine_cpu_ns) = match engine.join("engine")?.pop() {
+        Some((stats, cpu_ns)) => (Some(stats), cpu_ns),
+        None => (None, 0),
+    };
     let delivered_frames = after.packets - before.packets;
     Ok(PathResult {
         path: path.to_string(),
@@ -696,6 +739,8 @@ fn run_path(
         delivered_frames,
         delivered_bytes: after.bytes - before.bytes,
         engine,
+        engine_cpu_s: engine_cpu_ns as f64 / 1e9,
+        senders_cpu_s: senders_cpu_ns as f64 / 1e9,
     })
 }
 
@@ -717,6 +762,8 @@ mod tests {
             delivered_frames: delivered,
             delivered_bytes: delivered * 106,
             engine: None,
+            engine_cpu_s: 0.0,
+            senders_cpu_s: 3.0,
         }
     }
 
@@ -767,13 +814,19 @@ mod tests {
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 5, "{table}");
         assert!(lines[0].starts_with("path"));
-        assert!(lines[0].contains("forwarded kframes/s") && lines[0].ends_with("loss"));
+        assert!(lines[0].contains("forwarded kframes/s") && lines[0].ends_with("engine cores"));
         assert!(lines[1].chars().all(|c| c == '-'));
         assert!(lines[2].starts_with("fifo"), "{table}");
         assert!(lines[2].contains("250.0") && lines[2].contains("0.50x"));
-        assert!(lines[2].ends_with("75.0 %"), "{table}");
+        let cells = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            cells(lines[2])[5..],
+            ["75.0", "%", "1.50", "0.00"],
+            "{table}"
+        );
         assert!(lines[3].starts_with("kernel") && lines[3].contains("1.00x"));
-        assert!(lines[4].starts_with("linux-htb") && lines[4].ends_with("20.0 %"));
+        assert!(lines[4].starts_with("linux-htb"));
+        assert_eq!(cells(lines[4])[5..], ["20.0", "%", "1.50", "-"], "{table}");
         // Columns line up: every row as long as the header.
         assert!(lines.iter().all(|l| l.len() <= lines[1].len()));
     }
