@@ -224,6 +224,15 @@ impl PathResult {
         self.per_second_f(self.engine_cpu_s)
     }
 
+    /// CPU time of the engine thread per forwarded frame, in µs.
+    pub fn engine_us_per_frame(&self) -> f64 {
+        if self.delivered_frames == 0 {
+            0.0
+        } else {
+            self.engine_cpu_s * 1e6 / self.delivered_frames as f64
+        }
+    }
+
     /// Cores the sender threads used together.
     pub fn senders_cores(&self) -> f64 {
         self.per_second_f(self.senders_cpu_s)
@@ -293,6 +302,7 @@ impl BenchReport {
             "loss",
             "sender cores",
             "engine cores",
+            "engine µs/frame",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -313,12 +323,13 @@ impl BenchReport {
                     format!("{:.1}", p.offered_frames_per_s() / 1e3),
                     format!("{:.1} %", p.loss() * 100.0),
                     format!("{:.2}", p.senders_cores()),
-                    if p.kind() == PathKind::Engine {
-                        format!("{:.2}", p.engine_cores())
-                    } else {
-                        "-".to_string()
-                    },
                 ];
+                if p.kind() == PathKind::Engine {
+                    row.push(format!("{:.2}", p.engine_cores()));
+                    row.push(format!("{:.2}", p.engine_us_per_frame()));
+                } else {
+                    row.extend(["-".to_string(), "-".to_string()]);
+                }
                 if rounds {
                     let (lo, hi) = p.round_range();
                     row.insert(2, format!("{:.1}-{:.1}", lo / 1e3, hi / 1e3));
@@ -388,6 +399,7 @@ impl BenchReport {
                     "round_frames_per_s": p.round_frames_per_s,
                     "engine_cpu_s": p.engine_cpu_s,
                     "senders_cpu_s": p.senders_cpu_s,
+                    "engine_us_per_frame": p.engine_us_per_frame(),
                     "engine": engine,
                 })
             })
@@ -793,6 +805,11 @@ mod tests {
         assert_eq!(fifo.mbit_per_s(), 250_000.0 * 106.0 * 8.0 / 1e6);
         assert_eq!(fifo.lost_frames(), 1_500_000);
         assert_eq!(fifo.loss(), 0.75);
+        let mut busy = fifo.clone();
+        busy.engine_cpu_s = 1.0;
+        assert_eq!(busy.engine_cores(), 0.5);
+        assert_eq!(busy.engine_us_per_frame(), 2.0);
+        assert_eq!(fifo.senders_cores(), 1.5);
         assert_eq!(r.ratio_to_kernel(fifo), Some(0.5));
         assert_eq!(r.ratio_to_kernel(&r.paths[1]), Some(1.0));
         assert_eq!(r.ratio_to_kernel(&r.paths[2]), Some(0.8));
@@ -814,21 +831,26 @@ mod tests {
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 5, "{table}");
         assert!(lines[0].starts_with("path"));
-        assert!(lines[0].contains("forwarded kframes/s") && lines[0].ends_with("engine cores"));
+        assert!(lines[0].contains("forwarded kframes/s") && lines[0].ends_with("engine µs/frame"));
         assert!(lines[1].chars().all(|c| c == '-'));
         assert!(lines[2].starts_with("fifo"), "{table}");
         assert!(lines[2].contains("250.0") && lines[2].contains("0.50x"));
         let cells = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
         assert_eq!(
             cells(lines[2])[5..],
-            ["75.0", "%", "1.50", "0.00"],
+            ["75.0", "%", "1.50", "0.00", "0.00"],
             "{table}"
         );
         assert!(lines[3].starts_with("kernel") && lines[3].contains("1.00x"));
         assert!(lines[4].starts_with("linux-htb"));
-        assert_eq!(cells(lines[4])[5..], ["20.0", "%", "1.50", "-"], "{table}");
+        assert_eq!(
+            cells(lines[4])[5..],
+            ["20.0", "%", "1.50", "-", "-"],
+            "{table}"
+        );
         // Columns line up: every row as long as the header.
-        assert!(lines.iter().all(|l| l.len() <= lines[1].len()));
+        let width = |l: &str| l.chars().count();
+        assert!(lines.iter().all(|l| width(l) <= width(lines[1])));
     }
 
     #[test]
