@@ -1,10 +1,21 @@
 //! Helpers the lab's end-to-end tests share.
 
-/// Fails if a namespace not in `before`, or any interface named like the lab's
-/// (`nsl...`), is still there.
+/// Whether namespace `name` is one this test process's runs would create: run ids
+/// are `(pid % 1000) * 10 + k`, so other processes' lab runs (other test binaries,
+/// other users of the machine) do not count.
+fn ours(name: &str) -> bool {
+    let base = (std::process::id() % 1000) * 10;
+    (0..10).any(|k| name.starts_with(&format!("nsl{}-", base + k)))
+}
+
+/// Fails if a namespace of this process not in `before`, or any interface named
+/// like the lab's (`nsl...`) in this namespace, is still there.
 pub fn assert_nothing_left(before: &[String]) {
     let now = lab::lab_namespaces().expect("ip netns list");
-    let new: Vec<&String> = now.iter().filter(|n| !before.contains(n)).collect();
+    let new: Vec<&String> = now
+        .iter()
+        .filter(|n| ours(n) && !before.contains(n))
+        .collect();
     assert!(new.is_empty(), "namespaces left behind: {new:?}");
     let links = std::process::Command::new("ip")
         .args(["-o", "link"])
