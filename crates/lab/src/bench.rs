@@ -22,6 +22,9 @@
 //!   read before the senders start and after the last frame has drained); lost =
 //!   offered − delivered, wherever it happened (veth backlog, the engine's socket
 //!   buffer, its per-tenant bound). Rates are counts over the senders' sending time.
+//!   The CPU time of the engine thread and of the senders (`CLOCK_THREAD_CPUTIME_ID`)
+//!   gives the engine's CPU per forwarded frame, which a shared machine's load moves
+//!   far less than frames per second.
 //!   With several rounds, every path runs once per round (the bridge is deleted
 //!   and built again between rounds) and the counts add up, so that the load of
 //!   whatever else runs on the machine falls on every path alike.
