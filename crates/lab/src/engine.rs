@@ -16,6 +16,9 @@
 //! 5. sleep until the link is `WAKE_AHEAD_NS` from free, the enforcer's next
 //!    deadline, or a frame arrives.
 //!
+//! Unpaced (`link_rate_bps: None`, for the benchmark), step 4 sends every frame the
+//! enforcer hands out and the link is never busy; everything else is the same loop.
+//!
 //! Every socket carries a virtio-net header per frame: a TCP send the tenant's stack
 //! left unsegmented (GSO, up to 64 KiB) is one frame and one `Packet`, as in the
 //! simulator, and goes out whole with its header when the NIC model's last MTU-sized
@@ -43,7 +46,10 @@ pub struct EngineConfig {
     pub ports: Vec<String>,
     pub tenant_macs: Vec<[u8; 6]>,
     pub uplink: String,
-    pub link_rate_bps: u64,
+    /// The emulated link's rate; `None`: unpaced, every frame leaves as soon as the
+    /// enforcer hands it out (`nicsched lab-bench`, which measures how fast the
+    /// engine forwards, not how well it shares a link).
+    pub link_rate_bps: Option<u64>,
     pub tenant_packets_max: u32,
     pub slab_slots: u32,
 }
@@ -73,6 +79,11 @@ pub struct EngineStats {
     /// [`SPLIT_CLASSES_COUNTED_MAX`] with `sched::classes`, as the enforcers with
     /// per-class state (`wf2q`, `valve`, `htb`, `wheel`) map them.
     pub split_classes: usize,
+    /// Iterations of the loop (each reads the clock once and ends in one `ppoll`).
+    pub loops: u64,
+    /// Of those, ending with the link free and packets held that the enforcer would
+    /// not yet release (a shaper's or a departure time's wait).
+    pub held_waits: u64,
 }
 
 /// Split classes the engine counts at most; the count is for checking that a split
@@ -195,6 +206,7 @@ impl Engine {
         let rate = self.config.link_rate_bps;
         while !stop.load(Ordering::Relaxed) {
             let now_ns = clock.elapsed().as_nanos() as u64;
+            self.stats.loops += 1;
 
             for (t, port) in ports.iter().enumerate() {
                 let n = port.recv_batch(&mut bufs, &mut lens)?;
@@ -223,8 +235,11 @@ impl Engine {
                     self.stats.tx_frames += 1;
                 }
                 self.stats.tx_bytes += u64::from(frame.bytes);
-                let start_ns = link_free_ns.max(now_ns.saturating_sub(CATCH_UP_NS));
-                link_free_ns = start_ns + serialisation_ns(frame.bytes, rate);
+                // Unpaced, `link_free_ns` stays 0: the link is always free.
+                if let Some(rate) = rate {
+                    let start_ns = link_free_ns.max(now_ns.saturating_sub(CATCH_UP_NS));
+                    link_free_ns = start_ns + serialisation_ns(frame.bytes, rate);
+                }
             }
 
             let wait_ns = if unsent.is_some() {
@@ -233,6 +248,7 @@ impl Engine {
                 if link_free_ns > now_ns + WAKE_AHEAD_NS {
                     link_free_ns - now_ns - WAKE_AHEAD_NS
                 } else {
+                    self.stats.held_waits += 1;
                     self.enforcer
                         .next_ready_ns(now_ns)
                         .map_or(IDLE_WAIT_NS, |at| at.saturating_sub(now_ns).max(1_000))

@@ -18,8 +18,11 @@
 //! - `traffic`: the programs of each traffic kind; `generate`: the traffic the lab
 //!   sends itself, where no packaged tool does (Poisson gaps, per-request memcached
 //!   latency);
-//! - `htb`: [`tc_script`], the policy as kernel HTB classes and u32 filters.
+//! - `htb`: [`tc_script`], the policy as kernel HTB classes and u32 filters;
+//! - `bench`: [`run_bench`], frames per second through the engine (unpaced) under
+//!   each enforcer and through the kernel's bridge, with and without HTB.
 
+mod bench;
 mod classify;
 mod engine;
 mod generate;
@@ -29,6 +32,10 @@ mod sys;
 mod topology;
 mod traffic;
 
+pub use bench::{
+    BENCH_LINK_RATE_BPS, BenchOptions, BenchReport, DEFAULT_ENFORCERS, KERNEL_FORWARDING,
+    PAYLOAD_BYTES_MAX, PathKind, PathResult, default_paths, default_policy, json_path, run_bench,
+};
 pub use classify::{Class, Classifier, Ipv4Header, ParsedFrame, Prefix, parse};
 pub use engine::EngineStats;
 pub use htb::tc_script;
@@ -153,7 +160,7 @@ pub fn lab_namespaces() -> Result<Vec<String>, LabError> {
         .collect())
 }
 
-fn program_exists(program: &str) -> bool {
+pub(crate) fn program_exists(program: &str) -> bool {
     if program.contains('/') {
         return Path::new(program).is_file();
     }
@@ -162,7 +169,7 @@ fn program_exists(program: &str) -> bool {
 }
 
 /// A run id unique among this process's runs and clear of namespaces already there.
-fn run_id() -> Result<u32, LabError> {
+pub(crate) fn run_id() -> Result<u32, LabError> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let existing = sys::netns::list().map_err(|e| LabError::Setup(e.to_string()))?;
     for _ in 0..10 {
@@ -247,7 +254,7 @@ fn spawn_in<T: Send + 'static>(
     }
 }
 
-fn spawn_worker<T: Send + 'static>(
+pub(crate) fn spawn_worker<T: Send + 'static>(
     name: &str,
     ns: String,
     work: impl FnOnce(Box<dyn FnOnce() + Send>) -> std::io::Result<T> + Send + 'static,
@@ -492,33 +499,7 @@ fn run_in(
 
     let kernel_htb = enforcer == LINUX_HTB;
     if kernel_htb {
-        let script = htb::tc_script_for(
-            policy,
-            &plan.uplink,
-            &prefixes
-                .iter()
-                .map(|p| Some(p.to_string()))
-                .collect::<Vec<_>>(),
-        );
-        let file = dir.join("linux-htb.tc");
-        let batch: String = script
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .map(|l| format!("{}\n", l.trim_start_matches("tc ")))
-            .collect();
-        std::fs::write(dir.join("linux-htb.sh"), &script)
-            .and_then(|()| std::fs::write(&file, batch))
-            .map_err(|e| LabError::Io(e.to_string()))?;
-        sys::netns::command(
-            "tc",
-            &[
-                "-netns",
-                &plan.engine_ns,
-                "-batch",
-                &file.display().to_string(),
-            ],
-        )
-        .map_err(|e| LabError::Setup(e.to_string()))?;
+        apply_htb(policy, plan, &prefixes, dir)?;
     }
 
     let classes = measure::report_classes(scenario);
@@ -561,7 +542,7 @@ fn run_in(
             ports: plan.tenants.iter().map(|t| t.port.clone()).collect(),
             tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
             uplink: plan.uplink.clone(),
-            link_rate_bps: policy.link.rate_bps,
+            link_rate_bps: Some(policy.link.rate_bps),
             tenant_packets_max: options.tenant_packets_max,
             slab_slots: options.tenant_packets_max * policy.tenants.len() as u32 + 64,
         };
@@ -739,6 +720,44 @@ fn run_in(
         ..record
     };
     Ok((record, engine_stats))
+}
+
+/// Compiles `policy` to HTB on the uplink of `plan` (the tenants matched by
+/// `prefixes`) and applies it with `tc -batch`; `DIR/linux-htb.sh` keeps the script.
+fn apply_htb(
+    policy: &policy::Policy,
+    plan: &topology::Plan,
+    prefixes: &[Prefix],
+    dir: &Path,
+) -> Result<(), LabError> {
+    let script = htb::tc_script_for(
+        policy,
+        &plan.uplink,
+        &prefixes
+            .iter()
+            .map(|p| Some(p.to_string()))
+            .collect::<Vec<_>>(),
+    );
+    let file = dir.join("linux-htb.tc");
+    let batch: String = script
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{}\n", l.trim_start_matches("tc ")))
+        .collect();
+    std::fs::write(dir.join("linux-htb.sh"), &script)
+        .and_then(|()| std::fs::write(&file, batch))
+        .map_err(|e| LabError::Io(e.to_string()))?;
+    sys::netns::command(
+        "tc",
+        &[
+            "-netns",
+            &plan.engine_ns,
+            "-batch",
+            &file.display().to_string(),
+        ],
+    )
+    .map_err(|e| LabError::Setup(e.to_string()))?;
+    Ok(())
 }
 
 fn libc_sigint() -> i32 {

@@ -375,26 +375,55 @@ impl Topology {
             netns::ip_batch(sink, &addresses)?;
         }
         if bridge {
-            let br = plan.bridge.as_str();
-            netns::ip(&[
-                "-n",
-                eng,
-                "link",
-                "add",
-                br,
-                "type",
-                "bridge",
-                "stp_state",
-                "0",
-                "forward_delay",
-                "0",
-            ])?;
-            for port in plan.tenants.iter().map(|t| &t.port).chain([&plan.uplink]) {
-                netns::ip(&["-n", eng, "link", "set", port, "master", br])?;
-            }
-            netns::ip(&["-n", eng, "link", "set", br, "up"])?;
+            self.build_bridge()?;
         }
         Ok(())
+    }
+
+    /// Joins the engine's ports with a Linux bridge, on a topology created without
+    /// one (the benchmark runs the engine first, then the kernel, on one topology).
+    pub fn add_bridge(&mut self) -> Result<(), LabError> {
+        self.build_bridge().map_err(setup_error)
+    }
+
+    /// Deletes the bridge of [`Topology::add_bridge`] (and any qdisc on the uplink):
+    /// the ports are bare again, for the engine.
+    pub fn remove_bridge(&mut self) -> Result<(), LabError> {
+        let eng = self.plan.engine_ns.as_str();
+        netns::ip(&["-n", eng, "link", "del", &self.plan.bridge]).map_err(setup_error)?;
+        // No root qdisc is fine: the uplink may never have had one.
+        let _ = netns::command(
+            "tc",
+            &["-n", eng, "qdisc", "del", "dev", &self.plan.uplink, "root"],
+        );
+        Ok(())
+    }
+
+    fn build_bridge(&self) -> std::io::Result<()> {
+        let plan = &self.plan;
+        let eng = plan.engine_ns.as_str();
+        let br = plan.bridge.as_str();
+        netns::ip(&[
+            "-n",
+            eng,
+            "link",
+            "add",
+            br,
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+            "forward_delay",
+            "0",
+            // No IGMP snooping: the bridge would join a group and send IGMP
+            // reports to the sink, frames no tenant sent.
+            "mcast_snooping",
+            "0",
+        ])?;
+        for port in plan.tenants.iter().map(|t| &t.port).chain([&plan.uplink]) {
+            netns::ip(&["-n", eng, "link", "set", port, "master", br])?;
+        }
+        netns::ip(&["-n", eng, "link", "set", br, "up"]).map(drop)
     }
 }
 

@@ -5,6 +5,9 @@
 //! them each test says why and passes. The runs are serialised: they share the
 //! machine's cores and time matters to them.
 
+mod common;
+
+use common::{assert_nothing_left, our_namespaces};
 use lab::{LabError, LabOptions, Tools};
 use policy::Scenario;
 use std::path::Path;
@@ -56,53 +59,6 @@ traffic:
   - { name: t2-bulk, tenant: t2, kind: bulk, flows: 8 }
 "#,
     )
-}
-
-/// Whether a lab name (`nslID…`) is this process's: the lab derives run ids from
-/// the pid (`(pid % 1000) * 10 + k`), so lab runs of other processes on the same
-/// machine (another test binary, an operator) are not mistaken for leftovers.
-fn ours(name: &str) -> bool {
-    let digits: String = name
-        .strip_prefix("nsl")
-        .unwrap_or("")
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits
-        .parse::<u32>()
-        .is_ok_and(|id| id / 10 == std::process::id() % 1000)
-}
-
-/// This process's lab namespaces.
-fn our_namespaces() -> Vec<String> {
-    lab::lab_namespaces()
-        .expect("ip netns list")
-        .into_iter()
-        .filter(|n| ours(n))
-        .collect()
-}
-
-fn names_left() -> (Vec<String>, String) {
-    let namespaces = our_namespaces();
-    let links = std::process::Command::new("ip")
-        .args(["-o", "link"])
-        .output()
-        .expect("ip link");
-    let links = String::from_utf8_lossy(&links.stdout).into_owned();
-    (namespaces, links)
-}
-
-fn assert_nothing_left(before: &[String]) {
-    let (now, links) = names_left();
-    let new: Vec<&String> = now.iter().filter(|n| !before.contains(n)).collect();
-    assert!(new.is_empty(), "namespaces left behind: {new:?}");
-    for line in links.lines() {
-        let name = line.split(':').nth(1).unwrap_or("").trim();
-        assert!(
-            !(ours(name) && (name.contains('t') || name.ends_with("up") || name.ends_with("br"))),
-            "interface left behind: {line}"
-        );
-    }
 }
 
 /// Per tenant: mean throughput and mean ideal over the steady intervals after the first second.

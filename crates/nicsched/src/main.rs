@@ -117,6 +117,63 @@ enum Command {
         #[arg(long, short = 'q')]
         quiet: bool,
     },
+    /// Measure the lab's engine: frames per second it forwards under `fifo` and each
+    /// enforcer, against the kernel forwarding the same frames, in one run. Needs root.
+    ///
+    /// Builds the lab's namespaces (a sender per tenant, the engine namespace, the
+    /// sink), offers a fixed, saturating load of small UDP datagrams (one Rust
+    /// thread per tenant, FLOWS connected sockets each, `sendmmsg` of 64 at a time,
+    /// no pause), and forwards it once per path: the engine unpaced (no emulated
+    /// link; the policy's rates scaled to 100 Gbit/s so no shaper holds a frame)
+    /// under each enforcer, then a Linux bridge between the same veths (`kernel`,
+    /// no qdisc) and the bridge with the policy compiled to HTB on the uplink
+    /// (`linux-htb`). Everything is removed afterwards, also on failure and Ctrl-C.
+    ///
+    /// Reading the table: "forwarded kframes/s" counts frames the sink's interface
+    /// received, per second of sending; "Mbit/s" their bytes (Ethernet header
+    /// included); "vs kernel" = forwarded frames/s over `kernel`'s in the same run;
+    /// "offered kframes/s" what the senders got into their kernel; "loss" = 1 −
+    /// forwarded / offered (dropped in the veths' backlog, the engine's socket
+    /// buffer or its per-tenant bound). The senders, the forwarder and the sink's
+    /// receive share the machine's cores: the kernel paths forward inside the
+    /// senders' own `sendmmsg` calls, the engine on a thread of its own, so the
+    /// numbers compare forwarding costs on this machine, not NIC line rates.
+    ///
+    /// Example: `sudo nicsched lab-bench -e fifo -e tonic --seconds 3`.
+    LabBench {
+        /// Policy file, or a scenario file (its policy). Default: a built-in policy of
+        /// two tenants, weights 1 and 3.
+        file: Option<PathBuf>,
+        /// Engine path(s) to run, one per enforcer; may repeat. `kernel` and
+        /// `linux-htb` name the kernel paths. Default: fifo, tonic, wf2q, valve,
+        /// htb, wheel. `kernel`, the base of "vs kernel", always runs; `linux-htb`
+        /// runs by default or when named.
+        #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
+        enforcers: Vec<String>,
+        /// Seconds of load per path (per round).
+        #[arg(long, value_name = "S", default_value_t = 3.0)]
+        seconds: f64,
+        /// Run every path this many times, round after round, adding up the counts;
+        /// the table then shows each path's lowest and highest round. On a machine
+        /// shared with other work, 3 or more make the paths' ratios trustworthy.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        rounds: u32,
+        /// UDP payload of each datagram, in bytes (64 B payload = 106 B frames).
+        #[arg(long, value_name = "BYTES", default_value_t = 64)]
+        size: u16,
+        /// UDP flows (source ports) per tenant.
+        #[arg(long, value_name = "N", default_value_t = 4)]
+        flows: u16,
+        /// Also write the result as DIR/lab-bench.json.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// No progress bar.
+        #[arg(long, short = 'q')]
+        quiet: bool,
+    },
     /// Print the policy compiled to Linux HTB (`tc` commands) for device DEV: the
     /// same compilation `nicsched lab -e linux-htb` applies.
     Tc {
@@ -198,6 +255,27 @@ fn main() -> ExitCode {
             link_rate.as_deref(),
             keep,
             !no_realtime,
+            quiet,
+        ),
+        Command::LabBench {
+            file,
+            enforcers,
+            seconds,
+            rounds,
+            size,
+            flows,
+            out,
+            json,
+            quiet,
+        } => lab_bench(
+            file.as_deref(),
+            &enforcers,
+            seconds,
+            rounds,
+            size,
+            flows,
+            out,
+            json,
             quiet,
         ),
         Command::Tc { file, dev } => load_policy_or_scenario(&file).map(|policy| {
@@ -545,6 +623,123 @@ fn run_lab(
     Ok(())
 }
 
+/// The paths `nicsched lab-bench -e ...` runs: the named ones (the default engine
+/// paths and both kernel paths when none is named), `kernel` always.
+fn lab_bench_paths(named: &[String]) -> Vec<String> {
+    if named.is_empty() {
+        return lab::default_paths();
+    }
+    let mut paths: Vec<String> = Vec::new();
+    for name in named {
+        if !paths.contains(name) {
+            paths.push(name.clone());
+        }
+    }
+    if !paths.iter().any(|p| p == lab::KERNEL_FORWARDING) {
+        let at = paths
+            .iter()
+            .position(|p| p == LAB_ONLY_ENFORCER)
+            .unwrap_or(paths.len());
+        paths.insert(at, lab::KERNEL_FORWARDING.to_string());
+    }
+    paths
+}
+
+#[allow(clippy::too_many_arguments)]
+fn lab_bench(
+    file: Option<&Path>,
+    enforcers: &[String],
+    seconds: f64,
+    rounds: u32,
+    size: u16,
+    flows: u16,
+    out: Option<PathBuf>,
+    json: bool,
+    quiet: bool,
+) -> Result<(), Failure> {
+    lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
+    let (policy, label) = match file {
+        Some(path) => (load_policy_or_scenario(path)?, path.display().to_string()),
+        None => (
+            lab::default_policy(),
+            "built-in (2 tenants, weights 1:3)".to_string(),
+        ),
+    };
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(Failure::input("--seconds must be positive"));
+    }
+    if size == 0 || size > lab::PAYLOAD_BYTES_MAX {
+        return Err(Failure::input(format!(
+            "--size must be 1 to {} bytes (one unfragmented IPv4 packet)",
+            lab::PAYLOAD_BYTES_MAX
+        )));
+    }
+    if flows == 0 || rounds == 0 {
+        return Err(Failure::input("--flows and --rounds must be at least 1"));
+    }
+    let paths = lab_bench_paths(enforcers);
+    let scaled = policy.scaled_to_link_rate(lab::BENCH_LINK_RATE_BPS);
+    for name in paths
+        .iter()
+        .filter(|p| lab::PathKind::of(p) == lab::PathKind::Engine)
+    {
+        sched::build(name, &scaled).map_err(|e| Failure::input(e.to_string()))?;
+    }
+    let options = lab::BenchOptions {
+        paths: paths.clone(),
+        seconds,
+        rounds,
+        payload_bytes: size,
+        flows_per_tenant: flows,
+        ..lab::BenchOptions::default()
+    };
+    if !quiet {
+        eprintln!(
+            "lab-bench: {label}, {} tenant(s) x {flows} UDP flow(s), {size}-byte payloads, {seconds} s per path, {rounds} round(s): {}",
+            policy.tenants.len(),
+            paths.join(", ")
+        );
+    }
+    let per_path_ms = (seconds * 1000.0).round() as u64;
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(per_path_ms * paths.len() as u64 * u64::from(rounds))
+    };
+    bar.set_style(
+        ProgressStyle::with_template("[{bar:30}] {pos:>6}/{len} ms  {msg:<11} {elapsed}")
+            .expect("constant template")
+            .progress_chars("=> "),
+    );
+    let report = lab::run_bench(&policy, &label, &options, &mut |step, path, fraction| {
+        bar.set_message(path.to_string());
+        bar.set_position(step as u64 * per_path_ms + (fraction * per_path_ms as f64) as u64);
+    })
+    .map_err(|e| Failure::runtime(e.to_string()))?;
+    bar.finish_and_clear();
+    let value = report.to_json();
+    if let Some(dir) = &out {
+        let file = lab::json_path(dir);
+        std::fs::create_dir_all(dir)
+            .and_then(|()| {
+                std::fs::write(
+                    &file,
+                    serde_json::to_string_pretty(&value).expect("JSON values serialise") + "\n",
+                )
+            })
+            .map_err(|e| Failure::runtime(format!("{}: {e}", file.display())))?;
+    }
+    if json {
+        println!("{value}");
+    } else {
+        print!("{}", report.table());
+        if let Some(dir) = &out {
+            println!("results: {}", lab::json_path(dir).display());
+        }
+    }
+    Ok(())
+}
+
 fn bench(
     enforcer: &str,
     classes: u32,
@@ -631,4 +826,30 @@ fn bench(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn lab_bench_always_runs_kernel_forwarding_as_the_base() {
+        assert_eq!(lab_bench_paths(&[]), lab::default_paths());
+        assert_eq!(
+            lab_bench_paths(&names(&["fifo"])),
+            names(&["fifo", "kernel"])
+        );
+        assert_eq!(
+            lab_bench_paths(&names(&["linux-htb", "tonic", "tonic"])),
+            names(&["kernel", "linux-htb", "tonic"])
+        );
+        assert_eq!(
+            lab_bench_paths(&names(&["kernel", "wf2q"])),
+            names(&["kernel", "wf2q"])
+        );
+    }
 }

@@ -183,3 +183,28 @@ fn sim_writes_every_result_file_and_a_table() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown enforcer `nope`"));
 }
+
+#[test]
+fn lab_bench_teaches_its_table_and_refuses_bad_input_before_building() {
+    let help = nicsched(&["lab-bench", "--help"]);
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    for needle in ["vs kernel", "offered kframes/s", "--rounds", "linux-htb"] {
+        assert!(text.contains(needle), "help lacks {needle}: {text}");
+    }
+    // Refused (as root: the bad size; otherwise: root) with status 2, nothing built.
+    for args in [
+        &["lab-bench", "--size", "0"][..],
+        &["lab-bench", "-e", "nope", "--seconds", "0.1"][..],
+    ] {
+        let out = nicsched(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let error = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            error.contains("needs root")
+                || error.contains("--size")
+                || error.contains("unknown enforcer"),
+            "{args:?}: {error}"
+        );
+    }
+}

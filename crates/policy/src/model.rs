@@ -129,6 +129,27 @@ impl Policy {
             .find(|&a| self.app(a).name == name)
     }
 
+    /// The same policy on a link of `rate_bps`: every rate (guarantees, caps, split
+    /// limits) scaled by one factor, so that the ideal allocation keeps its shape.
+    pub fn scaled_to_link_rate(&self, rate_bps: u64) -> Policy {
+        let factor = rate_bps as f64 / self.link.rate_bps as f64;
+        let scale = |bps: u64| ((bps as f64 * factor).round() as u64).max(1);
+        let mut policy = self.clone();
+        policy.link.rate_bps = rate_bps;
+        for t in &mut policy.tenants {
+            t.min_rate_bps = t.min_rate_bps.map(scale);
+            t.max_rate_bps = t.max_rate_bps.map(scale);
+        }
+        for a in &mut policy.apps {
+            a.min_rate_bps = a.min_rate_bps.map(scale);
+            a.max_rate_bps = a.max_rate_bps.map(scale);
+            if let Some(split) = &mut a.split {
+                split.max_rate_bps = scale(split.max_rate_bps);
+            }
+        }
+        policy
+    }
+
     /// The app that takes a tenant's traffic when none is named: `default`.
     pub fn default_app(&self, tenant: TenantId) -> AppId {
         self.app_by_name(tenant, "default")
@@ -214,19 +235,7 @@ impl Scenario {
         let factor = rate_bps as f64 / self.policy.link.rate_bps as f64;
         let scale = |bps: u64| ((bps as f64 * factor).round() as u64).max(1);
         let mut scaled = self.clone();
-        let policy = &mut scaled.policy;
-        policy.link.rate_bps = rate_bps;
-        for t in &mut policy.tenants {
-            t.min_rate_bps = t.min_rate_bps.map(scale);
-            t.max_rate_bps = t.max_rate_bps.map(scale);
-        }
-        for a in &mut policy.apps {
-            a.min_rate_bps = a.min_rate_bps.map(scale);
-            a.max_rate_bps = a.max_rate_bps.map(scale);
-            if let Some(split) = &mut a.split {
-                split.max_rate_bps = scale(split.max_rate_bps);
-            }
-        }
+        scaled.policy = self.policy.scaled_to_link_rate(rate_bps);
         for t in &mut scaled.traffic {
             match &mut t.kind {
                 TrafficKind::Udp { rate_bps, .. } | TrafficKind::Poisson { rate_bps, .. } => {

@@ -1,14 +1,15 @@
 //! Everything that touches the operating system, and nothing else: namespaces and
 //! the `ip`/`tc`/`ethtool` commands ([`netns`]), AF_PACKET sockets and waiting on
 //! them ([`packet`]), child processes ([`process`]), signals ([`signal`]), the
-//! monotonic clock and absolute sleeps ([`clock`]). The rest of the crate sees plain
-//! Rust values and `io::Result`s.
+//! monotonic clock and absolute sleeps ([`clock`]), the benchmark's UDP senders
+//! ([`udp`]). The rest of the crate sees plain Rust values and `io::Result`s.
 
 pub mod clock;
 pub mod netns;
 pub mod packet;
 pub mod process;
 pub mod signal;
+pub mod udp;
 
 /// Whether the process runs with an effective user id of 0.
 pub fn is_root() -> bool {
@@ -28,6 +29,21 @@ pub fn set_timer_slack_ns(slack_ns: u64) {
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, slack_ns as libc::c_ulong, 0, 0, 0);
     }
+}
+
+/// CPU time the calling thread has used, user and system (what the kernel charges
+/// to it, softirq work done in its system calls included unless the kernel accounts
+/// interrupt time apart), in ns.
+pub fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill; CLOCK_THREAD_CPUTIME_ID always exists on Linux.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t);
+    }
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// SCHED_FIFO priority of the lab's own threads and of the programs whose latency

@@ -96,3 +96,68 @@ pub fn enter(name: &str) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Receive counters of one interface, as the kernel keeps them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxCounters {
+    /// Bytes of the frames received (Ethernet header included, no FCS).
+    pub bytes: u64,
+    pub packets: u64,
+    pub dropped: u64,
+}
+
+/// Receive counters of interface `dev` in the calling thread's namespace (from
+/// `/proc/thread-self/net/dev`, which follows the thread's namespace; `/sys` does not).
+pub fn rx_counters(dev: &str) -> io::Result<RxCounters> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/dev")?;
+    parse_rx_counters(&text, dev).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no interface `{dev}` in /proc/thread-self/net/dev"),
+        )
+    })
+}
+
+/// The receive counters of `dev` in the text of `/proc/net/dev`.
+pub fn parse_rx_counters(text: &str, dev: &str) -> Option<RxCounters> {
+    text.lines().find_map(|line| {
+        let (name, numbers) = line.split_once(':')?;
+        if name.trim() != dev {
+            return None;
+        }
+        let numbers: Vec<u64> = numbers
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        Some(RxCounters {
+            bytes: *numbers.first()?,
+            packets: *numbers.get(1)?,
+            dropped: *numbers.get(3)?,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_receive_columns_of_one_interface() {
+        let text = "Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
+  eth0: 10600     100    0    7    0     0          0         0      140       2    0    0    0     0       0          0
+";
+        assert_eq!(
+            parse_rx_counters(text, "eth0"),
+            Some(RxCounters {
+                bytes: 10_600,
+                packets: 100,
+                dropped: 7
+            })
+        );
+        assert_eq!(parse_rx_counters(text, "eth1"), None);
+        assert_eq!(parse_rx_counters(text, "face |bytes"), None);
+    }
+}

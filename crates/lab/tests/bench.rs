@@ -1,0 +1,179 @@
+//! The engine benchmark on real namespaces: short runs (two rounds of 0.5 s per
+//! path) of `fifo` through the engine and of plain kernel forwarding, counts checked for
+//! consistency, and teardown after a good, a refused and an interrupted run. They
+//! need root, ethtool and the `bridge` program (scripts/setup-lab.sh); without them
+//! each test says why and passes. Serialised: they share the cores, one sends SIGINT
+//! to the process, and each checks that no namespace is left.
+
+mod common;
+
+use common::{assert_nothing_left, our_namespaces};
+use lab::{BenchOptions, KERNEL_FORWARDING, LabError, PathKind};
+use std::sync::Mutex;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn runnable(test: &str) -> bool {
+    if let Err(e) = lab::check_root() {
+        eprintln!("skipping {test}: {e}");
+        return false;
+    }
+    for (program, arg) in [("ethtool", "--version"), ("bridge", "-V")] {
+        if std::process::Command::new(program)
+            .arg(arg)
+            .output()
+            .is_err()
+        {
+            eprintln!("skipping {test}: `{program}` is missing (scripts/setup-lab.sh installs it)");
+            return false;
+        }
+    }
+    true
+}
+
+fn fifo_and_kernel(seconds: f64, rounds: u32) -> BenchOptions {
+    BenchOptions {
+        paths: vec!["fifo".into(), KERNEL_FORWARDING.into()],
+        seconds,
+        rounds,
+        ..BenchOptions::default()
+    }
+}
+
+#[test]
+fn fifo_and_kernel_forwarding_deliver_frames_and_account_for_the_rest() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("fifo_and_kernel_forwarding_deliver_frames_and_account_for_the_rest") {
+        return;
+    }
+    let before = our_namespaces();
+    let mut steps = Vec::new();
+    let report = lab::run_bench(
+        &lab::default_policy(),
+        "built-in",
+        &fifo_and_kernel(0.5, 2),
+        &mut |step, path, _| {
+            if steps.last() != Some(&(step, path.to_string())) {
+                steps.push((step, path.to_string()));
+            }
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_nothing_left(&before);
+    eprintln!("{}", report.table());
+    // Two rounds: the bridge goes up for `kernel`, away for the second `fifo`.
+    let fifo = "fifo".to_string();
+    let kernel = KERNEL_FORWARDING.to_string();
+    assert_eq!(
+        steps,
+        [
+            (0, fifo.clone()),
+            (1, kernel.clone()),
+            (2, fifo),
+            (3, kernel)
+        ]
+    );
+    assert_eq!(report.paths.len(), 2);
+    assert_eq!(report.paths[0].kind(), PathKind::Engine);
+    assert_eq!(report.paths[1].kind(), PathKind::Kernel);
+    for p in &report.paths {
+        assert!(
+            p.seconds >= 1.0 && p.seconds < 2.0,
+            "{}: {} s",
+            p.path,
+            p.seconds
+        );
+        assert_eq!(p.round_frames_per_s.len(), 2, "{}", p.path);
+        assert!(p.round_frames_per_s.iter().all(|&r| r > 0.0), "{}", p.path);
+        assert!(p.offered_frames > 0, "{}: nothing offered", p.path);
+        assert!(p.delivered_frames > 0, "{}: nothing forwarded", p.path);
+        assert!(
+            p.delivered_frames <= p.offered_frames,
+            "{}: {} delivered of {} offered",
+            p.path,
+            p.delivered_frames,
+            p.offered_frames
+        );
+        assert_eq!(
+            p.lost_frames() + p.delivered_frames,
+            p.offered_frames,
+            "{}",
+            p.path
+        );
+        // Every frame is one offered datagram: 64 B payload, 106 B on the wire.
+        assert_eq!(
+            p.delivered_bytes,
+            p.delivered_frames * u64::from(report.frame_bytes()),
+            "{}",
+            p.path
+        );
+    }
+    // The engine sent what reached the sink, and read no more than was offered.
+    let fifo = &report.paths[0];
+    let engine = fifo.engine.as_ref().expect("the engine's counters");
+    assert!(fifo.delivered_frames <= engine.tx_frames);
+    assert!(engine.rx_frames <= fifo.offered_frames);
+    assert!(engine.tx_frames <= engine.rx_frames);
+    assert!(report.paths[1].engine.is_none());
+    assert_eq!(report.ratio_to_kernel(&report.paths[1]), Some(1.0));
+    let json = report.to_json();
+    assert_eq!(json["paths"][0]["path"], "fifo");
+    assert!(json["paths"][0]["ratio_to_kernel"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn unknown_enforcers_are_refused_before_anything_is_built() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("unknown_enforcers_are_refused_before_anything_is_built") {
+        return;
+    }
+    let before = our_namespaces();
+    let options = BenchOptions {
+        paths: vec!["nope".into(), KERNEL_FORWARDING.into()],
+        ..BenchOptions::default()
+    };
+    let error = lab::run_bench(
+        &lab::default_policy(),
+        "built-in",
+        &options,
+        &mut |_, _, _| {},
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("unknown enforcer"), "{error}");
+    assert_nothing_left(&before);
+}
+
+#[test]
+fn sigint_stops_the_benchmark_and_tears_down() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("sigint_stops_the_benchmark_and_tears_down") {
+        return;
+    }
+    let before = our_namespaces();
+    let started = std::time::Instant::now();
+    let pid = std::process::id().to_string();
+    let mut sent = false;
+    // Interrupted half a second into the first path, while the senders run.
+    let result = lab::run_bench(
+        &lab::default_policy(),
+        "built-in",
+        &fifo_and_kernel(5.0, 1),
+        &mut |_, _, fraction| {
+            if !sent && fraction >= 0.1 {
+                sent = true;
+                std::process::Command::new("kill")
+                    .args(["-INT", &pid])
+                    .status()
+                    .unwrap();
+            }
+        },
+    );
+    assert!(sent, "the first path never got going");
+    assert!(
+        matches!(result, Err(LabError::Interrupted)),
+        "{:?}",
+        result.map(|_| ())
+    );
+    assert!(started.elapsed().as_secs_f64() < 8.0, "stopped early");
+    assert_nothing_left(&before);
+}

@@ -1,0 +1,47 @@
+//! Helpers the lab's end-to-end tests share.
+
+/// Whether a lab name (`nslID…`, a namespace or an interface) is this process's:
+/// the lab derives run ids from the pid (`(pid % 1000) * 10 + k`), so lab runs of
+/// other processes on the same machine (another test binary, an operator) are not
+/// mistaken for leftovers.
+fn ours(name: &str) -> bool {
+    let digits: String = name
+        .strip_prefix("nsl")
+        .unwrap_or("")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse::<u32>()
+        .is_ok_and(|id| id / 10 == std::process::id() % 1000)
+}
+
+/// This process's lab namespaces.
+pub fn our_namespaces() -> Vec<String> {
+    lab::lab_namespaces()
+        .expect("ip netns list")
+        .into_iter()
+        .filter(|n| ours(n))
+        .collect()
+}
+
+/// Fails if a namespace of this process not in `before`, or an interface of this
+/// process's runs in this namespace, is still there.
+pub fn assert_nothing_left(before: &[String]) {
+    let new: Vec<String> = our_namespaces()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert!(new.is_empty(), "namespaces left behind: {new:?}");
+    let links = std::process::Command::new("ip")
+        .args(["-o", "link"])
+        .output()
+        .expect("ip link");
+    for line in String::from_utf8_lossy(&links.stdout).lines() {
+        let name = line.split(':').nth(1).unwrap_or("").trim();
+        assert!(
+            !(ours(name) && (name.contains('t') || name.ends_with("up") || name.ends_with("br"))),
+            "interface left behind: {line}"
+        );
+    }
+}
