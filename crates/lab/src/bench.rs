@@ -341,34 +341,7 @@ impl BenchReport {
                 row
             })
             .collect();
-        let mut widths: Vec<usize> = header.iter().map(|c| c.chars().count()).collect();
-        for row in &rows {
-            for (width, cell) in widths.iter_mut().zip(row) {
-                *width = (*width).max(cell.chars().count());
-            }
-        }
-        let line = |cells: &[String]| {
-            let padded: Vec<String> = cells
-                .iter()
-                .zip(&widths)
-                .enumerate()
-                .map(|(column, (cell, &width))| {
-                    if column == 0 {
-                        format!("{cell:<width$}")
-                    } else {
-                        format!("{cell:>width$}")
-                    }
-                })
-                .collect();
-            padded.join("  ").trim_end().to_string() + "\n"
-        };
-        let mut table = line(&header);
-        table.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
-        table.push('\n');
-        for row in &rows {
-            table.push_str(&line(row));
-        }
-        table
+        report::aligned_table(&header, &rows, 1, true)
     }
 
     pub fn to_json(&self) -> serde_json::Value {
@@ -668,9 +641,9 @@ fn run_path(
             move |ready| {
                 let built = sched::build(&name, &policy)
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
-                let cpu_ns = sys::thread_cpu_ns();
+                let cpu_ns = sys::clock::thread_cpu_ns();
                 let stats = Engine::new(config, classifier, &policy, built).run(&stop, ready)?;
-                Ok((stats, sys::thread_cpu_ns() - cpu_ns))
+                Ok((stats, sys::clock::thread_cpu_ns() - cpu_ns))
             },
         )?);
     }
@@ -696,14 +669,14 @@ fn run_path(
                     }
                     std::thread::sleep(Duration::from_micros(100));
                 }
-                let cpu_ns = sys::thread_cpu_ns();
+                let cpu_ns = sys::clock::thread_cpu_ns();
                 let mut sent = 0u64;
                 let mut flow = 0;
                 while !stop.load(Ordering::Relaxed) {
                     sent += sender.send_batch(flow, &payload, SEND_BATCH)? as u64;
                     flow = (flow + 1) % sender.flows();
                 }
-                Ok((sent, sys::thread_cpu_ns() - cpu_ns))
+                Ok((sent, sys::clock::thread_cpu_ns() - cpu_ns))
             },
         )?);
     }

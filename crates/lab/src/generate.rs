@@ -259,17 +259,19 @@ impl Replies {
                     ));
                 }
                 Ok(n) => self.buf.extend_from_slice(&self.chunk[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if is_retry(&e) => {}
                 Err(e) => return Err(e),
             }
         }
     }
+}
+
+/// A read that found nothing yet (the socket's timeout, or a signal): try again.
+fn is_retry(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
 }
 
 fn connect(server: SocketAddrV4) -> io::Result<TcpStream> {
@@ -297,13 +299,7 @@ fn store(stream: &mut TcpStream, key: &str, item_bytes: u32) -> io::Result<()> {
         match stream.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => answer.extend_from_slice(&chunk[..n]),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if is_retry(&e) => {}
             Err(e) => return Err(e),
         }
     }

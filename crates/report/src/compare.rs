@@ -116,7 +116,7 @@ pub fn side_by_side(runs: &[Summary], markdown: bool) -> String {
         }
         return table;
     }
-    crate::table::aligned(&header, &rows, 3, false)
+    crate::table::aligned_table(&header, &rows, 3, false)
 }
 
 #[cfg(test)]

@@ -31,4 +31,4 @@ pub use files::*;
 pub use html::*;
 pub use record::*;
 pub use summary::{AppSummary, Fairness, PacingSummary, Summary, TenantSummary, summarize};
-pub use table::comparison_table;
+pub use table::{aligned_table, comparison_table};

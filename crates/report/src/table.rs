@@ -60,12 +60,12 @@ pub(crate) fn comparison(summaries: &[Summary]) -> Comparison {
 /// names left-aligned, numbers right-aligned.
 pub fn comparison_table(summaries: &[Summary]) -> String {
     let Comparison { header, rows } = comparison(summaries);
-    aligned(&header, &rows, 1, true)
+    aligned_table(&header, &rows, 1, true)
 }
 
 /// `header` and `rows` as aligned text: the first `left_columns` columns
 /// left-aligned, the others right-aligned; `rule`: a line of dashes under the header.
-pub(crate) fn aligned(
+pub fn aligned_table(
     header: &[String],
     rows: &[Vec<String>],
     left_columns: usize,

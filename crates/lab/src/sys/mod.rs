@@ -31,21 +31,6 @@ pub fn set_timer_slack_ns(slack_ns: u64) {
     }
 }
 
-/// CPU time the calling thread has used, user and system (what the kernel charges
-/// to it, softirq work done in its system calls included unless the kernel accounts
-/// interrupt time apart), in ns.
-pub fn thread_cpu_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to fill; CLOCK_THREAD_CPUTIME_ID always exists on Linux.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t);
-    }
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
-
 /// SCHED_FIFO priority of the lab's own threads and of the programs whose latency
 /// it measures: above every normal thread, far below the kernel's own (50+).
 pub const REALTIME_PRIORITY: libc::c_int = 10;
