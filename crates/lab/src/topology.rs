@@ -165,7 +165,7 @@ impl Plan {
     pub fn add_sink_address(&mut self, what: &str) -> Result<Ipv4Addr, LabError> {
         if self.sink_extra.len() >= SINK_EXTRA_MAX {
             return Err(LabError::Unsupported(format!(
-                "{what}: each flow split by destination needs a sink address and an iperf3 pair of its own, and the lab gives out at most {SINK_EXTRA_MAX}; use fewer flows"
+                "{what}; the lab gives out at most {SINK_EXTRA_MAX} sink addresses besides its own; use fewer flows or traffics"
             )));
         }
         let addr = Ipv4Addr::from(u32::from(self.sink_addr) + 1 + self.sink_extra.len() as u32);

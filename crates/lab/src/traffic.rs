@@ -18,7 +18,10 @@
 //!
 //! Ports: a traffic of an app that lists ports uses the first of them not taken by
 //! another traffic; otherwise 5201 and up, skipping every port an app matches, so
-//! the classifier sees each traffic as the app it belongs to.
+//! the classifier sees each traffic as the app it belongs to. A `bulk` or `udp`
+//! traffic whose app's ports are all taken (two traffics of one app, in turn or at
+//! once) listens on the app's first port at a sink address of its own; an `rpc` or
+//! `poisson` one is refused, since its server or sink socket cannot share the port.
 //!
 //! Destinations: every traffic goes to the sink's address, except `bulk`, `udp` and
 //! `poisson` of an app split by destination: there each flow gets a sink address
@@ -158,6 +161,10 @@ pub fn plan(
     let mut plans = Vec::new();
     for (i, t) in scenario.traffic.iter().enumerate() {
         let app = policy.app(t.app);
+        let split_by_destination = app.split.is_some_and(|s| s.by == SplitBy::Destination);
+        // An iperf3 traffic whose app has no port left listens on the app's first
+        // port at a sink address of its own: the classifier still sees the app's port.
+        let mut own_address = None;
         let port = match app.match_ports.iter().find(|p| !taken.contains(p)) {
             Some(&p) => p,
             None if app.match_ports.is_empty() => {
@@ -165,6 +172,16 @@ pub fn plan(
                     next_free += 1;
                 }
                 next_free
+            }
+            None if matches!(t.kind, TrafficKind::Bulk { .. } | TrafficKind::Udp { .. })
+                && !split_by_destination =>
+            {
+                let what = format!(
+                    "traffic {} (every port of app {} is taken, so it needs a sink address of its own)",
+                    t.name, app.name
+                );
+                own_address = Some(net.add_sink_address(&what)?);
+                app.match_ports[0]
             }
             None => {
                 return Err(LabError::Unsupported(format!(
@@ -174,7 +191,6 @@ pub fn plan(
             }
         };
         taken.insert(port);
-        let split_by_destination = app.split.is_some_and(|s| s.by == SplitBy::Destination);
         let destinations: Vec<Ipv4Addr> = match t.kind {
             TrafficKind::Bulk { flows }
             | TrafficKind::Udp { flows, .. }
@@ -182,14 +198,14 @@ pub fn plan(
                 if split_by_destination =>
             {
                 let what = format!(
-                    "traffic {} ({flows} flows of app {}, split by destination)",
+                    "traffic {} ({flows} flows of app {}, split by destination, each needs a sink address of its own)",
                     t.name, app.name
                 );
                 (0..flows)
                     .map(|_| net.add_sink_address(&what))
                     .collect::<Result<_, _>>()?
             }
-            _ => vec![net.sink_addr],
+            _ => vec![own_address.unwrap_or(net.sink_addr)],
         };
         let net = &*net;
         let tenant = &net.tenants[t.tenant.index()];
@@ -518,6 +534,54 @@ traffic:
 
     fn scenario(yaml: &str) -> Scenario {
         policy::parse_scenario(yaml, "s.yaml", Path::new(".")).unwrap()
+    }
+
+    #[test]
+    fn iperf3_traffics_of_an_app_without_a_free_port_get_a_sink_address_of_their_own() {
+        let s = scenario(
+            "policy:
+  link: { rate: 1Gbit }
+  tenants:
+    - name: t1
+      apps:
+        - { name: kvs, match: { proto: tcp, ports: [11211] } }
+        - { name: probe, match: { proto: tcp, ports: [11111] } }
+duration: 4s
+traffic:
+  - { name: before, tenant: t1, app: kvs, kind: bulk, flows: 2, stop: 1s }
+  - { name: after, tenant: t1, app: kvs, kind: bulk, flows: 2, start: 2s }
+  - { name: ping, tenant: t1, app: probe, kind: rpc }
+  - { name: pong, tenant: t1, app: probe, kind: rpc }
+",
+        );
+        let mut net = Plan::new(&s.policy, 7).unwrap();
+        let error = plan(&s, &mut net, &Tools::default(), Path::new("/tmp")).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("traffic pong: every port of app probe is taken"),
+            "rpc servers cannot share a port: {error}"
+        );
+        let mut s = s;
+        s.traffic.truncate(2);
+        let mut net = Plan::new(&s.policy, 7).unwrap();
+        let plans = plan(&s, &mut net, &Tools::default(), Path::new("/tmp")).unwrap();
+        let (first, second) = (&plans[0].servers[0].args, &plans[1].servers[0].args);
+        assert_eq!(
+            first,
+            &["-s", "-B", &net.sink_addr.to_string(), "-p", "11211"]
+        );
+        assert_eq!(net.sink_extra.len(), 1);
+        assert_eq!(
+            second,
+            &["-s", "-B", &net.sink_extra[0].to_string(), "-p", "11211"]
+        );
+        assert!(
+            plans[1].clients[0]
+                .args
+                .windows(2)
+                .any(|w| w[0] == "-c" && w[1] == net.sink_extra[0].to_string())
+        );
     }
 
     const KVS_POLICY: &str = r#"
