@@ -182,6 +182,38 @@ fn sim_writes_every_result_file_and_a_table() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown enforcer `nope`"));
+
+    // The runs side by side, as aligned text and as Markdown, from the results folder
+    // and from one run's folder; a folder without results is an input error.
+    let hash_run = out_dir.join("hash");
+    let out = nicsched(&[
+        "compare",
+        out_dir.to_str().unwrap(),
+        hash_run.to_str().unwrap(),
+        "--markdown",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let markdown = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = markdown
+        .lines()
+        .filter(|l| l.starts_with("| short |"))
+        .collect();
+    assert_eq!(rows.len(), 3, "{markdown}");
+    assert!(rows[0].starts_with("| short | hash | sim |"), "{markdown}");
+    assert!(
+        markdown
+            .lines()
+            .next()
+            .unwrap()
+            .contains("| a Mbit/s | b Mbit/s |")
+    );
+    let out = nicsched(&["compare", scratch.0.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no summary.json"));
 }
 
 #[test]
