@@ -292,6 +292,9 @@ pub struct Wf2q {
     split_bps: Vec<u64>,
     /// Eligible classes, filed by F in byte-time ticks.
     eligible: WheelSlots,
+    /// Eligible classes of prioritised apps (module docs: strict priority), served
+    /// before `eligible`, filed the same way.
+    urgent: WheelSlots,
     /// Backlogged classes waiting for V, filed by S in byte-time ticks.
     ineligible: WheelSlots,
     v_ref: u64,
@@ -303,10 +306,30 @@ pub struct Wf2q {
     epoch: u64,
     /// Per app: (epoch, V units per byte at its leaves' current w_i).
     v_per_byte: Vec<(u64, f64)>,
+    /// Per app of a tenant with more than one app priority level: its level's node
+    /// in `level`; [`NO_LEVEL`] in a tenant of one level.
+    app_level: Vec<u32>,
+    /// Per app: whether a less urgent level of its tenant exists, so that its eligible
+    /// classes wait in `urgent`.
+    app_urgent: Vec<bool>,
+    /// Per tenant: the first of its level nodes in `level` and how many (none for a
+    /// tenant of one level), most urgent first.
+    tenant_levels: Vec<(u32, u32)>,
+    /// One node per app priority level of each multi-level tenant: the backlogged
+    /// sums of that level's apps alone, which give its classes their w_i.
+    level: Vec<Node>,
+    /// Per level node: bytes that more urgent levels of its tenant sent while it was
+    /// backlogged, not yet charged to it (module docs: strict priority).
+    level_debt_bytes: Vec<u64>,
 }
 
-/// A copy of `policy` with priorities turned into weights, guarantees and split
-/// dropped, for the ideal allocation that gives unlimited nodes their ω.
+/// `app_level` of an app whose tenant has a single priority level.
+const NO_LEVEL: u32 = u32::MAX;
+
+/// A copy of `policy` with tenant priorities turned into weights, app priorities,
+/// guarantees and split dropped, for the ideal allocation that gives unlimited nodes
+/// their ω. App priorities are strict levels (module docs), within which only the
+/// ratio of the ω of unlimited apps matters, so their plain weights serve.
 fn flattened(policy: &Policy) -> Policy {
     fn factor(priority: u8, levels: &[u8]) -> u32 {
         let below = levels.iter().filter(|&&p| p > priority).count() as u32;
@@ -319,14 +342,7 @@ fn flattened(policy: &Policy) -> Policy {
         t.priority = 0;
         t.min_rate_bps = None;
     }
-    for (a, app) in flat.apps.iter_mut().enumerate() {
-        let tenant = policy.tenant(policy.apps[a].tenant);
-        let levels: Vec<u8> = tenant
-            .apps
-            .iter()
-            .map(|&x| policy.app(x).priority)
-            .collect();
-        app.weight = app.weight.saturating_mul(factor(app.priority, &levels));
+    for app in &mut flat.apps {
         app.priority = 0;
         app.min_rate_bps = None;
         app.split = None;
@@ -371,12 +387,37 @@ impl Wf2q {
             .map(|s| Node::new(s.bps, s.limited))
             .collect();
         let classes = Classes::new(policy, config.classes_max);
+        // App priority levels: a node per distinct priority of a tenant's apps, for
+        // tenants with more than one.
+        let mut app_level = vec![NO_LEVEL; policy.apps.len()];
+        let mut app_urgent = vec![false; policy.apps.len()];
+        let mut tenant_levels = Vec::with_capacity(policy.tenants.len());
+        let mut levels_total = 0u32;
+        for t in &policy.tenants {
+            let priorities: std::collections::BTreeSet<u8> =
+                t.apps.iter().map(|&a| policy.app(a).priority).collect();
+            if priorities.len() < 2 {
+                tenant_levels.push((levels_total, 0));
+                continue;
+            }
+            for &a in &t.apps {
+                let rank = priorities
+                    .iter()
+                    .position(|&p| p == policy.app(a).priority)
+                    .expect("collected above");
+                app_level[a.index()] = levels_total + rank as u32;
+                app_urgent[a.index()] = rank + 1 < priorities.len();
+            }
+            tenant_levels.push((levels_total, priorities.len() as u32));
+            levels_total += priorities.len() as u32;
+        }
         let speed_link_fx =
             (u128::from(link_bps) << (V_FRAC_BITS + SPEED_FRAC_BITS)) / 8_000_000_000;
         Ok(Wf2q {
             link_bps,
             class: Vec::with_capacity(classes.capacity()),
             eligible: WheelSlots::new(),
+            urgent: WheelSlots::new(),
             ineligible: WheelSlots::new(),
             classes,
             accounting: Accounting::new(policy),
@@ -397,6 +438,11 @@ impl Wf2q {
             speed_fx: speed_link_fx,
             epoch: 1,
             v_per_byte: vec![(0, 0.0); policy.apps.len()],
+            app_level,
+            app_urgent,
+            tenant_levels,
+            level: vec![Node::default(); levels_total as usize],
+            level_debt_bytes: vec![0; levels_total as usize],
         })
     }
 
@@ -454,6 +500,16 @@ impl Wf2q {
         } else {
             (old, new)
         };
+        let level = self.app_level[app];
+        if level != NO_LEVEL {
+            let level = level as usize;
+            self.level[level].apply(old, new);
+            if self.level[level].active_children == 0 {
+                // Its classes left: what it still owed is forgiven, as WF2Q+ forgets
+                // a class's past when it becomes backlogged again (S = max(F, V)).
+                self.level_debt_bytes[level] = 0;
+            }
+        }
         let node = &mut self.tenant[usize::from(self.app_tenant[app])];
         let before = node.contribution();
         node.apply(old, new);
@@ -466,7 +522,9 @@ impl Wf2q {
         }
     }
 
-    /// w_i of a backlogged class, scaled down the tree (module docs).
+    /// w_i of a backlogged class, scaled down the tree (module docs). In a tenant of
+    /// several app priority levels, an app's rate is what its level alone would get
+    /// of the tenant's.
     fn rate_bps(&self, class: usize) -> f64 {
         let app = self.class[class].app as usize;
         let tenant = &self.tenant[usize::from(self.app_tenant[app])];
@@ -474,18 +532,50 @@ impl Wf2q {
         let tenant_bps = self
             .root
             .child_rate(self.link_bps as f64, tenant_share, false);
+        let level = self.app_level[app];
+        let parent = if level == NO_LEVEL {
+            tenant
+        } else {
+            &self.level[level as usize]
+        };
         if self.is_split(class) {
             let app_node = &self.app[app];
             let app_share = app_node.contribution().expect("class is backlogged");
-            let app_bps = tenant.child_rate(tenant_bps, app_share, true);
+            let app_bps = parent.child_rate(tenant_bps, app_share, true);
             app_node.child_rate(app_bps, self.leaf_share(class), true)
         } else {
-            tenant.child_rate(tenant_bps, self.app_leaf[app], true)
+            parent.child_rate(tenant_bps, self.app_leaf[app], true)
+        }
+    }
+
+    /// After a packet of `app` left: its bytes are owed by every less urgent level
+    /// of its tenant that is backlogged (module docs: strict priority).
+    fn charge_less_urgent(&mut self, app: usize, len_bytes: u32) {
+        let level = self.app_level[app];
+        if level == NO_LEVEL {
+            return;
+        }
+        let (first, count) = self.tenant_levels[usize::from(self.app_tenant[app])];
+        for less_urgent in level + 1..first + count {
+            let less_urgent = less_urgent as usize;
+            if self.level[less_urgent].active_children > 0 {
+                self.level_debt_bytes[less_urgent] += u64::from(len_bytes);
+            }
+        }
+    }
+
+    /// The bytes `class`'s level owes, now paid by the packet being tagged.
+    fn take_debt(&mut self, class: usize) -> u64 {
+        let level = self.app_level[self.class[class].app as usize];
+        if level == NO_LEVEL {
+            0
+        } else {
+            std::mem::take(&mut self.level_debt_bytes[level as usize])
         }
     }
 
     /// L / w_i in V units, rounded up so a class never exceeds its rate.
-    fn cost_v(&mut self, class: usize, len_bytes: u32) -> u64 {
+    fn cost_v(&mut self, class: usize, len_bytes: u64) -> u64 {
         // All leaves of an app share one w_i, which changes only with the backlogged
         // set: while it stands, a tag costs one multiply instead of the tree walk.
         let app = self.class[class].app as usize;
@@ -498,7 +588,7 @@ impl Wf2q {
             self.v_per_byte[app] = (self.epoch, fresh);
             fresh
         };
-        let cost = (f64::from(len_bytes) * v_per_byte).ceil();
+        let cost = (len_bytes as f64 * v_per_byte).ceil();
         (cost as u64).clamp(1, COST_V_MAX)
     }
 
@@ -510,12 +600,23 @@ impl Wf2q {
     #[inline]
     fn place(&mut self, class: usize, start_v: u64, v: u64) {
         if start_v <= v {
-            let tick = self.class[class].finish_v >> F_TICK_BITS;
-            self.eligible.insert(&mut self.class, class as u32, tick);
+            self.file_eligible(class as u32);
         } else {
             // Rounded up, so a class never becomes eligible before S <= V.
             let tick = start_v.div_ceil(1 << V_FRAC_BITS);
             self.ineligible.insert(&mut self.class, class as u32, tick);
+        }
+    }
+
+    /// Files an eligible class by F, on the urgent wheel if its app is prioritised.
+    #[inline]
+    fn file_eligible(&mut self, class: u32) {
+        let state = &self.class[class as usize];
+        let tick = state.finish_v >> F_TICK_BITS;
+        if self.app_urgent[state.app as usize] {
+            self.urgent.insert(&mut self.class, class, tick);
+        } else {
+            self.eligible.insert(&mut self.class, class, tick);
         }
     }
 
@@ -525,9 +626,7 @@ impl Wf2q {
             .ineligible
             .pop_expired(&mut self.class, v >> V_FRAC_BITS)
         {
-            let finish_v = self.class[class as usize].finish_v;
-            self.eligible
-                .insert(&mut self.class, class, finish_v >> F_TICK_BITS);
+            self.file_eligible(class);
         }
     }
 
@@ -571,7 +670,8 @@ impl Enforcer for Wf2q {
         if was_idle {
             self.set_backlogged(now_ns, class, true);
             let v = self.v_at(now_ns);
-            let cost = self.cost_v(class, packet.len_bytes);
+            let owed = self.take_debt(class);
+            let cost = self.cost_v(class, u64::from(packet.len_bytes) + owed);
             let state = &mut self.class[class];
             let start_v = state.finish_v.max(v);
             state.finish_v = start_v + cost;
@@ -583,7 +683,7 @@ impl Enforcer for Wf2q {
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
         let mut v = self.v_at(now_ns);
         self.promote_eligible(v);
-        while self.eligible.is_empty() {
+        while self.eligible.is_empty() && self.urgent.is_empty() {
             let start_tick = self.ineligible.next_tick()?;
             if self.root.limited_sum_bps > 0 {
                 return None;
@@ -594,9 +694,14 @@ impl Enforcer for Wf2q {
             self.rebase_v(now_ns, v);
             self.promote_eligible(v);
         }
-        // The smallest F: every eligible tick has expired at u64::MAX.
-        let (class, _) = self
-            .eligible
+        // The smallest F, prioritised apps first: every eligible tick has expired at
+        // u64::MAX.
+        let wheel = if self.urgent.is_empty() {
+            &mut self.eligible
+        } else {
+            &mut self.urgent
+        };
+        let (class, _) = wheel
             .pop_expired(&mut self.class, u64::MAX)
             .expect("promoted above");
         let class = class as usize;
@@ -606,10 +711,12 @@ impl Enforcer for Wf2q {
             .expect("a filed class is backlogged");
         self.accounting.release(packet.tenant, packet.len_bytes);
         self.classes.departed(&packet, ClassId(class as u32));
+        self.charge_less_urgent(self.class[class].app as usize, packet.len_bytes);
         if self.class[class].fifo.is_empty() {
             self.set_backlogged(now_ns, class, false);
         } else {
-            let cost = self.cost_v(class, self.head_len(class));
+            let owed = self.take_debt(class);
+            let cost = self.cost_v(class, u64::from(self.head_len(class)) + owed);
             let state = &mut self.class[class];
             let start_v = state.finish_v;
             state.finish_v = start_v + cost;
@@ -625,7 +732,8 @@ impl Enforcer for Wf2q {
         let Some(start_tick) = self.ineligible.next_tick() else {
             return Some(now_ns);
         };
-        if !self.eligible.is_empty() || self.root.limited_sum_bps == 0 {
+        if !self.eligible.is_empty() || !self.urgent.is_empty() || self.root.limited_sum_bps == 0
+        {
             return Some(now_ns);
         }
         let ahead = (start_tick << V_FRAC_BITS).saturating_sub(self.v_ref);
