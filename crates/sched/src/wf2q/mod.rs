@@ -128,6 +128,9 @@ const SPEED_FRAC_BITS: u32 = 32;
 /// strict priority: 16 keeps a higher level above 94 % against one equal-weight
 /// lower class without starving the lower level.
 pub const PRIORITY_WEIGHT_FACTOR: u32 = 16;
+/// How far behind V a tenant's start tag of a less urgent app priority level may lag
+/// (module docs): two TSO sends, more than the lag WF2Q+ leaves a class served late.
+pub const LEVEL_CREDIT_BYTES: u64 = 128 * 1024;
 /// Levels beyond this many get no further factor, so weights stay within u32.
 const PRIORITY_LEVELS_MAX: u32 = 7;
 
@@ -318,9 +321,13 @@ pub struct Wf2q {
     /// One node per app priority level of each multi-level tenant: the backlogged
     /// sums of that level's apps alone, which give its classes their w_i.
     level: Vec<Node>,
-    /// Per level node: bytes that more urgent levels of its tenant sent while it was
-    /// backlogged, not yet charged to it (module docs: strict priority).
-    level_debt_bytes: Vec<u64>,
+    /// Per level node: its tenant's start tag for it (module docs: strict priority),
+    /// advanced at the tenant's rate by every packet of it and of more urgent levels;
+    /// a class of the level is not served before V reaches it. Stays 0 for a tenant's
+    /// most urgent level.
+    level_start_v: Vec<u64>,
+    /// Per tenant: (epoch, V units per byte at its current rate), as `v_per_byte`.
+    tenant_v_per_byte: Vec<(u64, f64)>,
 }
 
 /// `app_level` of an app whose tenant has a single priority level.
@@ -442,7 +449,8 @@ impl Wf2q {
             app_urgent,
             tenant_levels,
             level: vec![Node::default(); levels_total as usize],
-            level_debt_bytes: vec![0; levels_total as usize],
+            level_start_v: vec![0; levels_total as usize],
+            tenant_v_per_byte: vec![(0, 0.0); policy.tenants.len()],
         })
     }
 
@@ -502,13 +510,7 @@ impl Wf2q {
         };
         let level = self.app_level[app];
         if level != NO_LEVEL {
-            let level = level as usize;
-            self.level[level].apply(old, new);
-            if self.level[level].active_children == 0 {
-                // Its classes left: what it still owed is forgiven, as WF2Q+ forgets
-                // a class's past when it becomes backlogged again (S = max(F, V)).
-                self.level_debt_bytes[level] = 0;
-            }
+            self.level[level as usize].apply(old, new);
         }
         let node = &mut self.tenant[usize::from(self.app_tenant[app])];
         let before = node.contribution();
@@ -548,34 +550,65 @@ impl Wf2q {
         }
     }
 
-    /// After a packet of `app` left: its bytes are owed by every less urgent level
-    /// of its tenant that is backlogged (module docs: strict priority).
-    fn charge_less_urgent(&mut self, app: usize, len_bytes: u32) {
+    /// After a packet of `app` of `len_bytes` left at `v`: its tenant's start tag of
+    /// its level and of every less urgent one moves on by L at the tenant's rate,
+    /// from no earlier than [`LEVEL_CREDIT_BYTES`] before V (module docs).
+    fn advance_levels(&mut self, app: usize, len_bytes: u32, v: u64) {
         let level = self.app_level[app];
         if level == NO_LEVEL {
             return;
         }
-        let (first, count) = self.tenant_levels[usize::from(self.app_tenant[app])];
-        for less_urgent in level + 1..first + count {
-            let less_urgent = less_urgent as usize;
-            if self.level[less_urgent].active_children > 0 {
-                self.level_debt_bytes[less_urgent] += u64::from(len_bytes);
-            }
+        let tenant = usize::from(self.app_tenant[app]);
+        let (epoch, cached) = self.tenant_v_per_byte[tenant];
+        let v_per_byte = if epoch == self.epoch {
+            cached
+        } else {
+            let share = self.tenant[tenant]
+                .contribution()
+                .expect("the tenant is backlogged until after this call");
+            let tenant_bps = self.root.child_rate(self.link_bps as f64, share, false);
+            let fresh = self.link_bps as f64 / tenant_bps * f64::from(1u32 << V_FRAC_BITS);
+            self.tenant_v_per_byte[tenant] = (self.epoch, fresh);
+            fresh
+        };
+        let cost = ((f64::from(len_bytes) * v_per_byte).ceil() as u64).clamp(1, COST_V_MAX);
+        let credit = ((LEVEL_CREDIT_BYTES as f64 * v_per_byte) as u64).min(COST_V_MAX);
+        let floor = v.saturating_sub(credit);
+        let (first, count) = self.tenant_levels[tenant];
+        // The most urgent level answers to no one: its start tag stays 0.
+        for less_urgent in level.max(first + 1)..first + count {
+            let start = &mut self.level_start_v[less_urgent as usize];
+            *start = (*start).max(floor) + cost;
         }
     }
 
-    /// The bytes `class`'s level owes, now paid by the packet being tagged.
-    fn take_debt(&mut self, class: usize) -> u64 {
+    /// The earliest start tag `class` may have: its tenant's for its level.
+    #[inline]
+    fn level_start(&self, class: usize) -> u64 {
         let level = self.app_level[self.class[class].app as usize];
         if level == NO_LEVEL {
             0
         } else {
-            std::mem::take(&mut self.level_debt_bytes[level as usize])
+            self.level_start_v[level as usize]
         }
     }
 
+    /// Whether `class`, just taken as eligible at `v`, must wait for its tenant's
+    /// start tag of its level (more urgent levels sent since it was tagged); if so
+    /// it is tagged again from there and filed as ineligible.
+    fn held_by_tenant(&mut self, class: usize, v: u64) -> bool {
+        let start_v = self.level_start(class);
+        if start_v <= v {
+            return false;
+        }
+        let cost = self.cost_v(class, self.head_len(class));
+        self.class[class].finish_v = start_v + cost;
+        self.place(class, start_v, v);
+        true
+    }
+
     /// L / w_i in V units, rounded up so a class never exceeds its rate.
-    fn cost_v(&mut self, class: usize, len_bytes: u64) -> u64 {
+    fn cost_v(&mut self, class: usize, len_bytes: u32) -> u64 {
         // All leaves of an app share one w_i, which changes only with the backlogged
         // set: while it stands, a tag costs one multiply instead of the tree walk.
         let app = self.class[class].app as usize;
@@ -588,7 +621,7 @@ impl Wf2q {
             self.v_per_byte[app] = (self.epoch, fresh);
             fresh
         };
-        let cost = (len_bytes as f64 * v_per_byte).ceil();
+        let cost = (f64::from(len_bytes) * v_per_byte).ceil();
         (cost as u64).clamp(1, COST_V_MAX)
     }
 
@@ -670,10 +703,10 @@ impl Enforcer for Wf2q {
         if was_idle {
             self.set_backlogged(now_ns, class, true);
             let v = self.v_at(now_ns);
-            let owed = self.take_debt(class);
-            let cost = self.cost_v(class, u64::from(packet.len_bytes) + owed);
+            let cost = self.cost_v(class, packet.len_bytes);
+            let level_start_v = self.level_start(class);
             let state = &mut self.class[class];
-            let start_v = state.finish_v.max(v);
+            let start_v = state.finish_v.max(v).max(level_start_v);
             state.finish_v = start_v + cost;
             self.place(class, start_v, v);
         }
@@ -683,42 +716,46 @@ impl Enforcer for Wf2q {
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
         let mut v = self.v_at(now_ns);
         self.promote_eligible(v);
-        while self.eligible.is_empty() && self.urgent.is_empty() {
-            let start_tick = self.ineligible.next_tick()?;
-            if self.root.limited_sum_bps > 0 {
-                return None;
+        let class = loop {
+            while self.eligible.is_empty() && self.urgent.is_empty() {
+                let start_tick = self.ineligible.next_tick()?;
+                if self.root.limited_sum_bps > 0 {
+                    return None;
+                }
+                // WF2Q+'s V = max(V, min S); the wheel's bound may sit below min S, in
+                // which case the next round has cascaded it closer.
+                v = v.max(start_tick << V_FRAC_BITS);
+                self.rebase_v(now_ns, v);
+                self.promote_eligible(v);
             }
-            // WF2Q+'s V = max(V, min S); the wheel's bound may sit below min S, in
-            // which case the next round has cascaded it closer.
-            v = v.max(start_tick << V_FRAC_BITS);
-            self.rebase_v(now_ns, v);
-            self.promote_eligible(v);
-        }
-        // The smallest F, prioritised apps first: every eligible tick has expired at
-        // u64::MAX.
-        let wheel = if self.urgent.is_empty() {
-            &mut self.eligible
-        } else {
-            &mut self.urgent
+            // The smallest F, prioritised apps first: every eligible tick has expired
+            // at u64::MAX.
+            let wheel = if self.urgent.is_empty() {
+                &mut self.eligible
+            } else {
+                &mut self.urgent
+            };
+            let (class, _) = wheel
+                .pop_expired(&mut self.class, u64::MAX)
+                .expect("promoted above");
+            if !self.held_by_tenant(class as usize, v) {
+                break class as usize;
+            }
         };
-        let (class, _) = wheel
-            .pop_expired(&mut self.class, u64::MAX)
-            .expect("promoted above");
-        let class = class as usize;
         let packet = self.class[class]
             .fifo
             .pop_front(&mut self.slab)
             .expect("a filed class is backlogged");
         self.accounting.release(packet.tenant, packet.len_bytes);
         self.classes.departed(&packet, ClassId(class as u32));
-        self.charge_less_urgent(self.class[class].app as usize, packet.len_bytes);
+        self.advance_levels(self.class[class].app as usize, packet.len_bytes, v);
         if self.class[class].fifo.is_empty() {
             self.set_backlogged(now_ns, class, false);
         } else {
-            let owed = self.take_debt(class);
-            let cost = self.cost_v(class, u64::from(self.head_len(class)) + owed);
+            let cost = self.cost_v(class, self.head_len(class));
+            let level_start_v = self.level_start(class);
             let state = &mut self.class[class];
-            let start_v = state.finish_v;
+            let start_v = state.finish_v.max(level_start_v);
             state.finish_v = start_v + cost;
             self.place(class, start_v, v);
         }
@@ -732,8 +769,7 @@ impl Enforcer for Wf2q {
         let Some(start_tick) = self.ineligible.next_tick() else {
             return Some(now_ns);
         };
-        if !self.eligible.is_empty() || !self.urgent.is_empty() || self.root.limited_sum_bps == 0
-        {
+        if !self.eligible.is_empty() || !self.urgent.is_empty() || self.root.limited_sum_bps == 0 {
             return Some(now_ns);
         }
         let ahead = (start_tick << V_FRAC_BITS).saturating_sub(self.v_ref);
