@@ -420,6 +420,18 @@ fn a_closed_loop_priority_probe_costs_its_tenant_nothing_and_goes_first() {
 }
 
 #[test]
+fn check_says_app_priorities_are_strict_levels() {
+    let a = sched::approximation("wf2q", &policy(PRIO_PROBE)).unwrap();
+    assert!(
+        a.approximate
+            .iter()
+            .any(|l| l.starts_with("t2: 2 app priority levels, strict")),
+        "{a:?}"
+    );
+    assert!(!a.approximate.iter().any(|l| l.contains("weight factor")));
+}
+
+#[test]
 fn a_backlogged_priority_app_takes_its_tenants_share_and_no_more() {
     let p = policy(PRIO_PROBE);
     let duration_ns = 20_000_000;

@@ -62,6 +62,52 @@
 //! plain work-conserving WF2Q+: if nothing is eligible V jumps to the smallest start
 //! tag (WF2Q+'s `V = max(V, min S)`), so rounding never idles the link.
 //!
+//! ## App priorities: strict levels inside a tenant
+//!
+//! SENIC has no priorities; this is nicsched's extension. The policy's app priorities
+//! are strict within a tenant (a level gets nothing until the levels before it are
+//! satisfied), and a tenant's share must not depend on how its demand is spread over
+//! its levels. Turning priorities into weights (×16 per level, what `wf2q` did first)
+//! failed the second: while a priority-0 probe was backlogged, its priority-1 bulk
+//! sibling's w_i fell to 1/17 of the tenant's, a 64 KiB send tagged then kept
+//! F = S + L/w_i long after the probe's one small packet had left, and the tenant lost
+//! a quarter of its share (TONIC's `prio-sockperf`: 3.65 of 5 Gbit/s). So in a tenant
+//! whose apps have more than one priority, each priority is a *level*:
+//!
+//! - A class's w_i is what its level alone would get of the tenant's rate P (the sums
+//!   above, kept per level): it does not change when a more urgent app comes and goes,
+//!   and a level alone takes the whole tenant.
+//! - The tenant keeps a start tag S_k for each level below its most urgent one,
+//!   advanced at P by every packet of level k and of the more urgent levels:
+//!
+//!   ```text
+//!   S_k = max(S_k, V - C) + L / P        C: LEVEL_CREDIT_BYTES at P
+//!   ```
+//!
+//!   A class of level k is not served before V reaches S_k: it is tagged from no
+//!   earlier than S_k, and one taken as eligible after a more urgent packet moved S_k
+//!   past V is tagged again from S_k and filed as ineligible. This is H-WF2Q+'s
+//!   tenant tag used as a bound: the tenant's service at levels <= k stays within
+//!   P·t + C + one packet, so a more urgent app's bytes come out of the less urgent
+//!   levels' part, and the tenant keeps its share whatever the mix, limits included.
+//!   C keeps the credit of a level that WF2Q+ served late (F behind V) instead of
+//!   losing it to every probe packet.
+//! - Eligible classes of a level above its tenant's least urgent one wait on their own
+//!   wheel, served before the other eligible classes: a prioritised packet leaves at
+//!   the next dequeue once eligible (S <= V), ahead of other tenants' overdue classes
+//!   too. No tenant loses rate to this, since a prioritised class is eligible only
+//!   within its own w_i <= P, but another tenant's packet may wait one prioritised
+//!   packet per eligible prioritised class. With three or more levels the middle ones
+//!   are strict in throughput (S_k), and go in F order with the most urgent one.
+//!
+//! Why not the alternatives: a true two-level H-WF2Q+ (tenants filed by their own
+//! tags, apps picked inside) would need per-tenant wheels for app limits and split
+//! classes and would pace a tenant's capped apps at the tenant's rate, changing
+//! SENIC's Fig. 4 schedule with app limits in one tenant; recomputing a class's F when
+//! its rate changes would touch every backlogged sibling (split classes included) on
+//! each backlog change and needs removal from the wheels. The level tags cost
+//! O(levels of the tenant) per packet of a multi-level tenant and nothing elsewhere.
+//!
 //! ## Fixed point and constants
 //!
 //! - V, S and F are `u64` in units of 2^-[`V_FRAC_BITS`] byte-times at R (12 bits:
@@ -90,29 +136,33 @@
 //! grows by at most that one tick over WF2Q+'s bound, less than a minimum-size
 //! packet at R, and in exchange an item cascades one level fewer. A class whose F lies
 //! below the last one served is filed at the wheel's current tick, which keeps the
-//! order among those still waiting exact. Both are O(1) per packet plus at most
-//! 10 cascades per item; a binary heap keyed by F was measured first and spent half
+//! order among those still waiting exact. Eligible classes of prioritised apps have a
+//! second eligible wheel, *urgent*, taken before the other (strict levels above).
+//! All are O(1) per packet plus at most 10 cascades per item; a binary heap keyed by F was measured first and spent half
 //! its time popping when classes of equal rates became eligible together (50 k at a
 //! time at 100 k classes).
 //!
 //! Per class: one 32-byte record (F, the wheel link and tick, FIFO head and tail,
 //! app), aligned so a packet touches one cache line of it; the wheels keep their
 //! links there ([`Links`]), one link for both since a class waits on one wheel at a
-//! time. S is not kept: it is only needed when the class is filed. Beside it, the
+//! time (and so a class is on one of the three). S is not kept: it is only needed when
+//! the class is filed. Beside it, the
 //! class map's entry ([`Classes`]). w_i is cached per app until the backlogged set
 //! changes, so a tag costs a multiply. Packets sit in a preallocated descriptor pool
 //! (`slab`).
 //!
-//! Approximations, stated by [`approximation`]: priorities become weights (×16 per
-//! level), guarantees are not expressed, weights among capped classes give way to the
-//! ratio of the caps when the caps oversubscribe their parent.
+//! Approximations, stated by [`approximation`]: tenant priorities become weights (×16
+//! per level); app priorities are strict levels as above, within C of credit, with
+//! prioritised classes served ahead of other tenants' eligible ones; guarantees are
+//! not expressed; weights among capped classes give way to the ratio of the caps when
+//! the caps oversubscribe their parent.
 
 pub(crate) mod slab;
 
 use crate::classes::{ClassId, Classes};
 use crate::wheel::timing::{Links, WheelSlots};
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
-use policy::{Policy, format_rate};
+use policy::{Policy, format_rate, format_size};
 use slab::{List, Slab};
 
 /// Fractional bits of V, S and F below one byte-time (see the module docs).
@@ -124,9 +174,10 @@ pub const F_TICK_BITS: u32 = V_FRAC_BITS + 6;
 pub const COST_V_MAX: u64 = 1 << 50;
 /// Fractional bits of V's speed (V units per ns).
 const SPEED_FRAC_BITS: u32 = 32;
-/// How much more weight each more urgent priority level gets, since WF2Q+ has no
-/// strict priority: 16 keeps a higher level above 94 % against one equal-weight
-/// lower class without starving the lower level.
+/// How much more weight each more urgent tenant priority level gets, since WF2Q+ has
+/// no strict priority: 16 keeps a higher level above 94 % against one equal-weight
+/// lower tenant without starving the lower level. (App priorities are strict levels
+/// inside their tenant: module docs.)
 pub const PRIORITY_WEIGHT_FACTOR: u32 = 16;
 /// How far behind V a tenant's start tag of a less urgent app priority level may lag
 /// (module docs): two TSO sends, more than the lag WF2Q+ leaves a class served late.
@@ -857,9 +908,10 @@ pub fn approximation(policy: &Policy) -> Approximation {
             t.apps.iter().map(|&a| policy.app(a).priority).collect();
         if levels.len() > 1 {
             out.approximate.push(format!(
-                "{}: {} app priority levels become weight factors of {PRIORITY_WEIGHT_FACTOR} per level (no strict priority)",
+                "{}: {} app priority levels, strict within the tenant (SENIC has none): a level's classes get the tenant's rate as if alone, and a more urgent level's bytes come out of the less urgent levels' part (a tenant start tag per level, at most {} of credit for a level served late); prioritised classes go before other eligible classes, so another tenant's packet may wait one packet per eligible prioritised class",
                 t.name,
-                levels.len()
+                levels.len(),
+                format_size(LEVEL_CREDIT_BYTES)
             ));
         }
     }
