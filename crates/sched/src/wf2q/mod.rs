@@ -604,7 +604,11 @@ impl Wf2q {
     /// After a packet of `app` of `len_bytes` left at `v`: its tenant's start tag of
     /// its level and of every less urgent one moves on by L at the tenant's rate,
     /// from no earlier than [`LEVEL_CREDIT_BYTES`] before V (module docs).
+    #[inline]
     fn advance_levels(&mut self, app: usize, len_bytes: u32, v: u64) {
+        if self.level.is_empty() {
+            return;
+        }
         let level = self.app_level[app];
         if level == NO_LEVEL {
             return;
@@ -636,6 +640,9 @@ impl Wf2q {
     /// The earliest start tag `class` may have: its tenant's for its level.
     #[inline]
     fn level_start(&self, class: usize) -> u64 {
+        if self.level.is_empty() {
+            return 0;
+        }
         let level = self.app_level[self.class[class].app as usize];
         if level == NO_LEVEL {
             0
@@ -647,6 +654,7 @@ impl Wf2q {
     /// Whether `class`, just taken as eligible at `v`, must wait for its tenant's
     /// start tag of its level (more urgent levels sent since it was tagged); if so
     /// it is tagged again from there and filed as ineligible.
+    #[inline]
     fn held_by_tenant(&mut self, class: usize, v: u64) -> bool {
         let start_v = self.level_start(class);
         if start_v <= v {
@@ -697,7 +705,7 @@ impl Wf2q {
     fn file_eligible(&mut self, class: u32) {
         let state = &self.class[class as usize];
         let tick = state.finish_v >> F_TICK_BITS;
-        if self.app_urgent[state.app as usize] {
+        if !self.level.is_empty() && self.app_urgent[state.app as usize] {
             self.urgent.insert(&mut self.class, class, tick);
         } else {
             self.eligible.insert(&mut self.class, class, tick);
