@@ -452,6 +452,54 @@ fn a_backlogged_priority_app_takes_its_tenants_share_and_no_more() {
 }
 
 #[test]
+fn three_app_priority_levels_are_strict_in_order() {
+    let p = policy(
+        "
+link: { rate: 10Gbit }
+tenants:
+  - name: t1
+  - name: t2
+    apps:
+      - { name: high, priority: 0 }
+      - { name: mid, priority: 1 }
+      - { name: low, priority: 2 }
+",
+    );
+    let duration_ns = 20_000_000;
+    // (backlogged apps of t2, the one that takes all of t2's half)
+    for (apps, winner) in [(vec![1u32, 2, 3], 1u32), (vec![2, 3], 2), (vec![1, 3], 1)] {
+        let mut sources = vec![backlogged(0)];
+        sources.extend(apps.iter().map(|&a| backlogged(a)));
+        let run = drive_link(
+            &p,
+            sched::build("wf2q", &p).unwrap().as_mut(),
+            &sources,
+            0,
+            duration_ns,
+        );
+        let total: u64 = run.app_bytes.iter().sum();
+        let share = |app: usize| run.app_bytes[app] as f64 / total as f64;
+        assert!(
+            (share(0) / 0.5 - 1.0).abs() < 0.01,
+            "{apps:?}: T1 {}",
+            share(0)
+        );
+        assert!(
+            (share(winner as usize) / 0.5 - 1.0).abs() < 0.01,
+            "{apps:?}: {}",
+            share(winner as usize)
+        );
+        for &a in apps.iter().filter(|&&a| a != winner) {
+            assert!(
+                share(a as usize) < 0.001,
+                "{apps:?}: app {a} {}",
+                share(a as usize)
+            );
+        }
+    }
+}
+
+#[test]
 fn app_priorities_stay_within_the_tenants_limit() {
     let p = policy(
         "
