@@ -124,7 +124,7 @@
 //!
 //! ## Data structures and cost
 //!
-//! Backlogged classes wait in one of two hierarchical timing wheels
+//! Backlogged classes wait in one of the hierarchical timing wheels
 //! ([`WheelSlots`], shared with the `wheel` enforcer): *ineligible* filed by S
 //! rounded up to a byte-time (so no class is eligible before S <= V, and none later
 //! than one byte-time after: eligibility, and so every limit and SENIC's Fig. 4
@@ -138,15 +138,14 @@
 //! below the last one served is filed at the wheel's current tick, which keeps the
 //! order among those still waiting exact. Eligible classes of prioritised apps have a
 //! second eligible wheel, *urgent*, taken before the other (strict levels above).
-//! All are O(1) per packet plus at most 10 cascades per item; a binary heap keyed by F was measured first and spent half
-//! its time popping when classes of equal rates became eligible together (50 k at a
-//! time at 100 k classes).
+//! All are O(1) per packet plus at most 10 cascades per item; a binary heap keyed by
+//! F was measured first and spent half its time popping when classes of equal rates
+//! became eligible together (50 k at a time at 100 k classes).
 //!
 //! Per class: one 32-byte record (F, the wheel link and tick, FIFO head and tail,
 //! app), aligned so a packet touches one cache line of it; the wheels keep their
-//! links there ([`Links`]), one link for both since a class waits on one wheel at a
-//! time (and so a class is on one of the three). S is not kept: it is only needed when
-//! the class is filed. Beside it, the
+//! links there ([`Links`]), one link for all three since a class waits on one wheel
+//! at a time. S is not kept: it is only needed when the class is filed. Beside it, the
 //! class map's entry ([`Classes`]). w_i is cached per app until the backlogged set
 //! changes, so a tag costs a multiply. Packets sit in a preallocated descriptor pool
 //! (`slab`).
