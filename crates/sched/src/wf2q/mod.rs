@@ -604,8 +604,8 @@ impl Wf2q {
     /// its level and of every less urgent one moves on by L at the tenant's rate,
     /// from no earlier than [`LEVEL_CREDIT_BYTES`] before V (module docs).
     #[inline]
-    fn advance_levels(&mut self, app: usize, len_bytes: u32, v: u64) {
-        if self.level.is_empty() {
+    fn advance_levels<const LEVELS: bool>(&mut self, app: usize, len_bytes: u32, v: u64) {
+        if !LEVELS {
             return;
         }
         let level = self.app_level[app];
@@ -638,8 +638,8 @@ impl Wf2q {
 
     /// The earliest start tag `class` may have: its tenant's for its level.
     #[inline]
-    fn level_start(&self, class: usize) -> u64 {
-        if self.level.is_empty() {
+    fn level_start<const LEVELS: bool>(&self, class: usize) -> u64 {
+        if !LEVELS {
             return 0;
         }
         let level = self.app_level[self.class[class].app as usize];
@@ -654,14 +654,14 @@ impl Wf2q {
     /// start tag of its level (more urgent levels sent since it was tagged); if so
     /// it is tagged again from there and filed as ineligible.
     #[inline]
-    fn held_by_tenant(&mut self, class: usize, v: u64) -> bool {
-        let start_v = self.level_start(class);
+    fn held_by_tenant<const LEVELS: bool>(&mut self, class: usize, v: u64) -> bool {
+        let start_v = self.level_start::<LEVELS>(class);
         if start_v <= v {
             return false;
         }
         let cost = self.cost_v(class, self.head_len(class));
         self.class[class].finish_v = start_v + cost;
-        self.place(class, start_v, v);
+        self.place::<LEVELS>(class, start_v, v);
         true
     }
 
@@ -689,9 +689,9 @@ impl Wf2q {
 
     /// Files a backlogged class by its new tags (S = `start_v`, F as stored).
     #[inline]
-    fn place(&mut self, class: usize, start_v: u64, v: u64) {
+    fn place<const LEVELS: bool>(&mut self, class: usize, start_v: u64, v: u64) {
         if start_v <= v {
-            self.file_eligible(class as u32);
+            self.file_eligible::<LEVELS>(class as u32);
         } else {
             // Rounded up, so a class never becomes eligible before S <= V.
             let tick = start_v.div_ceil(1 << V_FRAC_BITS);
@@ -701,10 +701,10 @@ impl Wf2q {
 
     /// Files an eligible class by F, on the urgent wheel if its app is prioritised.
     #[inline]
-    fn file_eligible(&mut self, class: u32) {
+    fn file_eligible<const LEVELS: bool>(&mut self, class: u32) {
         let state = &self.class[class as usize];
         let tick = state.finish_v >> F_TICK_BITS;
-        if !self.level.is_empty() && self.app_urgent[state.app as usize] {
+        if LEVELS && self.app_urgent[state.app as usize] {
             self.urgent.insert(&mut self.class, class, tick);
         } else {
             self.eligible.insert(&mut self.class, class, tick);
@@ -712,13 +712,65 @@ impl Wf2q {
     }
 
     #[inline]
-    fn promote_eligible(&mut self, v: u64) {
+    fn promote_eligible<const LEVELS: bool>(&mut self, v: u64) {
         while let Some((class, _)) = self
             .ineligible
             .pop_expired(&mut self.class, v >> V_FRAC_BITS)
         {
-            self.file_eligible(class);
+            self.file_eligible::<LEVELS>(class);
         }
+    }
+
+    /// [`Enforcer::dequeue`], for a policy with app priority levels (`LEVELS`) or
+    /// without, so that the latter pays nothing for them.
+    #[inline]
+    fn dequeue_with<const LEVELS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
+        let mut v = self.v_at(now_ns);
+        self.promote_eligible::<LEVELS>(v);
+        let class = loop {
+            while self.eligible.is_empty() && (!LEVELS || self.urgent.is_empty()) {
+                let start_tick = self.ineligible.next_tick()?;
+                if self.root.limited_sum_bps > 0 {
+                    return None;
+                }
+                // WF2Q+'s V = max(V, min S); the wheel's bound may sit below min S, in
+                // which case the next round has cascaded it closer.
+                v = v.max(start_tick << V_FRAC_BITS);
+                self.rebase_v(now_ns, v);
+                self.promote_eligible::<LEVELS>(v);
+            }
+            // The smallest F, prioritised apps first: every eligible tick has expired
+            // at u64::MAX.
+            let wheel = if !LEVELS || self.urgent.is_empty() {
+                &mut self.eligible
+            } else {
+                &mut self.urgent
+            };
+            let (class, _) = wheel
+                .pop_expired(&mut self.class, u64::MAX)
+                .expect("promoted above");
+            if !self.held_by_tenant::<LEVELS>(class as usize, v) {
+                break class as usize;
+            }
+        };
+        let packet = self.class[class]
+            .fifo
+            .pop_front(&mut self.slab)
+            .expect("a filed class is backlogged");
+        self.accounting.release(packet.tenant, packet.len_bytes);
+        self.classes.departed(&packet, ClassId(class as u32));
+        self.advance_levels::<LEVELS>(self.class[class].app as usize, packet.len_bytes, v);
+        if self.class[class].fifo.is_empty() {
+            self.set_backlogged(now_ns, class, false);
+        } else {
+            let cost = self.cost_v(class, self.head_len(class));
+            let level_start_v = self.level_start::<LEVELS>(class);
+            let state = &mut self.class[class];
+            let start_v = state.finish_v.max(level_start_v);
+            state.finish_v = start_v + cost;
+            self.place::<LEVELS>(class, start_v, v);
+        }
+        Some(Frame::whole(packet))
     }
 
     fn refuse(&mut self, packet: Packet) -> Result<(), (Packet, Refusal)> {
@@ -762,62 +814,29 @@ impl Enforcer for Wf2q {
             self.set_backlogged(now_ns, class, true);
             let v = self.v_at(now_ns);
             let cost = self.cost_v(class, packet.len_bytes);
-            let level_start_v = self.level_start(class);
+            let level_start_v = if self.level.is_empty() {
+                0
+            } else {
+                self.level_start::<true>(class)
+            };
             let state = &mut self.class[class];
             let start_v = state.finish_v.max(v).max(level_start_v);
             state.finish_v = start_v + cost;
-            self.place(class, start_v, v);
+            if self.level.is_empty() {
+                self.place::<false>(class, start_v, v);
+            } else {
+                self.place::<true>(class, start_v, v);
+            }
         }
         Ok(())
     }
 
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
-        let mut v = self.v_at(now_ns);
-        self.promote_eligible(v);
-        let class = loop {
-            while self.eligible.is_empty() && self.urgent.is_empty() {
-                let start_tick = self.ineligible.next_tick()?;
-                if self.root.limited_sum_bps > 0 {
-                    return None;
-                }
-                // WF2Q+'s V = max(V, min S); the wheel's bound may sit below min S, in
-                // which case the next round has cascaded it closer.
-                v = v.max(start_tick << V_FRAC_BITS);
-                self.rebase_v(now_ns, v);
-                self.promote_eligible(v);
-            }
-            // The smallest F, prioritised apps first: every eligible tick has expired
-            // at u64::MAX.
-            let wheel = if self.urgent.is_empty() {
-                &mut self.eligible
-            } else {
-                &mut self.urgent
-            };
-            let (class, _) = wheel
-                .pop_expired(&mut self.class, u64::MAX)
-                .expect("promoted above");
-            if !self.held_by_tenant(class as usize, v) {
-                break class as usize;
-            }
-        };
-        let packet = self.class[class]
-            .fifo
-            .pop_front(&mut self.slab)
-            .expect("a filed class is backlogged");
-        self.accounting.release(packet.tenant, packet.len_bytes);
-        self.classes.departed(&packet, ClassId(class as u32));
-        self.advance_levels(self.class[class].app as usize, packet.len_bytes, v);
-        if self.class[class].fifo.is_empty() {
-            self.set_backlogged(now_ns, class, false);
+        if self.level.is_empty() {
+            self.dequeue_with::<false>(now_ns)
         } else {
-            let cost = self.cost_v(class, self.head_len(class));
-            let level_start_v = self.level_start(class);
-            let state = &mut self.class[class];
-            let start_v = state.finish_v.max(level_start_v);
-            state.finish_v = start_v + cost;
-            self.place(class, start_v, v);
+            self.dequeue_with::<true>(now_ns)
         }
-        Some(Frame::whole(packet))
     }
 
     fn next_ready_ns(&self, now_ns: u64) -> Option<u64> {
