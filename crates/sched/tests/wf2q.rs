@@ -281,12 +281,272 @@ fn a_full_descriptor_pool_refuses_with_queue_full() {
     assert!(wf2q.enqueue(0, packet).is_ok());
 }
 
+/// T1 (one app) beside T2, whose priority-0 `probe` sends one small packet at a time
+/// (a ping-pong: the next one arrives a round trip after the last left) while its
+/// priority-1 `bulk` app is backlogged.
+const PRIO_PROBE: &str = "
+link: { rate: 10Gbit }
+tenants:
+  - name: t1
+  - name: t2
+    apps:
+      - { name: probe, priority: 0 }
+      - { name: bulk, priority: 1 }
+";
+
+/// TSO-sized sends, as the simulator's bulk senders make them.
+const TSO_BYTES: u32 = 65_536;
+
+struct ProbeRun {
+    /// Bytes sent per app (index = AppId).
+    app_bytes: Vec<u64>,
+    /// Each probe packet's wait from its arrival until it went on the link.
+    probe_delays_ns: Vec<u64>,
+}
+
+/// Drives `enforcer` on a saturated link as [`drive_link`] does, with `backlogged`
+/// apps kept 4 TSO sends deep and the closed-loop `probe` app: one `probe_bytes`
+/// packet outstanding, the next arriving `rtt_ns` after the last has left, at its
+/// arrival time even while a frame is on the link.
+fn drive_with_probe(
+    p: &Policy,
+    enforcer: &mut dyn sched::Enforcer,
+    backlogged: &[AppId],
+    probe: AppId,
+    probe_bytes: u32,
+    rtt_ns: u64,
+    duration_ns: u64,
+) -> ProbeRun {
+    let rate_bps = p.link.rate_bps;
+    let tx_ns = |bytes: u32| (u64::from(bytes) * 8 * 1_000_000_000).div_ceil(rate_bps);
+    let packet = |app: AppId, len_bytes: u32, now: u64, handle: u64| Packet {
+        len_bytes,
+        tenant: p.app(app).tenant,
+        app,
+        flow: app.0,
+        destination: app.0,
+        core: 0,
+        arrival_ns: now,
+        handle,
+    };
+    let mut run = ProbeRun {
+        app_bytes: vec![0; p.apps.len()],
+        probe_delays_ns: Vec::new(),
+    };
+    let mut queued = vec![0u32; backlogged.len()];
+    let mut probe_arrival_ns = Some(0u64);
+    let mut now = 0u64;
+    while now < duration_ns {
+        for (i, &app) in backlogged.iter().enumerate() {
+            while queued[i] < 4 {
+                assert!(
+                    enforcer
+                        .enqueue(now, packet(app, TSO_BYTES, now, i as u64))
+                        .is_ok()
+                );
+                queued[i] += 1;
+            }
+        }
+        if let Some(at) = probe_arrival_ns.filter(|&at| at <= now) {
+            assert!(
+                enforcer
+                    .enqueue(now, packet(probe, probe_bytes, at, u64::MAX))
+                    .is_ok()
+            );
+            probe_arrival_ns = None;
+        }
+        let frame = enforcer.dequeue(now).expect("the link stays saturated");
+        assert!(frame.last);
+        run.app_bytes[frame.packet.app.index()] += u64::from(frame.bytes);
+        let done = now + tx_ns(frame.bytes);
+        if frame.packet.handle == u64::MAX {
+            run.probe_delays_ns.push(now - frame.packet.arrival_ns);
+            probe_arrival_ns = Some(done + rtt_ns);
+        } else {
+            queued[frame.packet.handle as usize] -= 1;
+        }
+        // The probe's next packet arrives while this frame is on the link.
+        if let Some(at) = probe_arrival_ns.filter(|&at| at < done) {
+            assert!(
+                enforcer
+                    .enqueue(at, packet(probe, probe_bytes, at, u64::MAX))
+                    .is_ok()
+            );
+            probe_arrival_ns = None;
+        }
+        now = done;
+    }
+    run
+}
+
+/// The defect this guards against: with a priority worth 16x the weight, the bulk
+/// app's rate fell to 1/17 of its tenant's whenever the probe was backlogged, a TSO
+/// send tagged then kept that F after the probe had left, and T2 got ~3.6 of its
+/// 5 Gbit/s. T2 keeps its half, and the probe still goes first.
+#[test]
+fn a_closed_loop_priority_probe_costs_its_tenant_nothing_and_goes_first() {
+    let p = policy(PRIO_PROBE);
+    let (t1, probe, bulk) = (AppId(0), AppId(1), AppId(2));
+    assert_eq!(p.app(probe).name, "probe");
+    assert_eq!(p.app(bulk).name, "bulk");
+    for rtt_ns in [0, 5_000, 20_000, 100_000] {
+        let mut wf2q = sched::build("wf2q", &p).unwrap();
+        let duration_ns = 100_000_000;
+        let run = drive_with_probe(
+            &p,
+            wf2q.as_mut(),
+            &[t1, bulk],
+            probe,
+            64,
+            rtt_ns,
+            duration_ns,
+        );
+        let t1_bytes = run.app_bytes[t1.index()];
+        let t2_bytes = run.app_bytes[probe.index()] + run.app_bytes[bulk.index()];
+        let t2_share = t2_bytes as f64 / (t1_bytes + t2_bytes) as f64;
+        assert!(
+            (t2_share / 0.5 - 1.0).abs() < 0.01,
+            "rtt {rtt_ns}: T2 share {t2_share}"
+        );
+        assert!(
+            run.probe_delays_ns.len() > 100,
+            "rtt {rtt_ns}: the probe ran"
+        );
+        // The probe waits at most for the frame on the link when it arrived.
+        let tso_ns = (u64::from(TSO_BYTES) * 8).div_ceil(10);
+        let worst = *run.probe_delays_ns.iter().max().unwrap();
+        assert!(worst <= tso_ns, "rtt {rtt_ns}: probe waited {worst} ns");
+    }
+}
+
+#[test]
+fn check_says_app_priorities_are_strict_levels() {
+    let a = sched::approximation("wf2q", &policy(PRIO_PROBE)).unwrap();
+    assert!(
+        a.approximate
+            .iter()
+            .any(|l| l.starts_with("t2: 2 app priority levels, strict")),
+        "{a:?}"
+    );
+    assert!(!a.approximate.iter().any(|l| l.contains("weight factor")));
+}
+
+#[test]
+fn a_backlogged_priority_app_takes_its_tenants_share_and_no_more() {
+    let p = policy(PRIO_PROBE);
+    let duration_ns = 20_000_000;
+    let run = drive_link(
+        &p,
+        sched::build("wf2q", &p).unwrap().as_mut(),
+        &[backlogged(0), backlogged(1), backlogged(2)],
+        0,
+        duration_ns,
+    );
+    let total: u64 = run.app_bytes.iter().sum();
+    let share = |app: usize| run.app_bytes[app] as f64 / total as f64;
+    assert!((share(0) / 0.5 - 1.0).abs() < 0.01, "T1 {}", share(0));
+    // Strictly before the bulk app: it keeps at most a packet now and then.
+    assert!((share(1) / 0.5 - 1.0).abs() < 0.01, "probe {}", share(1));
+    assert!(share(2) < 0.001, "bulk {}", share(2));
+    assert!(rate_bps(total, duration_ns) > 0.999e10);
+}
+
+#[test]
+fn three_app_priority_levels_are_strict_in_order() {
+    let p = policy(
+        "
+link: { rate: 10Gbit }
+tenants:
+  - name: t1
+  - name: t2
+    apps:
+      - { name: high, priority: 0 }
+      - { name: mid, priority: 1 }
+      - { name: low, priority: 2 }
+",
+    );
+    let duration_ns = 20_000_000;
+    // (backlogged apps of t2, the one that takes all of t2's half)
+    for (apps, winner) in [(vec![1u32, 2, 3], 1u32), (vec![2, 3], 2), (vec![1, 3], 1)] {
+        let mut sources = vec![backlogged(0)];
+        sources.extend(apps.iter().map(|&a| backlogged(a)));
+        let run = drive_link(
+            &p,
+            sched::build("wf2q", &p).unwrap().as_mut(),
+            &sources,
+            0,
+            duration_ns,
+        );
+        let total: u64 = run.app_bytes.iter().sum();
+        let share = |app: usize| run.app_bytes[app] as f64 / total as f64;
+        assert!(
+            (share(0) / 0.5 - 1.0).abs() < 0.01,
+            "{apps:?}: T1 {}",
+            share(0)
+        );
+        assert!(
+            (share(winner as usize) / 0.5 - 1.0).abs() < 0.01,
+            "{apps:?}: {}",
+            share(winner as usize)
+        );
+        for &a in apps.iter().filter(|&&a| a != winner) {
+            assert!(
+                share(a as usize) < 0.001,
+                "{apps:?}: app {a} {}",
+                share(a as usize)
+            );
+        }
+    }
+}
+
+#[test]
+fn app_priorities_stay_within_the_tenants_limit() {
+    let p = policy(
+        "
+link: { rate: 10Gbit }
+tenants:
+  - name: t
+    max_rate: 3Gbit
+    apps:
+      - { name: urgent, priority: 0 }
+      - { name: bulk, priority: 1 }
+  - name: other
+",
+    );
+    let duration_ns = 20_000_000;
+    let run = drive_link(
+        &p,
+        sched::build("wf2q", &p).unwrap().as_mut(),
+        &[backlogged(0), backlogged(1), backlogged(3)],
+        0,
+        duration_ns,
+    );
+    let t = rate_bps(run.app_bytes[0] + run.app_bytes[1], duration_ns);
+    assert!(
+        (t / 3e9 - 1.0).abs() < 1e-3,
+        "tenant {t} {:?}",
+        run.app_bytes
+    );
+    let other = rate_bps(run.app_bytes[3], duration_ns);
+    assert!((other / 7e9 - 1.0).abs() < 2e-3, "other {other}");
+    // The urgent app alone holds the tenant at its limit, evenly paced.
+    let run = drive_link(
+        &p,
+        sched::build("wf2q", &p).unwrap().as_mut(),
+        &[backlogged(0)],
+        0,
+        duration_ns,
+    );
+    let t = rate_bps(run.app_bytes[0], duration_ns);
+    assert!((t / 3e9 - 1.0).abs() < 1e-3, "urgent alone {t}");
+}
+
 mod invariants {
     use super::*;
     use proptest::prelude::*;
 
-    /// (weight, max_rate in Mbit/s) of an app.
-    type AppSpec = (u32, Option<u32>);
+    /// (weight, max_rate in Mbit/s, priority) of an app.
+    type AppSpec = (u32, Option<u32>, u8);
     /// (weight, apps) of a tenant.
     type TenantSpec = (u32, Vec<AppSpec>);
 
@@ -299,8 +559,10 @@ mod invariants {
                 yaml += &format!("    max_rate: {cap}Mbit\n");
             }
             yaml += "    apps:\n";
-            for (a, (weight, cap)) in apps.iter().enumerate() {
-                yaml += &format!("      - name: a{a}\n        weight: {weight}\n");
+            for (a, (weight, cap, priority)) in apps.iter().enumerate() {
+                yaml += &format!(
+                    "      - name: a{a}\n        weight: {weight}\n        priority: {priority}\n"
+                );
                 if let Some(cap) = cap {
                     yaml += &format!("        max_rate: {cap}Mbit\n");
                 }
@@ -316,7 +578,10 @@ mod invariants {
             Just(None).boxed()
         };
         proptest::collection::vec(
-            (1u32..5, proptest::collection::vec((1u32..5, cap), 1..4)),
+            (
+                1u32..5,
+                proptest::collection::vec((1u32..5, cap, 0u8..3), 1..4),
+            ),
             1..4,
         )
     }

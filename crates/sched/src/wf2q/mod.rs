@@ -62,6 +62,52 @@
 //! plain work-conserving WF2Q+: if nothing is eligible V jumps to the smallest start
 //! tag (WF2Q+'s `V = max(V, min S)`), so rounding never idles the link.
 //!
+//! ## App priorities: strict levels inside a tenant
+//!
+//! SENIC has no priorities; this is nicsched's extension. The policy's app priorities
+//! are strict within a tenant (a level gets nothing until the levels before it are
+//! satisfied), and a tenant's share must not depend on how its demand is spread over
+//! its levels. Turning priorities into weights (×16 per level, what `wf2q` did first)
+//! failed the second: while a priority-0 probe was backlogged, its priority-1 bulk
+//! sibling's w_i fell to 1/17 of the tenant's, a 64 KiB send tagged then kept
+//! F = S + L/w_i long after the probe's one small packet had left, and the tenant lost
+//! a quarter of its share (TONIC's `prio-sockperf`: 3.65 of 5 Gbit/s). So in a tenant
+//! whose apps have more than one priority, each priority is a *level*:
+//!
+//! - A class's w_i is what its level alone would get of the tenant's rate P (the sums
+//!   above, kept per level): it does not change when a more urgent app comes and goes,
+//!   and a level alone takes the whole tenant.
+//! - The tenant keeps a start tag S_k for each level below its most urgent one,
+//!   advanced at P by every packet of level k and of the more urgent levels:
+//!
+//!   ```text
+//!   S_k = max(S_k, V - C) + L / P        C: LEVEL_CREDIT_BYTES at P
+//!   ```
+//!
+//!   A class of level k is not served before V reaches S_k: it is tagged from no
+//!   earlier than S_k, and one taken as eligible after a more urgent packet moved S_k
+//!   past V is tagged again from S_k and filed as ineligible. This is H-WF2Q+'s
+//!   tenant tag used as a bound: the tenant's service at levels <= k stays within
+//!   P·t + C + one packet, so a more urgent app's bytes come out of the less urgent
+//!   levels' part, and the tenant keeps its share whatever the mix, limits included.
+//!   C keeps the credit of a level that WF2Q+ served late (F behind V) instead of
+//!   losing it to every probe packet.
+//! - Eligible classes of a level above its tenant's least urgent one wait on their own
+//!   wheel, served before the other eligible classes: a prioritised packet leaves at
+//!   the next dequeue once eligible (S <= V), ahead of other tenants' overdue classes
+//!   too. No tenant loses rate to this, since a prioritised class is eligible only
+//!   within its own w_i <= P, but another tenant's packet may wait one prioritised
+//!   packet per eligible prioritised class. With three or more levels the middle ones
+//!   are strict in throughput (S_k), and go in F order with the most urgent one.
+//!
+//! Why not the alternatives: a true two-level H-WF2Q+ (tenants filed by their own
+//! tags, apps picked inside) would need per-tenant wheels for app limits and split
+//! classes and would pace a tenant's capped apps at the tenant's rate, changing
+//! SENIC's Fig. 4 schedule with app limits in one tenant; recomputing a class's F when
+//! its rate changes would touch every backlogged sibling (split classes included) on
+//! each backlog change and needs removal from the wheels. The level tags cost
+//! O(levels of the tenant) per packet of a multi-level tenant and nothing elsewhere.
+//!
 //! ## Fixed point and constants
 //!
 //! - V, S and F are `u64` in units of 2^-[`V_FRAC_BITS`] byte-times at R (12 bits:
@@ -78,7 +124,7 @@
 //!
 //! ## Data structures and cost
 //!
-//! Backlogged classes wait in one of two hierarchical timing wheels
+//! Backlogged classes wait in one of the hierarchical timing wheels
 //! ([`WheelSlots`], shared with the `wheel` enforcer): *ineligible* filed by S
 //! rounded up to a byte-time (so no class is eligible before S <= V, and none later
 //! than one byte-time after: eligibility, and so every limit and SENIC's Fig. 4
@@ -90,29 +136,32 @@
 //! grows by at most that one tick over WF2Q+'s bound, less than a minimum-size
 //! packet at R, and in exchange an item cascades one level fewer. A class whose F lies
 //! below the last one served is filed at the wheel's current tick, which keeps the
-//! order among those still waiting exact. Both are O(1) per packet plus at most
-//! 10 cascades per item; a binary heap keyed by F was measured first and spent half
-//! its time popping when classes of equal rates became eligible together (50 k at a
-//! time at 100 k classes).
+//! order among those still waiting exact. Eligible classes of prioritised apps have a
+//! second eligible wheel, *urgent*, taken before the other (strict levels above).
+//! All are O(1) per packet plus at most 10 cascades per item; a binary heap keyed by
+//! F was measured first and spent half its time popping when classes of equal rates
+//! became eligible together (50 k at a time at 100 k classes).
 //!
 //! Per class: one 32-byte record (F, the wheel link and tick, FIFO head and tail,
 //! app), aligned so a packet touches one cache line of it; the wheels keep their
-//! links there ([`Links`]), one link for both since a class waits on one wheel at a
-//! time. S is not kept: it is only needed when the class is filed. Beside it, the
+//! links there ([`Links`]), one link for all three since a class waits on one wheel
+//! at a time. S is not kept: it is only needed when the class is filed. Beside it, the
 //! class map's entry ([`Classes`]). w_i is cached per app until the backlogged set
 //! changes, so a tag costs a multiply. Packets sit in a preallocated descriptor pool
 //! (`slab`).
 //!
-//! Approximations, stated by [`approximation`]: priorities become weights (×16 per
-//! level), guarantees are not expressed, weights among capped classes give way to the
-//! ratio of the caps when the caps oversubscribe their parent.
+//! Approximations, stated by [`approximation`]: tenant priorities become weights (×16
+//! per level); app priorities are strict levels as above, within C of credit, with
+//! prioritised classes served ahead of other tenants' eligible ones; guarantees are
+//! not expressed; weights among capped classes give way to the ratio of the caps when
+//! the caps oversubscribe their parent.
 
 pub(crate) mod slab;
 
 use crate::classes::{ClassId, Classes};
 use crate::wheel::timing::{Links, WheelSlots};
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
-use policy::{Policy, format_rate};
+use policy::{Policy, format_rate, format_size};
 use slab::{List, Slab};
 
 /// Fractional bits of V, S and F below one byte-time (see the module docs).
@@ -124,10 +173,14 @@ pub const F_TICK_BITS: u32 = V_FRAC_BITS + 6;
 pub const COST_V_MAX: u64 = 1 << 50;
 /// Fractional bits of V's speed (V units per ns).
 const SPEED_FRAC_BITS: u32 = 32;
-/// How much more weight each more urgent priority level gets, since WF2Q+ has no
-/// strict priority: 16 keeps a higher level above 94 % against one equal-weight
-/// lower class without starving the lower level.
+/// How much more weight each more urgent tenant priority level gets, since WF2Q+ has
+/// no strict priority: 16 keeps a higher level above 94 % against one equal-weight
+/// lower tenant without starving the lower level. (App priorities are strict levels
+/// inside their tenant: module docs.)
 pub const PRIORITY_WEIGHT_FACTOR: u32 = 16;
+/// How far behind V a tenant's start tag of a less urgent app priority level may lag
+/// (module docs): two TSO sends, more than the lag WF2Q+ leaves a class served late.
+pub const LEVEL_CREDIT_BYTES: u64 = 128 * 1024;
 /// Levels beyond this many get no further factor, so weights stay within u32.
 const PRIORITY_LEVELS_MAX: u32 = 7;
 
@@ -292,6 +345,9 @@ pub struct Wf2q {
     split_bps: Vec<u64>,
     /// Eligible classes, filed by F in byte-time ticks.
     eligible: WheelSlots,
+    /// Eligible classes of prioritised apps (module docs: strict priority), served
+    /// before `eligible`, filed the same way.
+    urgent: WheelSlots,
     /// Backlogged classes waiting for V, filed by S in byte-time ticks.
     ineligible: WheelSlots,
     v_ref: u64,
@@ -303,10 +359,34 @@ pub struct Wf2q {
     epoch: u64,
     /// Per app: (epoch, V units per byte at its leaves' current w_i).
     v_per_byte: Vec<(u64, f64)>,
+    /// Per app of a tenant with more than one app priority level: its level's node
+    /// in `level`; [`NO_LEVEL`] in a tenant of one level.
+    app_level: Vec<u32>,
+    /// Per app: whether a less urgent level of its tenant exists, so that its eligible
+    /// classes wait in `urgent`.
+    app_urgent: Vec<bool>,
+    /// Per tenant: the first of its level nodes in `level` and how many (none for a
+    /// tenant of one level), most urgent first.
+    tenant_levels: Vec<(u32, u32)>,
+    /// One node per app priority level of each multi-level tenant: the backlogged
+    /// sums of that level's apps alone, which give its classes their w_i.
+    level: Vec<Node>,
+    /// Per level node: its tenant's start tag for it (module docs: strict priority),
+    /// advanced at the tenant's rate by every packet of it and of more urgent levels;
+    /// a class of the level is not served before V reaches it. Stays 0 for a tenant's
+    /// most urgent level.
+    level_start_v: Vec<u64>,
+    /// Per tenant: (epoch, V units per byte at its current rate), as `v_per_byte`.
+    tenant_v_per_byte: Vec<(u64, f64)>,
 }
 
-/// A copy of `policy` with priorities turned into weights, guarantees and split
-/// dropped, for the ideal allocation that gives unlimited nodes their ω.
+/// `app_level` of an app whose tenant has a single priority level.
+const NO_LEVEL: u32 = u32::MAX;
+
+/// A copy of `policy` with tenant priorities turned into weights, app priorities,
+/// guarantees and split dropped, for the ideal allocation that gives unlimited nodes
+/// their ω. App priorities are strict levels (module docs), within which only the
+/// ratio of the ω of unlimited apps matters, so their plain weights serve.
 fn flattened(policy: &Policy) -> Policy {
     fn factor(priority: u8, levels: &[u8]) -> u32 {
         let below = levels.iter().filter(|&&p| p > priority).count() as u32;
@@ -319,14 +399,7 @@ fn flattened(policy: &Policy) -> Policy {
         t.priority = 0;
         t.min_rate_bps = None;
     }
-    for (a, app) in flat.apps.iter_mut().enumerate() {
-        let tenant = policy.tenant(policy.apps[a].tenant);
-        let levels: Vec<u8> = tenant
-            .apps
-            .iter()
-            .map(|&x| policy.app(x).priority)
-            .collect();
-        app.weight = app.weight.saturating_mul(factor(app.priority, &levels));
+    for app in &mut flat.apps {
         app.priority = 0;
         app.min_rate_bps = None;
         app.split = None;
@@ -371,12 +444,37 @@ impl Wf2q {
             .map(|s| Node::new(s.bps, s.limited))
             .collect();
         let classes = Classes::new(policy, config.classes_max);
+        // App priority levels: a node per distinct priority of a tenant's apps, for
+        // tenants with more than one.
+        let mut app_level = vec![NO_LEVEL; policy.apps.len()];
+        let mut app_urgent = vec![false; policy.apps.len()];
+        let mut tenant_levels = Vec::with_capacity(policy.tenants.len());
+        let mut levels_total = 0u32;
+        for t in &policy.tenants {
+            let priorities: std::collections::BTreeSet<u8> =
+                t.apps.iter().map(|&a| policy.app(a).priority).collect();
+            if priorities.len() < 2 {
+                tenant_levels.push((levels_total, 0));
+                continue;
+            }
+            for &a in &t.apps {
+                let rank = priorities
+                    .iter()
+                    .position(|&p| p == policy.app(a).priority)
+                    .expect("collected above");
+                app_level[a.index()] = levels_total + rank as u32;
+                app_urgent[a.index()] = rank + 1 < priorities.len();
+            }
+            tenant_levels.push((levels_total, priorities.len() as u32));
+            levels_total += priorities.len() as u32;
+        }
         let speed_link_fx =
             (u128::from(link_bps) << (V_FRAC_BITS + SPEED_FRAC_BITS)) / 8_000_000_000;
         Ok(Wf2q {
             link_bps,
             class: Vec::with_capacity(classes.capacity()),
             eligible: WheelSlots::new(),
+            urgent: WheelSlots::new(),
             ineligible: WheelSlots::new(),
             classes,
             accounting: Accounting::new(policy),
@@ -397,6 +495,12 @@ impl Wf2q {
             speed_fx: speed_link_fx,
             epoch: 1,
             v_per_byte: vec![(0, 0.0); policy.apps.len()],
+            app_level,
+            app_urgent,
+            tenant_levels,
+            level: vec![Node::default(); levels_total as usize],
+            level_start_v: vec![0; levels_total as usize],
+            tenant_v_per_byte: vec![(0, 0.0); policy.tenants.len()],
         })
     }
 
@@ -454,6 +558,10 @@ impl Wf2q {
         } else {
             (old, new)
         };
+        let level = self.app_level[app];
+        if level != NO_LEVEL {
+            self.level[level as usize].apply(old, new);
+        }
         let node = &mut self.tenant[usize::from(self.app_tenant[app])];
         let before = node.contribution();
         node.apply(old, new);
@@ -466,7 +574,9 @@ impl Wf2q {
         }
     }
 
-    /// w_i of a backlogged class, scaled down the tree (module docs).
+    /// w_i of a backlogged class, scaled down the tree (module docs). In a tenant of
+    /// several app priority levels, an app's rate is what its level alone would get
+    /// of the tenant's.
     fn rate_bps(&self, class: usize) -> f64 {
         let app = self.class[class].app as usize;
         let tenant = &self.tenant[usize::from(self.app_tenant[app])];
@@ -474,14 +584,85 @@ impl Wf2q {
         let tenant_bps = self
             .root
             .child_rate(self.link_bps as f64, tenant_share, false);
+        let level = self.app_level[app];
+        let parent = if level == NO_LEVEL {
+            tenant
+        } else {
+            &self.level[level as usize]
+        };
         if self.is_split(class) {
             let app_node = &self.app[app];
             let app_share = app_node.contribution().expect("class is backlogged");
-            let app_bps = tenant.child_rate(tenant_bps, app_share, true);
+            let app_bps = parent.child_rate(tenant_bps, app_share, true);
             app_node.child_rate(app_bps, self.leaf_share(class), true)
         } else {
-            tenant.child_rate(tenant_bps, self.app_leaf[app], true)
+            parent.child_rate(tenant_bps, self.app_leaf[app], true)
         }
+    }
+
+    /// After a packet of `app` of `len_bytes` left at `v`: its tenant's start tag of
+    /// its level and of every less urgent one moves on by L at the tenant's rate,
+    /// from no earlier than [`LEVEL_CREDIT_BYTES`] before V (module docs).
+    #[inline]
+    fn advance_levels<const LEVELS: bool>(&mut self, app: usize, len_bytes: u32, v: u64) {
+        if !LEVELS {
+            return;
+        }
+        let level = self.app_level[app];
+        if level == NO_LEVEL {
+            return;
+        }
+        let tenant = usize::from(self.app_tenant[app]);
+        let (epoch, cached) = self.tenant_v_per_byte[tenant];
+        let v_per_byte = if epoch == self.epoch {
+            cached
+        } else {
+            let share = self.tenant[tenant]
+                .contribution()
+                .expect("the tenant is backlogged until after this call");
+            let tenant_bps = self.root.child_rate(self.link_bps as f64, share, false);
+            let fresh = self.link_bps as f64 / tenant_bps * f64::from(1u32 << V_FRAC_BITS);
+            self.tenant_v_per_byte[tenant] = (self.epoch, fresh);
+            fresh
+        };
+        let cost = ((f64::from(len_bytes) * v_per_byte).ceil() as u64).clamp(1, COST_V_MAX);
+        let credit = ((LEVEL_CREDIT_BYTES as f64 * v_per_byte) as u64).min(COST_V_MAX);
+        let floor = v.saturating_sub(credit);
+        let (first, count) = self.tenant_levels[tenant];
+        // The most urgent level answers to no one: its start tag stays 0.
+        for less_urgent in level.max(first + 1)..first + count {
+            let start = &mut self.level_start_v[less_urgent as usize];
+            *start = (*start).max(floor) + cost;
+        }
+    }
+
+    /// The earliest start tag `class` may have: its tenant's for its level.
+    #[inline]
+    fn level_start<const LEVELS: bool>(&self, class: usize) -> u64 {
+        if !LEVELS {
+            return 0;
+        }
+        let level = self.app_level[self.class[class].app as usize];
+        if level == NO_LEVEL {
+            0
+        } else {
+            self.level_start_v[level as usize]
+        }
+    }
+
+    /// Whether `class`, just taken as eligible at `v`, must wait for its tenant's
+    /// start tag of its level (more urgent levels sent since it was tagged); if so
+    /// it is tagged again from there and filed as ineligible.
+    #[inline]
+    fn held_by_tenant<const LEVELS: bool>(&mut self, class: usize, v: u64) -> bool {
+        let start_v = self.level_start::<LEVELS>(class);
+        if start_v <= v {
+            return false;
+        }
+        let cost = self.cost_v(class, self.head_len(class));
+        self.class[class].finish_v = start_v + cost;
+        self.place::<LEVELS>(class, start_v, v);
+        true
     }
 
     /// L / w_i in V units, rounded up so a class never exceeds its rate.
@@ -508,10 +689,9 @@ impl Wf2q {
 
     /// Files a backlogged class by its new tags (S = `start_v`, F as stored).
     #[inline]
-    fn place(&mut self, class: usize, start_v: u64, v: u64) {
+    fn place<const LEVELS: bool>(&mut self, class: usize, start_v: u64, v: u64) {
         if start_v <= v {
-            let tick = self.class[class].finish_v >> F_TICK_BITS;
-            self.eligible.insert(&mut self.class, class as u32, tick);
+            self.file_eligible::<LEVELS>(class as u32);
         } else {
             // Rounded up, so a class never becomes eligible before S <= V.
             let tick = start_v.div_ceil(1 << V_FRAC_BITS);
@@ -519,16 +699,78 @@ impl Wf2q {
         }
     }
 
+    /// Files an eligible class by F, on the urgent wheel if its app is prioritised.
     #[inline]
-    fn promote_eligible(&mut self, v: u64) {
+    fn file_eligible<const LEVELS: bool>(&mut self, class: u32) {
+        let state = &self.class[class as usize];
+        let tick = state.finish_v >> F_TICK_BITS;
+        if LEVELS && self.app_urgent[state.app as usize] {
+            self.urgent.insert(&mut self.class, class, tick);
+        } else {
+            self.eligible.insert(&mut self.class, class, tick);
+        }
+    }
+
+    #[inline]
+    fn promote_eligible<const LEVELS: bool>(&mut self, v: u64) {
         while let Some((class, _)) = self
             .ineligible
             .pop_expired(&mut self.class, v >> V_FRAC_BITS)
         {
-            let finish_v = self.class[class as usize].finish_v;
-            self.eligible
-                .insert(&mut self.class, class, finish_v >> F_TICK_BITS);
+            self.file_eligible::<LEVELS>(class);
         }
+    }
+
+    /// [`Enforcer::dequeue`], for a policy with app priority levels (`LEVELS`) or
+    /// without, so that the latter pays nothing for them.
+    #[inline]
+    fn dequeue_with<const LEVELS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
+        let mut v = self.v_at(now_ns);
+        self.promote_eligible::<LEVELS>(v);
+        let class = loop {
+            while self.eligible.is_empty() && (!LEVELS || self.urgent.is_empty()) {
+                let start_tick = self.ineligible.next_tick()?;
+                if self.root.limited_sum_bps > 0 {
+                    return None;
+                }
+                // WF2Q+'s V = max(V, min S); the wheel's bound may sit below min S, in
+                // which case the next round has cascaded it closer.
+                v = v.max(start_tick << V_FRAC_BITS);
+                self.rebase_v(now_ns, v);
+                self.promote_eligible::<LEVELS>(v);
+            }
+            // The smallest F, prioritised apps first: every eligible tick has expired
+            // at u64::MAX.
+            let wheel = if !LEVELS || self.urgent.is_empty() {
+                &mut self.eligible
+            } else {
+                &mut self.urgent
+            };
+            let (class, _) = wheel
+                .pop_expired(&mut self.class, u64::MAX)
+                .expect("promoted above");
+            if !self.held_by_tenant::<LEVELS>(class as usize, v) {
+                break class as usize;
+            }
+        };
+        let packet = self.class[class]
+            .fifo
+            .pop_front(&mut self.slab)
+            .expect("a filed class is backlogged");
+        self.accounting.release(packet.tenant, packet.len_bytes);
+        self.classes.departed(&packet, ClassId(class as u32));
+        self.advance_levels::<LEVELS>(self.class[class].app as usize, packet.len_bytes, v);
+        if self.class[class].fifo.is_empty() {
+            self.set_backlogged(now_ns, class, false);
+        } else {
+            let cost = self.cost_v(class, self.head_len(class));
+            let level_start_v = self.level_start::<LEVELS>(class);
+            let state = &mut self.class[class];
+            let start_v = state.finish_v.max(level_start_v);
+            state.finish_v = start_v + cost;
+            self.place::<LEVELS>(class, start_v, v);
+        }
+        Some(Frame::whole(packet))
     }
 
     fn refuse(&mut self, packet: Packet) -> Result<(), (Packet, Refusal)> {
@@ -572,50 +814,29 @@ impl Enforcer for Wf2q {
             self.set_backlogged(now_ns, class, true);
             let v = self.v_at(now_ns);
             let cost = self.cost_v(class, packet.len_bytes);
+            let level_start_v = if self.level.is_empty() {
+                0
+            } else {
+                self.level_start::<true>(class)
+            };
             let state = &mut self.class[class];
-            let start_v = state.finish_v.max(v);
+            let start_v = state.finish_v.max(v).max(level_start_v);
             state.finish_v = start_v + cost;
-            self.place(class, start_v, v);
+            if self.level.is_empty() {
+                self.place::<false>(class, start_v, v);
+            } else {
+                self.place::<true>(class, start_v, v);
+            }
         }
         Ok(())
     }
 
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
-        let mut v = self.v_at(now_ns);
-        self.promote_eligible(v);
-        while self.eligible.is_empty() {
-            let start_tick = self.ineligible.next_tick()?;
-            if self.root.limited_sum_bps > 0 {
-                return None;
-            }
-            // WF2Q+'s V = max(V, min S); the wheel's bound may sit below min S, in
-            // which case the next round has cascaded it closer.
-            v = v.max(start_tick << V_FRAC_BITS);
-            self.rebase_v(now_ns, v);
-            self.promote_eligible(v);
-        }
-        // The smallest F: every eligible tick has expired at u64::MAX.
-        let (class, _) = self
-            .eligible
-            .pop_expired(&mut self.class, u64::MAX)
-            .expect("promoted above");
-        let class = class as usize;
-        let packet = self.class[class]
-            .fifo
-            .pop_front(&mut self.slab)
-            .expect("a filed class is backlogged");
-        self.accounting.release(packet.tenant, packet.len_bytes);
-        self.classes.departed(&packet, ClassId(class as u32));
-        if self.class[class].fifo.is_empty() {
-            self.set_backlogged(now_ns, class, false);
+        if self.level.is_empty() {
+            self.dequeue_with::<false>(now_ns)
         } else {
-            let cost = self.cost_v(class, self.head_len(class));
-            let state = &mut self.class[class];
-            let start_v = state.finish_v;
-            state.finish_v = start_v + cost;
-            self.place(class, start_v, v);
+            self.dequeue_with::<true>(now_ns)
         }
-        Some(Frame::whole(packet))
     }
 
     fn next_ready_ns(&self, now_ns: u64) -> Option<u64> {
@@ -625,7 +846,7 @@ impl Enforcer for Wf2q {
         let Some(start_tick) = self.ineligible.next_tick() else {
             return Some(now_ns);
         };
-        if !self.eligible.is_empty() || self.root.limited_sum_bps == 0 {
+        if !self.eligible.is_empty() || !self.urgent.is_empty() || self.root.limited_sum_bps == 0 {
             return Some(now_ns);
         }
         let ahead = (start_tick << V_FRAC_BITS).saturating_sub(self.v_ref);
@@ -713,9 +934,10 @@ pub fn approximation(policy: &Policy) -> Approximation {
             t.apps.iter().map(|&a| policy.app(a).priority).collect();
         if levels.len() > 1 {
             out.approximate.push(format!(
-                "{}: {} app priority levels become weight factors of {PRIORITY_WEIGHT_FACTOR} per level (no strict priority)",
+                "{}: {} app priority levels, strict within the tenant (SENIC has none): a level's classes get the tenant's rate as if alone, and a more urgent level's bytes come out of the less urgent levels' part (a tenant start tag per level, at most {} of credit for a level served late); prioritised classes go before other eligible classes, so another tenant's packet may wait one packet per eligible prioritised class",
                 t.name,
-                levels.len()
+                levels.len(),
+                format_size(LEVEL_CREDIT_BYTES)
             ));
         }
     }
