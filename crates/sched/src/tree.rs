@@ -342,10 +342,10 @@ struct Node {
     sent_bytes: u64,
     /// Tokens of the largest packet this node has paid rate tokens for.
     packet_max: i64,
-    /// DRR deficit in the parent's rings of each kind: turns on own tokens and
-    /// turns at borrowing are separate rounds (HTB keeps a deficit per level for
-    /// the same reason).
-    deficit: [i32; KINDS],
+    /// DRR deficit in the parent's rings of a kind below [`BORROW`] and in its
+    /// [`BORROW`] rings: turns on own tokens and turns at borrowing are separate
+    /// rounds (HTB keeps a deficit per level for the same reason).
+    deficit: [i32; 2],
     quantum: i32,
     parent: u32,
     /// Ring neighbours in the parent's ring `slot`.
@@ -379,7 +379,7 @@ impl Node {
             event_ns: NO_EVENT,
             sent_bytes: 0,
             packet_max: 0,
-            deficit: [params.quantum_bytes.max(1) as i32; KINDS],
+            deficit: [params.quantum_bytes.max(1) as i32; 2],
             quantum: params.quantum_bytes.max(1) as i32,
             parent: parent as u32,
             next: NONE,
@@ -582,12 +582,12 @@ impl Hierarchy {
             node.t_c_ns = now_ns;
             node.sent_bytes += u64::from(packet.len_bytes);
             node.queued -= 1;
-            let kind = node.slot / PRIO_LEVELS as u8;
-            let deficit = &mut node.deficit[usize::from(kind)];
+            let borrowing = usize::from(node.slot / PRIO_LEVELS as u8 == BORROW);
+            let deficit = &mut node.deficit[borrowing];
             *deficit -= packet.len_bytes as i32;
             if *deficit < 0 {
                 *deficit += node.quantum;
-                if kind != BORROW {
+                if borrowing == 0 {
                     // A turn on own tokens ends with no DRR debt; see `next_turn`.
                     *deficit = (*deficit).max(0);
                 }
@@ -617,10 +617,9 @@ impl Hierarchy {
         let mut child = self.ring_head[x][ring];
         debug_assert_ne!(child, NONE);
         if ring >= usize::from(BORROW) * PRIO_LEVELS {
-            let borrow = usize::from(BORROW);
-            while self.nodes[child as usize].deficit[borrow] < 0 {
+            while self.nodes[child as usize].deficit[1] < 0 {
                 let node = &mut self.nodes[child as usize];
-                node.deficit[borrow] += node.quantum;
+                node.deficit[1] += node.quantum;
                 child = node.next;
             }
             self.ring_head[x][ring] = child;
@@ -801,5 +800,14 @@ impl Hierarchy {
 
     pub fn counters(&self) -> &[TenantCounters] {
         self.accounting.counters()
+    }
+}
+
+#[cfg(test)]
+mod size {
+    /// A node stays within 120 bytes: `bytes per class` in docs/results/bench.md.
+    #[test]
+    fn node_is_120_bytes() {
+        assert_eq!(std::mem::size_of::<super::Node>(), 120);
     }
 }
