@@ -24,15 +24,31 @@
 //!
 //! ## Selection
 //!
-//! Each interior node keeps 2 × [`PRIO_LEVELS`] rings of its children that have
-//! something to send and are not red: one ring per (mode, priority), and a bitmap of
-//! the non-empty rings. Dequeue walks down from the root taking, at each node, the
-//! first non-empty ring (green before yellow, then the lowest priority number) and its
-//! head; the rings are deficit round robin (Shreedhar and Varghese, 1995) with a
-//! per-node quantum. The deepest green node on the walk is the *lender*: it and its
-//! ancestors pay rate tokens, the nodes below it borrowed and pay only ceil tokens
-//! (HTB's `htb_charge_class`); a payer's rate tokens may go negative by a whole
-//! packet, however much larger than its burst (64 KiB GSO sends), so nothing it
+//! Each interior node keeps [`KINDS`] × [`PRIO_LEVELS`] rings of its children that
+//! have something to send and are not red: one ring per (kind, priority), and a
+//! bitmap of the non-empty rings. A child's *kind* says where in its subtree the
+//! tokens for its next packet come from, best first: 0, a green leaf (the packet
+//! needs no lender); 1, a green app lending to its split classes; 2, a green tenant
+//! lending to its apps; [`BORROW`], nothing in it can send on its own tokens, the
+//! lender is above it. Which kinds a child takes depends on the [`Selection`]:
+//! - [`Selection::AtEachNode`] (`valve`): the child's own mode alone, green → 0,
+//!   yellow → [`BORROW`]: green before yellow is decided at each node on the way
+//!   down, so a green leaf under a yellow tenant waits for the tenant's turn;
+//! - [`Selection::ByLevel`] (`htb`): HTB's levels (`sch_htb.c` serves the row of
+//!   level 0, the green leaves, then each inner level, deepest first, each by
+//!   prio). An interior child takes the best kind among its own children whatever
+//!   its own mode, so a child holding a green leaf is of kind 0 and is served
+//!   before any class that borrows, anywhere in the tree; when all its children
+//!   borrow, it is of its own lending kind if green and [`BORROW`] if yellow.
+//!
+//! Dequeue walks down from the root taking, at each node, the first non-empty ring
+//! (lowest kind, then the lowest priority number) and its head; the rings are
+//! deficit round robin (Shreedhar and Varghese, 1995) with a per-node quantum. The
+//! deepest node on the walk taken from a ring of a kind below [`BORROW`] is the
+//! *lender*: it and its ancestors pay rate tokens, the nodes below it borrowed and
+//! pay only ceil tokens (HTB's `htb_charge_class`); a payer's rate tokens may go
+//! negative by a whole packet, however much larger than its burst (64 KiB GSO
+//! sends), so nothing it
 //! sent is forgiven. Green and yellow both change with time, so a node that
 //! is not green waits in a binary heap of events (HTB's wait queue) for the time its
 //! tokens allow it again; a heap entry whose time is no longer the node's is stale and
@@ -64,8 +80,22 @@ const UNCAPPED: u64 = u64::MAX;
 const ROOT: usize = 0;
 /// Levels below the root: tenant, app, split class.
 const DEPTH_MAX: usize = 3;
-const RINGS: usize = 2 * PRIO_LEVELS;
-const _: () = assert!(RINGS <= 16, "ring bitmap is a u16");
+/// Kinds of rings (see the module docs): 0 = a green leaf, 1 = a green app lends,
+/// 2 = a green tenant lends, [`BORROW`] = the lender is above.
+pub const KINDS: usize = 4;
+/// The kind of a child whose subtree has no lender.
+pub const BORROW: u8 = KINDS as u8 - 1;
+const RINGS: usize = KINDS * PRIO_LEVELS;
+const _: () = assert!(RINGS <= 32, "ring bitmap is a u32");
+
+/// How a node ranks its children (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// Green children before yellow ones at each node (FlowValve).
+    AtEachNode,
+    /// Green leaves anywhere before any borrowing, then the deepest lender (HTB).
+    ByLevel,
+}
 
 /// Whether some tenant or app has a priority past the last of [`PRIO_LEVELS`].
 pub fn has_priorities_beyond_levels(policy: &Policy) -> bool {
@@ -312,9 +342,9 @@ struct Node {
     sent_bytes: u64,
     /// Tokens of the largest packet this node has paid rate tokens for.
     packet_max: i64,
-    /// DRR deficit in the parent's green rings and in its yellow rings: turns on
-    /// own tokens and turns at borrowing are separate rounds (HTB keeps a deficit
-    /// per level for the same reason).
+    /// DRR deficit in the parent's rings of a kind below [`BORROW`] and in its
+    /// [`BORROW`] rings: turns on own tokens and turns at borrowing are separate
+    /// rounds (HTB keeps a deficit per level for the same reason).
     deficit: [i32; 2],
     quantum: i32,
     parent: u32,
@@ -329,6 +359,9 @@ struct Node {
     prio: u8,
     slot: u8,
     interior: bool,
+    /// Its kind when it lends (green with only borrowers below): 0 for a leaf, 1
+    /// for an app, 2 for a tenant.
+    lend_kind: u8,
 }
 
 impl Node {
@@ -357,6 +390,7 @@ impl Node {
             prio: params.prio.min(PRIO_LEVELS as u8 - 1),
             slot: NO_SLOT,
             interior,
+            lend_kind: 0,
         }
     }
 }
@@ -392,9 +426,10 @@ pub struct Hierarchy {
     /// Configuration of the split classes of each app (`None`: no split).
     split_params: Vec<Option<NodeParams>>,
     nodes: Vec<Node>,
-    /// Ring heads of the fixed nodes, by (mode, priority).
+    /// Ring heads of the fixed nodes, by (kind, priority).
     ring_head: Vec<[u32; RINGS]>,
-    occupied: Vec<u16>,
+    occupied: Vec<u32>,
+    selection: Selection,
     slab: Vec<Packet>,
     slab_next: Vec<u32>,
     free: u32,
@@ -410,6 +445,7 @@ impl Hierarchy {
         params: &[NodeParams],
         split_params: Vec<Option<NodeParams>>,
         bounds: crate::Capacity,
+        selection: Selection,
     ) -> Self {
         let layout = Layout::new(policy);
         debug_assert_eq!(params.len(), layout.fixed());
@@ -418,12 +454,16 @@ impl Hierarchy {
         let mut nodes = Vec::with_capacity(1 + layout.tenants + capacity);
         nodes.push(Node::new(ROOT, &params[ROOT], true, 0));
         for t in 0..policy.tenants.len() {
-            nodes.push(Node::new(ROOT, &params[1 + t], true, 0));
+            let mut tenant = Node::new(ROOT, &params[1 + t], true, 0);
+            tenant.lend_kind = 2;
+            nodes.push(tenant);
         }
         for (a, app) in policy.apps.iter().enumerate() {
             let x = layout.app(AppId(a as u32));
             let parent = layout.tenant(app.tenant);
-            nodes.push(Node::new(parent, &params[x], app.split.is_some(), 0));
+            let mut node = Node::new(parent, &params[x], app.split.is_some(), 0);
+            node.lend_kind = u8::from(node.interior);
+            nodes.push(node);
         }
         let packets = bounds.packets;
         Hierarchy {
@@ -434,6 +474,7 @@ impl Hierarchy {
             nodes,
             ring_head: vec![[NONE; RINGS]; layout.fixed()],
             occupied: vec![0; layout.fixed()],
+            selection,
             slab: Vec::with_capacity(packets),
             slab_next: Vec::with_capacity(packets),
             free: NONE,
@@ -503,7 +544,7 @@ impl Hierarchy {
             let ring = self.occupied[x].trailing_zeros() as usize;
             let child = self.next_turn(x, ring);
             path[depth] = child;
-            if ring < PRIO_LEVELS {
+            if ring < usize::from(BORROW) * PRIO_LEVELS {
                 lender = Some(depth);
             }
             depth += 1;
@@ -541,7 +582,7 @@ impl Hierarchy {
             node.t_c_ns = now_ns;
             node.sent_bytes += u64::from(packet.len_bytes);
             node.queued -= 1;
-            let borrowing = usize::from(node.slot >= PRIO_LEVELS as u8);
+            let borrowing = usize::from(node.slot / PRIO_LEVELS as u8 == BORROW);
             let deficit = &mut node.deficit[borrowing];
             *deficit -= packet.len_bytes as i32;
             if *deficit < 0 {
@@ -575,7 +616,7 @@ impl Hierarchy {
     fn next_turn(&mut self, x: usize, ring: usize) -> u32 {
         let mut child = self.ring_head[x][ring];
         debug_assert_ne!(child, NONE);
-        if ring >= PRIO_LEVELS {
+        if ring >= usize::from(BORROW) * PRIO_LEVELS {
             while self.nodes[child as usize].deficit[1] < 0 {
                 let node = &mut self.nodes[child as usize];
                 node.deficit[1] += node.quantum;
@@ -652,12 +693,21 @@ impl Hierarchy {
                     self.nodes[x].event_ns = event_ns;
                     self.events.push(Reverse((event_ns, x as u32)));
                 }
-                let prio = self.nodes[x].prio;
-                match mode {
-                    Mode::Green => prio,
-                    Mode::Yellow => PRIO_LEVELS as u8 + prio,
-                    Mode::Red => NO_SLOT,
-                }
+                let node = &self.nodes[x];
+                // The best kind among the children; BORROW for a leaf.
+                let below = if node.interior {
+                    (self.occupied[x].trailing_zeros() as usize / PRIO_LEVELS) as u8
+                } else {
+                    BORROW
+                };
+                let kind = match (self.selection, mode) {
+                    (_, Mode::Red) => None,
+                    (Selection::ByLevel, _) if below < BORROW => Some(below),
+                    (Selection::ByLevel, Mode::Green) => Some(node.lend_kind),
+                    (Selection::AtEachNode, Mode::Green) => Some(0),
+                    (_, Mode::Yellow) => Some(BORROW),
+                };
+                kind.map_or(NO_SLOT, |k| k * PRIO_LEVELS as u8 + node.prio)
             } else {
                 NO_SLOT
             };
@@ -750,5 +800,14 @@ impl Hierarchy {
 
     pub fn counters(&self) -> &[TenantCounters] {
         self.accounting.counters()
+    }
+}
+
+#[cfg(test)]
+mod size {
+    /// A node stays within 120 bytes: `bytes per class` in docs/results/bench.md.
+    #[test]
+    fn node_is_120_bytes() {
+        assert_eq!(std::mem::size_of::<super::Node>(), 120);
     }
 }

@@ -39,7 +39,7 @@
 //!   tokens in any pattern within an interval, and what it leaves beyond that is
 //!   lent rather than saved.
 
-use crate::tree::{self, Claim, Hierarchy, Layout, NodeParams};
+use crate::tree::{self, Claim, Hierarchy, Layout, NodeParams, Selection};
 use crate::{Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
 use policy::{AppId, Policy, TenantId};
 
@@ -120,7 +120,7 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
         .unwrap_or(0)
         .max(policy.tenants.len());
     Ok(Box::new(Valve {
-        tree: Hierarchy::new(policy, &params, split, capacity),
+        tree: Hierarchy::new(policy, &params, split, capacity, Selection::AtEachNode),
         update_due_ns: interval_ns,
         interval_ns,
         last_update_ns: 0,

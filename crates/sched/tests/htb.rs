@@ -32,3 +32,97 @@ proptest! {
         );
     }
 }
+
+/// TONIC's prioritisation policy (scenarios/tonic/policy-prio.yaml): t2's probe is
+/// priority 0, its bulk priority 1 (rate 0: it only borrows), t1 one app.
+const PRIO_POLICY: &str = "
+link: { rate: 10Gbit }
+tenants:
+  - { name: t1, weight: 3 }
+  - name: t2
+    weight: 3
+    apps:
+      - { name: probe, priority: 0 }
+      - { name: kvs, priority: 0 }
+      - { name: bulk, priority: 1 }
+";
+
+/// For each probe: bytes the link sends between its arrival and its departure.
+/// t1 and t2's bulk are backlogged with `len_bytes` packets; one 64-byte probe at a
+/// time arrives `gap_ns` after the previous one left (sockperf's ping-pong).
+fn probe_waits_bytes(len_bytes: u32, gap_ns: u64, end_ns: u64) -> Vec<u64> {
+    let p = parse_policy(PRIO_POLICY, "p.yaml").unwrap();
+    let mut e = enforcer(&p);
+    let bulk = [app(&p, "t1", "default"), app(&p, "t2", "bulk")];
+    let probe = app(&p, "t2", "probe");
+    let mut queued = [0u32; 2];
+    let mut handle = 0u64;
+    let mut packet = |app: AppId, len_bytes: u32, now_ns: u64| {
+        handle += 1;
+        Packet {
+            len_bytes,
+            tenant: p.app(app).tenant,
+            app,
+            flow: (handle % 8) as u32,
+            destination: (handle % 8) as u32,
+            core: 0,
+            arrival_ns: now_ns,
+            handle,
+        }
+    };
+    let mut now_ns = 0;
+    let mut probe_at_ns = WARMUP_NS;
+    let mut waiting: Option<u64> = None;
+    let mut waits = Vec::new();
+    while now_ns < end_ns {
+        for (i, &a) in bulk.iter().enumerate() {
+            while queued[i] < 16 {
+                e.enqueue(now_ns, packet(a, len_bytes, now_ns)).unwrap();
+                queued[i] += 1;
+            }
+        }
+        if waiting.is_none() && now_ns >= probe_at_ns {
+            e.enqueue(now_ns, packet(probe, 64, now_ns)).unwrap();
+            waiting = Some(0);
+        }
+        let frame = e.dequeue(now_ns).expect("the link is backlogged");
+        if frame.packet.app == probe {
+            waits.push(waiting.take().unwrap());
+            probe_at_ns = now_ns + gap_ns;
+        } else {
+            queued[bulk.iter().position(|&b| b == frame.packet.app).unwrap()] -= 1;
+            if let Some(bytes) = waiting.as_mut() {
+                *bytes += u64::from(frame.bytes);
+            }
+        }
+        now_ns += (u64::from(frame.bytes) * 8 * 1_000_000_000).div_ceil(p.link.rate_bps);
+    }
+    waits
+}
+
+/// A green leaf is served before any class that borrows, as HTB's level 0 row is,
+/// even while its tenant is out of rate tokens: the probe (rate 2.5 Gbit/s, mostly
+/// idle, so always green) waits at most for t1's green leaf to end its DRR turn, one
+/// quantum (5 Gbit/s / 8 / r2q = 62500 bytes) and the packet that crosses it. It
+/// used to wait for its tenant to be green again at the root, while t1 sent alone:
+/// up to 201000 bytes (1500-byte packets) or 262144 (64 KiB sends), 160 to 210 µs
+/// at 10 Gbit/s.
+#[test]
+fn a_green_priority_leaf_waits_at_most_one_quantum_of_its_neighbour() {
+    const T1_QUANTUM_BYTES: u64 = 62_500;
+    for len_bytes in [1500, GSO_BYTES] {
+        for gap_ns in [0, 10_000, 37_000, 100_000] {
+            let waits = probe_waits_bytes(len_bytes, gap_ns, WARMUP_NS + 30 * MS);
+            assert!(
+                waits.len() > 250,
+                "{len_bytes} B, gap {gap_ns}: {}",
+                waits.len()
+            );
+            let worst = *waits.iter().max().unwrap();
+            assert!(
+                worst <= T1_QUANTUM_BYTES + u64::from(len_bytes),
+                "{len_bytes} B packets, probe {gap_ns} ns after the last: {worst} bytes before it"
+            );
+        }
+    }
+}
