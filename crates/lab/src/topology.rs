@@ -57,17 +57,20 @@ pub struct Plan {
     pub gso_max_bytes: u32,
 }
 
-/// The `gso_max_size` for a link of `rate_bps`: as long on the link as a 64 KiB TSO
-/// send on the 10 Gbit/s hosts the simulator and the papers model (52 µs), at least
-/// two MTU frames. A GSO frame crosses the emulated link whole, so this is the
-/// longest a prioritised packet waits behind one already started; at 1 Gbit/s 64 KiB
-/// sends would hold the link 524 µs, five times the lab's idle round trip. It is
-/// also the NIC model's ring bound (`sched::nic::ring_bytes_max`), so under `tonic`
-/// a probe waits behind at most one frame in its queue's ring, as in the simulator.
+/// The `gso_max_size` for a link of `rate_bps`: 131 µs of link (16 KiB at
+/// 1 Gbit/s), at least two MTU frames, at most the kernel's 64 KiB (from 4 Gbit/s
+/// up, so a 10 Gbit/s lab link keeps whole 64 KiB sends as the simulator's host).
+/// A GSO frame crosses the emulated link whole, so this is the longest a
+/// prioritised packet waits behind a frame already on the link. Measured on the
+/// 2-core machine, 1 Gbit/s (docs/results/lab.md): 64 KiB frames (524 µs) put a
+/// prioritised probe's p99 at 3-4x its idle round trip; 6.5 KiB frames (52 µs, a
+/// 64 KiB send's time at 10 Gbit/s) cost so much CPU per byte that 72 TCP flows
+/// no longer filled the link evenly (utilization 0.87-0.98, Jain min 0.66-0.90,
+/// against 0.99 and 0.92-0.97 with 16 KiB).
 pub fn gso_max_bytes(rate_bps: u64) -> u32 {
-    const BYTES_AT_10_GBIT: u128 = 65_536;
-    let bytes = BYTES_AT_10_GBIT * u128::from(rate_bps) / 10_000_000_000;
-    bytes.clamp(2 * 1_514, BYTES_AT_10_GBIT) as u32
+    const BYTES_PER_GBIT: u128 = 16_384;
+    let bytes = BYTES_PER_GBIT * u128::from(rate_bps) / 1_000_000_000;
+    bytes.clamp(2 * 1_514, 65_536) as u32
 }
 
 /// Sink addresses beyond its own: a flow of traffic split by destination each needs
@@ -445,11 +448,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn gso_frames_take_a_10_gbit_tso_sends_link_time_and_two_mtus_at_least() {
-        assert_eq!(gso_max_bytes(1_000_000_000), 6_553);
-        assert_eq!(gso_max_bytes(500_000_000), 3_276);
-        assert_eq!(gso_max_bytes(300_000_000), 3_028);
-        assert_eq!(gso_max_bytes(10_000_000), 3_028);
+    fn gso_frames_take_131_us_of_link_and_two_mtus_at_least() {
+        assert_eq!(gso_max_bytes(1_000_000_000), 16_384);
+        assert_eq!(gso_max_bytes(300_000_000), 4_915);
+        assert_eq!(gso_max_bytes(100_000_000), 3_028);
+        assert_eq!(gso_max_bytes(4_000_000_000), 65_536);
         assert_eq!(gso_max_bytes(10_000_000_000), 65_536);
     }
 
