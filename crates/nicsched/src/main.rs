@@ -107,10 +107,10 @@ enum Command {
         /// Leave the namespaces in place after the run (prints how to remove them).
         #[arg(long)]
         keep: bool,
-        /// Run the engine, the meter and the latency probes (sockperf, memcached)
-        /// at normal priority. By default they run at SCHED_FIFO 10, so that on a
-        /// machine with few cores they do not wait behind the bulk senders and the
-        /// figures follow the enforcer, not the CPU scheduler.
+        /// Run the meter and the latency probes (sockperf, memcached) at normal
+        /// priority. By default they run at SCHED_FIFO 10, so that on a machine
+        /// with few cores they do not wait behind the bulk senders and latency
+        /// follows the enforcer, not the CPU scheduler.
         #[arg(long)]
         no_realtime: bool,
         /// No progress bars.
