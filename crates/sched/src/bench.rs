@@ -95,7 +95,7 @@ pub fn policy_for(classes: u32, active: u32) -> Policy {
 }
 
 /// The packet of class `class`: tenant `class % TENANTS`, destination `class / TENANTS`.
-fn packet_of(class: u32, handle: u64) -> Packet {
+pub fn packet_of(class: u32, handle: u64) -> Packet {
     let tenant = class % TENANTS;
     Packet {
         len_bytes: PACKET_BYTES,

@@ -3,10 +3,10 @@
 //! reads the rte_sched peer's line (a fake peer always; the real one when
 //! scripts/setup.sh has built it).
 
-use policy::{AppId, SplitBy, TenantId};
-use sched::Packet;
+use policy::{AppId, SplitBy};
 use sched::bench::{
-    BenchConfig, LINK_RATE_BPS, TENANTS, bytes_per_class, peer_binary, policy_for, run, run_peer,
+    BenchConfig, LINK_RATE_BPS, TENANTS, bytes_per_class, packet_of, peer_binary, policy_for, run,
+    run_peer,
 };
 use sched::classes::Classes;
 use std::cell::Cell;
@@ -64,21 +64,6 @@ fn an_unknown_enforcer_is_an_error_not_a_measurement() {
     assert!(error.contains("nosuch"), "{error}");
 }
 
-fn packet(class: u32) -> Packet {
-    // The harness's mapping: tenant class % TENANTS, destination class / TENANTS.
-    let tenant = class % TENANTS;
-    Packet {
-        len_bytes: 1500,
-        tenant: TenantId(tenant as u16),
-        app: AppId(tenant),
-        flow: class,
-        destination: class / TENANTS,
-        core: 0,
-        arrival_ns: 0,
-        handle: 0,
-    }
-}
-
 #[test]
 fn the_policy_is_a_two_level_tree_with_at_least_the_classes_asked_for() {
     for classes in [1_000u32, 10_000, 100_000] {
@@ -102,7 +87,7 @@ fn the_policy_is_a_two_level_tree_with_at_least_the_classes_asked_for() {
         let mut seen = vec![false; policy.apps.len() + rounded as usize];
         for class in 0..rounded {
             let leaf = tree
-                .classify(&packet(class))
+                .classify(&packet_of(class, 0))
                 .unwrap_or_else(|| panic!("class {class} of {classes} unreachable"));
             assert!(!seen[leaf.index()], "class {class} shares leaf {leaf:?}");
             seen[leaf.index()] = true;
