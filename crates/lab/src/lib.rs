@@ -594,15 +594,18 @@ fn run_in(
     let mut generators: Vec<Option<RunningGenerator>> = plans.iter().map(|_| None).collect();
     let mut started = vec![false; plans.len()];
     let mut stopped = vec![false; plans.len()];
+    let launch = |p: &traffic::TrafficPlan| -> Result<Vec<Process>, LabError> {
+        p.clients
+            .iter()
+            .map(|c| start(c, &format!("{} client", p.label), options.realtime))
+            .collect()
+    };
     // The clients of traffic that starts with the run are launched WARM_UP before
     // its time zero, so that it starts sending, not starting up, at zero: iperf3
     // takes 100-300 ms to open its streams (more with -P 64), which alone set the
     // first interval's Jain index (0.96 against 0.999 after it).
     for (i, p) in plans.iter().enumerate().filter(|(_, p)| p.start_ns == 0) {
-        started[i] = true;
-        for c in &p.clients {
-            clients[i].push(start(c, &format!("{} client", p.label), options.realtime)?);
-        }
+        clients[i] = launch(p)?;
     }
     std::thread::sleep(WARM_UP);
     if sys::signal::interrupted() {
@@ -610,11 +613,6 @@ fn run_in(
     }
     let t0 = Instant::now();
     let _ = origin.set(t0);
-    for (i, p) in plans.iter().enumerate().filter(|(_, p)| p.start_ns == 0) {
-        if let Some(g) = &p.generator {
-            generators[i] = Some(RunningGenerator::start(g, &p.label, options.realtime)?);
-        }
-    }
     let mut last_progress = 0;
     loop {
         if sys::signal::interrupted() {
@@ -627,8 +625,9 @@ fn run_in(
         for (i, p) in plans.iter().enumerate() {
             if !started[i] && now_ns >= p.start_ns {
                 started[i] = true;
-                for c in &p.clients {
-                    clients[i].push(start(c, &format!("{} client", p.label), options.realtime)?);
+                // Traffic starting at zero had its clients launched in the warm-up.
+                if p.start_ns > 0 {
+                    clients[i] = launch(p)?;
                 }
                 if let Some(g) = &p.generator {
                     generators[i] = Some(RunningGenerator::start(g, &p.label, options.realtime)?);

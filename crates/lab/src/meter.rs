@@ -11,7 +11,7 @@ use crate::classify::{Classifier, ParsedFrame, parse_captured};
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 pub struct Meter {
     pub classifier: Classifier,
@@ -69,7 +69,8 @@ impl Meter {
                 continue;
             };
             let now_ns = origin.elapsed().as_nanos() as u64;
-            let origin_stamp_ns = *origin_stamp_ns.get_or_insert_with(|| realtime_ns() - now_ns);
+            let origin_stamp_ns =
+                *origin_stamp_ns.get_or_insert_with(|| crate::sys::clock::realtime_ns() - now_ns);
             for i in 0..n {
                 let at_ns = match stamps_ns[i] {
                     0 => now_ns,
@@ -96,10 +97,4 @@ impl Meter {
         }
         Ok(out)
     }
-}
-
-fn realtime_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }

@@ -9,6 +9,11 @@ pub fn now_ns() -> u64 {
     read_ns(libc::CLOCK_MONOTONIC)
 }
 
+/// `CLOCK_REALTIME` in nanoseconds: the clock of the kernel's packet stamps.
+pub fn realtime_ns() -> u64 {
+    read_ns(libc::CLOCK_REALTIME)
+}
+
 /// CPU time the calling thread has used, user and system (what the kernel charges
 /// to it, softirq work done in its system calls included unless the kernel accounts
 /// interrupt time apart), in ns.
