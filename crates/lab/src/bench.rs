@@ -29,7 +29,7 @@
 //!   and built again between rounds) and the counts add up, so that the load of
 //!   whatever else runs on the machine falls on every path alike.
 
-use crate::engine::{Engine, EngineConfig, EngineStats};
+use crate::engine::{Engine, EngineConfig, EngineStats, HostBuffer, QdiscLimits};
 use crate::sys::netns::{self, RxCounters};
 use crate::sys::udp::{self, SEND_BATCH, UdpSender};
 use crate::topology::{self, Topology, mac_string};
@@ -73,8 +73,8 @@ pub struct BenchOptions {
     /// UDP payload of every datagram.
     pub payload_bytes: u16,
     pub flows_per_tenant: u16,
-    /// Packets each tenant may hold in the engine (as in `nicsched lab`).
-    pub tenant_packets_max: u32,
+    /// The host's qdisc limits (as in `nicsched lab`).
+    pub qdisc: QdiscLimits,
 }
 
 impl Default for BenchOptions {
@@ -85,7 +85,7 @@ impl Default for BenchOptions {
             rounds: 1,
             payload_bytes: 64,
             flows_per_tenant: 4,
-            tenant_packets_max: 512,
+            qdisc: Default::default(),
         }
     }
 }
@@ -626,8 +626,7 @@ fn run_path(
             tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
             uplink: plan.uplink.clone(),
             link_rate_bps: None,
-            tenant_packets_max: options.tenant_packets_max,
-            slab_slots: options.tenant_packets_max * policy.tenants.len() as u32 + 64,
+            buffer: HostBuffer::new(path, policy, options.qdisc),
         };
         let (stop, name, policy, classifier) = (
             engine.stop.clone(),
@@ -639,7 +638,7 @@ fn run_path(
             "nicsched-engine",
             plan.engine_ns.clone(),
             move |ready| {
-                let built = sched::build(&name, &policy)
+                let built = sched::build_with(&name, &policy, config.buffer.capacity)
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
                 let cpu_ns = sys::clock::thread_cpu_ns();
                 let stats = Engine::new(config, classifier, &policy, built).run(&stop, ready)?;

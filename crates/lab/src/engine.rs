@@ -27,9 +27,8 @@
 //! once per send instead of once per MTU.
 //!
 //! The link counts L3 bytes (IPv4 total length), as the simulator and the ideal do.
-//! The engine's buffer stands for the host's qdiscs: each tenant may hold at most
-//! `tenant_packets_max` packets in it (beyond, its frames are dropped and counted
-//! against it), on top of the policy's own buffer caps that the enforcer applies.
+//! The engine's buffer stands for the host's qdiscs ([`HostBuffer`]), on top of the
+//! policy's own buffer caps that the enforcer applies.
 
 use crate::classify::{Classifier, ParsedFrame, parse};
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket, Poller, VNET_HDR_BYTES};
@@ -50,9 +49,86 @@ pub struct EngineConfig {
     /// enforcer hands it out (`nicsched lab-bench`, which measures how fast the
     /// engine forwards, not how well it shares a link).
     pub link_rate_bps: Option<u64>,
+    pub buffer: HostBuffer,
+}
+
+/// The host's qdisc limits, in packets, that the engine applies ([`HostBuffer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QdiscLimits {
+    /// Per Tx queue of the multiqueue NIC model.
+    pub queue_packets: u32,
+    /// Per tenant, in front of the software schedulers.
+    pub tenant_packets: u32,
+}
+
+impl Default for QdiscLimits {
+    /// 64 packets per queue: a real host's TCP small queues keep a couple of sends
+    /// per flow in a qdisc, but a veth orphans the tenant's frames, so in the lab
+    /// only the limit bounds a CUBIC flow. At 512 per queue (8 MiB of 16 KiB GSO
+    /// frames per queue, half a second of the 1 Gbit/s link over eight queues)
+    /// flows had not converged after 15 s (`hash` on 8 flows against 64: Jain
+    /// 0.98); at 64 they share each queue by flow count as on a host (0.72); at 16,
+    /// `tonic`'s one queue per tenant no longer filled the link (utilization 0.83).
+    /// 512 per tenant: a software scheduler's tenant holds all of its classes in
+    /// that bound.
+    fn default() -> Self {
+        QdiscLimits {
+            queue_packets: 64,
+            tenant_packets: 512,
+        }
+    }
+}
+
+/// Where the engine applies the host's qdisc limits, as a real host does. In front
+/// of the multiqueue NIC model (`fifo`, `hash`, `xps`, the `tonic`s) they bound each
+/// Tx queue, as `txqueuelen` bounds each of `mq`'s queues, and the enforcer refuses
+/// what overflows one: a tenant with more flows then keeps more packets queued and
+/// takes more of the link, as on a real host. The software schedulers replace the
+/// qdisc layer, so there each tenant may hold at most its limit in the engine;
+/// beyond, its frames are dropped and counted against it. (A per-tenant bound in
+/// front of FIFO queues would itself share the link by tenant: with CUBIC senders
+/// filling it, `hash` reached Jain 0.94 on 8 flows against 64.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostBuffer {
+    /// What the enforcer is built with.
+    pub capacity: sched::Capacity,
     pub tenant_packets_max: u32,
+    /// Frames the engine can hold at once, whatever their tenant.
     pub slab_slots: u32,
 }
+
+impl HostBuffer {
+    pub fn new(enforcer: &str, policy: &Policy, limits: QdiscLimits) -> HostBuffer {
+        // Room beyond the bounds for the frames an enforcer holds outside them.
+        const SPARE_SLOTS: u32 = 64;
+        match sched::multiqueue::Driver::from_name(enforcer) {
+            Some(driver) => {
+                let queues = u32::from(driver.queues(policy));
+                // Descriptor rings hold packets beyond the qdiscs: up to
+                // `ring_bytes_max` bytes of the smallest IPv4 packets each.
+                let ring_bytes =
+                    sched::nic::ring_bytes_max(policy.link.rate_bps, policy.link.mtu_bytes);
+                let ring_packets = ring_bytes.div_ceil(MIN_IPV4_PACKET_BYTES) + 1;
+                HostBuffer {
+                    capacity: sched::Capacity {
+                        qdisc_packets: Some(limits.queue_packets),
+                        ..sched::Capacity::default()
+                    },
+                    tenant_packets_max: u32::MAX,
+                    slab_slots: queues * (limits.queue_packets + ring_packets) + SPARE_SLOTS,
+                }
+            }
+            None => HostBuffer {
+                capacity: sched::Capacity::default(),
+                tenant_packets_max: limits.tenant_packets,
+                slab_slots: limits.tenant_packets * policy.tenants.len() as u32 + SPARE_SLOTS,
+            },
+        }
+    }
+}
+
+/// An IPv4 header alone; no frame the engine schedules is shorter.
+const MIN_IPV4_PACKET_BYTES: u32 = 20;
 
 /// Per-frame counters of one engine run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -170,7 +246,7 @@ impl Engine {
     ) -> Engine {
         let tenants = config.ports.len();
         Engine {
-            slab: Slab::new(config.slab_slots),
+            slab: Slab::new(config.buffer.slab_slots),
             held_per_tenant: vec![0; tenants],
             classes: Classes::new(policy, policy.apps.len() + SPLIT_CLASSES_COUNTED_MAX),
             apps: policy.apps.len(),
@@ -311,7 +387,7 @@ impl Engine {
             }
         };
         let t = tenant.index();
-        if self.held_per_tenant[t] >= self.config.tenant_packets_max {
+        if self.held_per_tenant[t] >= self.config.buffer.tenant_packets_max {
             self.stats.buffer_drops[t] += 1;
             return Ok(());
         }
@@ -386,6 +462,30 @@ mod tests {
         let c = slab.store(&[9]).unwrap();
         assert_eq!(c, a);
         assert_eq!(slab.get(c), &[9]);
+    }
+
+    #[test]
+    fn qdisc_limits_bound_queues_of_the_nic_model_and_tenants_of_the_schedulers() {
+        let policy = policy::parse_policy(
+            "link: { rate: 1Gbit, queues: 4 }\ntenants: [{ name: a }, { name: b }]\n",
+            "p.yaml",
+        )
+        .unwrap();
+        let limits = QdiscLimits {
+            queue_packets: 10,
+            tenant_packets: 100,
+        };
+        // 6553 B of ring at 1 Gbit/s hold at most 328 IPv4 headers, one more to spare.
+        let hash = HostBuffer::new("hash", &policy, limits);
+        assert_eq!(hash.capacity.qdisc_packets, Some(10));
+        assert_eq!(hash.tenant_packets_max, u32::MAX);
+        assert_eq!(hash.slab_slots, 4 * (10 + 329) + 64);
+        let fifo = HostBuffer::new("fifo", &policy, limits);
+        assert_eq!(fifo.slab_slots, 10 + 329 + 64, "fifo drives one queue");
+        let wf2q = HostBuffer::new("wf2q", &policy, limits);
+        assert_eq!(wf2q.capacity, sched::Capacity::default());
+        assert_eq!(wf2q.tenant_packets_max, 100);
+        assert_eq!(wf2q.slab_slots, 2 * 100 + 64);
     }
 
     #[test]

@@ -69,8 +69,8 @@ pub struct LabOptions {
     pub keep: bool,
     /// Emulated link rate instead of the scenario's (`link.rate`).
     pub link_rate_bps: Option<u64>,
-    /// Packets each tenant may hold in the engine (the host's qdisc bound).
-    pub tenant_packets_max: u32,
+    /// The host's qdisc limits ([`engine::HostBuffer`]).
+    pub qdisc: engine::QdiscLimits,
     /// Run the meter and the programs whose latency is measured (sockperf,
     /// memcached and its load generator) at SCHED_FIFO, above the tenants' bulk
     /// senders: on a machine with fewer cores than the scenario has busy programs,
@@ -87,7 +87,7 @@ impl Default for LabOptions {
             out: None,
             keep: false,
             link_rate_bps: None,
-            tenant_packets_max: 512,
+            qdisc: Default::default(),
             realtime: true,
             tools: Tools::default(),
         }
@@ -548,8 +548,7 @@ fn run_in(
             tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
             uplink: plan.uplink.clone(),
             link_rate_bps: Some(policy.link.rate_bps),
-            tenant_packets_max: options.tenant_packets_max,
-            slab_slots: options.tenant_packets_max * policy.tenants.len() as u32 + 64,
+            buffer: engine::HostBuffer::new(enforcer, policy, options.qdisc),
         };
         let stop = stop.clone();
         let (name, policy) = (enforcer.to_string(), policy.clone());
@@ -557,7 +556,7 @@ fn run_in(
             "nicsched-engine",
             plan.engine_ns.clone(),
             move |ready| {
-                let built = sched::build(&name, &policy)
+                let built = sched::build_with(&name, &policy, config.buffer.capacity)
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
                 engine::Engine::new(config, classifier, &policy, built).run(&stop, ready)
             },

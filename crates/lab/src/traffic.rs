@@ -222,6 +222,12 @@ pub fn plan(
             start_ns: t.start_ns,
             stop_ns: t.stop_ns,
         };
+        // TCP as the papers' hosts and the simulator's senders run it, whatever this
+        // host's default: CUBIC, Linux's own. (BBR, the default on some hosts,
+        // cuts every flow to 4 packets for 200 ms every 10 s to probe the RTT: a
+        // dip in every run at 10 s.) Set per socket: a namespace's default can
+        // only name algorithms the host allows.
+        let cubic = ["-C".to_string(), "cubic".to_string()];
         // One iperf3 server and client per destination: `streams` streams to the
         // sink's address, or one stream to each address of a destination split.
         let iperfs = |plan: &mut TrafficPlan, streams: u32, extra: &[String]| {
@@ -275,7 +281,7 @@ pub fn plan(
         let streams_per_client = |flows: u32| flows / destinations.len() as u32;
         match t.kind {
             TrafficKind::Bulk { flows } => {
-                iperfs(&mut plan, streams_per_client(flows), &[])?;
+                iperfs(&mut plan, streams_per_client(flows), &cubic)?;
             }
             TrafficKind::Udp {
                 rate_bps,

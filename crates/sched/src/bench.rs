@@ -124,6 +124,7 @@ fn capacity_for(classes: u32) -> crate::Capacity {
     crate::Capacity {
         classes,
         packets: classes * BACKLOG_PACKETS as usize,
+        qdisc_packets: None,
     }
 }
 

@@ -147,6 +147,12 @@ impl std::error::Error for BuildError {}
 pub struct Capacity {
     pub classes: usize,
     pub packets: usize,
+    /// The host's qdisc limit per Tx queue (its `txqueuelen`), in packets, for the
+    /// multiqueue NIC model; a packet beyond it is refused (`QueueFull`). `None`:
+    /// unbounded, for senders that bound themselves, as the simulator's TCP does with
+    /// TCP small queues. The lab sets it, since a veth orphans the sender's frames and
+    /// TSQ no longer holds a flow back.
+    pub qdisc_packets: Option<u32>,
 }
 
 impl Default for Capacity {
@@ -156,6 +162,7 @@ impl Default for Capacity {
         Capacity {
             classes: 1 << 18,
             packets: 1 << 18,
+            qdisc_packets: None,
         }
     }
 }
@@ -178,7 +185,8 @@ pub fn build_with(
     match name {
         "fifo" | "hash" | "xps" | "tonic" | "tonic-band" => {
             let driver = multiqueue::Driver::from_name(name).expect("matched above");
-            let enforcer = multiqueue::MultiQueue::new(policy, driver).map_err(unsupported)?;
+            let enforcer = multiqueue::MultiQueue::new(policy, driver, capacity.qdisc_packets)
+                .map_err(unsupported)?;
             Ok(Box::new(enforcer))
         }
         "wf2q" => wf2q::build(policy, capacity).map_err(unsupported),

@@ -37,6 +37,15 @@ impl Driver {
         }
     }
 
+    /// The NIC's Tx queues this driver uses: one for `fifo`, `link.queues` otherwise.
+    pub fn queues(self, policy: &Policy) -> u16 {
+        if self == Driver::Fifo {
+            1
+        } else {
+            policy.link.queues
+        }
+    }
+
     fn is_tonic(self) -> bool {
         matches!(self, Driver::Tonic | Driver::TonicBand)
     }
@@ -158,12 +167,13 @@ pub struct MultiQueue {
 }
 
 impl MultiQueue {
-    pub fn new(policy: &Policy, driver: Driver) -> Result<Self, String> {
-        let queues = if driver == Driver::Fifo {
-            1
-        } else {
-            policy.link.queues
-        };
+    /// `qdisc_packets_max`: the host's qdisc limit per Tx queue (`None`: unbounded).
+    pub fn new(
+        policy: &Policy,
+        driver: Driver,
+        qdisc_packets_max: Option<u32>,
+    ) -> Result<Self, String> {
+        let queues = driver.queues(policy);
         let pools = if driver.is_tonic() {
             let weights: Vec<u32> = policy.tenants.iter().map(|t| t.weight).collect();
             tonic_pools(&weights, queues).ok_or_else(|| {
@@ -181,6 +191,7 @@ impl MultiQueue {
                 queues,
                 mtu_bytes: policy.link.mtu_bytes,
                 ring_bytes_max: ring_bytes_max(policy.link.rate_bps, policy.link.mtu_bytes),
+                qdisc_packets_max,
             }),
             accounting: Accounting::new(policy),
             next_in_pool: vec![0; pools.len()],
@@ -224,10 +235,14 @@ impl MultiQueue {
 
 impl Enforcer for MultiQueue {
     fn enqueue(&mut self, _now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        let (queue, insert) = self.select(&packet);
+        if self.nic.qdisc_full(queue) {
+            self.accounting.refuse(packet.tenant, packet.len_bytes);
+            return Err((packet, Refusal::QueueFull));
+        }
         if let Err(reason) = self.accounting.admit(packet.tenant, packet.len_bytes) {
             return Err((packet, reason));
         }
-        let (queue, insert) = self.select(&packet);
         self.nic.enqueue(queue, insert, packet);
         Ok(())
     }

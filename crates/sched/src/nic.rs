@@ -35,6 +35,9 @@ pub struct NicConfig {
     pub mtu_bytes: u32,
     /// BQL-like bound on bytes in one descriptor ring.
     pub ring_bytes_max: u32,
+    /// The qdisc's limit (`txqueuelen`): packets one queue's qdisc and band may hold
+    /// together, the ring not counted; `None`: unbounded.
+    pub qdisc_packets_max: Option<u32>,
 }
 
 /// The ring bound BQL settles at: what the queue drains between two completion
@@ -84,6 +87,10 @@ impl TxQueue {
     fn len_packets(&self) -> usize {
         self.qdisc.len() + self.band.len() + self.ring.len()
     }
+
+    fn qdisc_packets(&self) -> usize {
+        self.qdisc.len() + self.band.len()
+    }
 }
 
 #[derive(Debug)]
@@ -114,8 +121,18 @@ impl Nic {
         self.config
     }
 
+    /// Whether `queue`'s qdisc is at its limit, so that the host would drop a packet
+    /// offered to it (the qdisc's tail drop, whichever end the packet was meant for).
+    pub fn qdisc_full(&self, queue: u16) -> bool {
+        self.config
+            .qdisc_packets_max
+            .is_some_and(|max| self.queues[usize::from(queue)].qdisc_packets() >= max as usize)
+    }
+
+    /// Puts `packet` into `queue`'s qdisc; the caller has checked [`Nic::qdisc_full`].
     pub fn enqueue(&mut self, queue: u16, insert: Insert, packet: Packet) {
         debug_assert!(packet.len_bytes > 0);
+        debug_assert!(!self.qdisc_full(queue));
         let q = &mut self.queues[usize::from(queue)];
         match insert {
             Insert::Tail => q.qdisc.push_back(packet),
@@ -205,6 +222,7 @@ mod tests {
             queues,
             mtu_bytes: 1500,
             ring_bytes_max,
+            qdisc_packets_max: None,
         })
     }
 
@@ -298,6 +316,25 @@ mod tests {
         n.enqueue(0, Insert::Tail, packet(4, 1500));
         let order: Vec<u64> = drain(&mut n).iter().map(|f| f.1).collect();
         assert_eq!(order, vec![2, 4, 3]);
+    }
+
+    #[test]
+    fn the_qdisc_limit_counts_qdisc_and_band_but_not_the_ring() {
+        let mut n = Nic::new(NicConfig {
+            queues: 2,
+            mtu_bytes: 1500,
+            ring_bytes_max: 1500,
+            qdisc_packets_max: Some(2),
+        });
+        n.enqueue(0, Insert::Tail, packet(1, 1500));
+        n.enqueue(0, Insert::Tail, packet(2, 1500));
+        assert!(!n.qdisc_full(0), "packet 1 went on to the ring");
+        n.enqueue(0, Insert::PriorityBand, packet(3, 100));
+        assert!(n.qdisc_full(0));
+        assert!(!n.qdisc_full(1), "the limit is per queue");
+        assert_eq!(n.dequeue().map(|(_, f)| f.packet.handle), Some(1));
+        assert!(!n.qdisc_full(0), "the band's packet moved to the ring");
+        assert_eq!(n.queue_packets(0), 2);
     }
 
     proptest::proptest! {

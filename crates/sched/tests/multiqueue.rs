@@ -1,7 +1,8 @@
 //! The multiqueue drivers on a saturated link: who gets what, exactly.
 
-use policy::{AppId, parse_policy};
+use policy::{AppId, TenantId, parse_policy};
 use sched::testkit::{Source, drive_link};
+use sched::{Packet, Refusal};
 
 const TWO_TENANTS_1_2: &str = "
 link: { rate: 10Gbit, queues: 6 }
@@ -108,4 +109,45 @@ tenants:
         "{:?}",
         run.app_bytes
     );
+}
+
+#[test]
+fn a_full_qdisc_refuses_at_its_tail_and_counts_against_the_sender() {
+    let policy = parse_policy(
+        "
+link: { rate: 1Gbit, queues: 1 }
+tenants:
+  - name: a
+",
+        "p.yaml",
+    )
+    .unwrap();
+    let capacity = sched::Capacity {
+        qdisc_packets: Some(2),
+        ..sched::Capacity::default()
+    };
+    let mut fifo = sched::build_with("fifo", &policy, capacity).unwrap();
+    let packet = |handle: u64| Packet {
+        len_bytes: 1500,
+        tenant: TenantId(0),
+        app: AppId(0),
+        flow: 0,
+        destination: 0,
+        core: 0,
+        arrival_ns: 0,
+        handle,
+    };
+    // BQL lets five 1500 B packets onto a 1 Gbit/s ring (6553 B); two more wait in
+    // the qdisc, and the eighth finds it full.
+    for handle in 0..7 {
+        fifo.enqueue(0, packet(handle)).unwrap();
+    }
+    let (refused, reason) = fifo.enqueue(0, packet(7)).unwrap_err();
+    assert_eq!((refused.handle, reason), (7, Refusal::QueueFull));
+    assert_eq!(fifo.counters()[0].refused_packets, 1);
+    assert_eq!(fifo.counters()[0].admitted_packets, 7);
+    // A packet leaving the ring pulls one from the qdisc, which has room again.
+    assert_eq!(fifo.dequeue(0).map(|f| f.packet.handle), Some(0));
+    fifo.enqueue(0, packet(8)).unwrap();
+    assert_eq!(fifo.backlog_packets(), 7);
 }
