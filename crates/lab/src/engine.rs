@@ -33,7 +33,6 @@
 use crate::classify::{Classifier, ParsedFrame, parse};
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket, Poller, VNET_HDR_BYTES};
 use policy::{Policy, TenantId};
-use sched::classes::Classes;
 use sched::{Enforcer, Packet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -62,19 +61,21 @@ pub struct QdiscLimits {
 }
 
 impl Default for QdiscLimits {
-    /// 64 packets per queue: a real host's TCP small queues keep a couple of sends
-    /// per flow in a qdisc, but a veth orphans the tenant's frames, so in the lab
-    /// only the limit bounds a CUBIC flow. At 512 per queue (8 MiB of 16 KiB GSO
-    /// frames per queue, half a second of the 1 Gbit/s link over eight queues)
-    /// flows had not converged after 15 s (`hash` on 8 flows against 64: Jain
-    /// 0.98); at 64 they share each queue by flow count as on a host (0.72); at 16,
-    /// `tonic`'s one queue per tenant no longer filled the link (utilization 0.83).
-    /// 512 per tenant: a software scheduler's tenant holds all of its classes in
-    /// that bound.
+    /// A real host's TCP small queues keep a couple of sends per flow in a qdisc,
+    /// but a veth orphans the tenant's frames, so in the lab only these limits
+    /// bound a CUBIC flow, and a deep one makes round trips of hundreds of ms that
+    /// a run of seconds never sees converge. Measured at 1 Gbit/s
+    /// (docs/results/lab.md): 512 packets per queue (8 MiB of 16 KiB GSO frames)
+    /// left `hash` on 8 flows against 64 at Jain 0.98 after 15 s, 64 at 0.72-0.77
+    /// as on a host, and at 16 `tonic`'s one queue per tenant no longer filled the
+    /// link (utilization 0.83). Per tenant, 512 packets let a tenant capped at
+    /// 100 Mbit/s queue 670 ms and get 96.8 Mbit/s; 128 gave 99.8-100, and 64 left the
+    /// tenant with 64 flows of 8 against 64 too few packets (`wf2q` Jain min
+    /// 0.91).
     fn default() -> Self {
         QdiscLimits {
             queue_packets: 64,
-            tenant_packets: 512,
+            tenant_packets: 128,
         }
     }
 }
@@ -151,20 +152,15 @@ pub struct EngineStats {
     /// Sends the uplink answered "busy" (retried).
     pub send_busy: u64,
     /// Classes the policy's `split` made of the packets offered (one per
-    /// destination or flow key of a split app), counted up to
-    /// [`SPLIT_CLASSES_COUNTED_MAX`] with `sched::classes`, as the enforcers with
-    /// per-class state (`wf2q`, `valve`, `htb`, `wheel`) map them.
-    pub split_classes: usize,
+    /// destination or flow key of a split app), as the enforcer counts them;
+    /// `None` under an enforcer without per-class state.
+    pub split_classes: Option<usize>,
     /// Iterations of the loop (each reads the clock once and ends in one `ppoll`).
     pub loops: u64,
     /// Of those, ending with the link free and packets held that the enforcer would
     /// not yet release (a shaper's or a departure time's wait).
     pub held_waits: u64,
 }
-
-/// Split classes the engine counts at most; the count is for checking that a split
-/// yields as many classes as keys, not for sizing anything.
-pub const SPLIT_CLASSES_COUNTED_MAX: usize = 4096;
 
 /// Frame bytes of every packet the enforcer holds, one slot per packet. A slot keeps
 /// the room of the largest frame it held, so after warm-up storing allocates
@@ -230,9 +226,7 @@ pub struct Engine {
     enforcer: Box<dyn Enforcer>,
     slab: Slab,
     held_per_tenant: Vec<u32>,
-    /// The policy's leaf classes as the enforcers map packets to them, for
-    /// `split_classes`; the first `apps` are the apps themselves.
-    classes: Classes,
+    /// The policy's apps, the first of the enforcer's classes.
     apps: usize,
     stats: EngineStats,
 }
@@ -248,7 +242,6 @@ impl Engine {
         Engine {
             slab: Slab::new(config.buffer.slab_slots),
             held_per_tenant: vec![0; tenants],
-            classes: Classes::new(policy, policy.apps.len() + SPLIT_CLASSES_COUNTED_MAX),
             apps: policy.apps.len(),
             stats: EngineStats {
                 buffer_drops: vec![0; tenants],
@@ -351,7 +344,7 @@ impl Engine {
         for (t, c) in self.enforcer.counters().iter().enumerate() {
             self.stats.refused[t] = c.refused_packets;
         }
-        self.stats.split_classes = self.classes.len() - self.apps;
+        self.stats.split_classes = self.enforcer.classes().map(|c| c - self.apps);
         Ok(self.stats)
     }
 
@@ -406,9 +399,6 @@ impl Engine {
             arrival_ns: now_ns,
             handle: u64::from(slot),
         };
-        // Only counted: the enforcer keeps its own map, and a key past the bound
-        // simply goes uncounted here.
-        let _ = self.classes.classify(&packet);
         match self.enforcer.enqueue(now_ns, packet) {
             Ok(()) => self.held_per_tenant[t] += 1,
             Err((packet, _reason)) => self.slab.release(packet.handle as u32),

@@ -37,7 +37,7 @@ pub use bench::{
     PAYLOAD_BYTES_MAX, PathKind, PathResult, default_paths, default_policy, json_path, run_bench,
 };
 pub use classify::{Class, Classifier, Ipv4Header, ParsedFrame, Prefix, parse};
-pub use engine::EngineStats;
+pub use engine::{EngineStats, QdiscLimits};
 pub use htb::tc_script;
 pub use traffic::Tools;
 
@@ -69,8 +69,8 @@ pub struct LabOptions {
     pub keep: bool,
     /// Emulated link rate instead of the scenario's (`link.rate`).
     pub link_rate_bps: Option<u64>,
-    /// The host's qdisc limits ([`engine::HostBuffer`]).
-    pub qdisc: engine::QdiscLimits,
+    /// The host's qdisc limits, per Tx queue of the NIC model and per tenant.
+    pub qdisc: QdiscLimits,
     /// Run the meter and the programs whose latency is measured (sockperf,
     /// memcached and its load generator) at SCHED_FIFO, above the tenants' bulk
     /// senders: on a machine with fewer cores than the scenario has busy programs,

@@ -107,6 +107,18 @@ enum Command {
         /// Leave the namespaces in place after the run (prints how to remove them).
         #[arg(long)]
         keep: bool,
+        /// The host's qdisc limit per Tx queue, in packets, in front of the
+        /// multiqueue NIC model (`fifo`, `hash`, `xps`, `tonic`, `tonic-band`): a
+        /// packet that finds its queue full is dropped and counted against its
+        /// tenant, as `txqueuelen` drops it on a host.
+        #[arg(long, value_name = "PACKETS", default_value_t = lab::QdiscLimits::default().queue_packets,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        queue_limit: u32,
+        /// The packets each tenant may hold in the engine in front of the software
+        /// schedulers (`wf2q`, `valve`, `htb`, `wheel`), which replace the qdiscs.
+        #[arg(long, value_name = "PACKETS", default_value_t = lab::QdiscLimits::default().tenant_packets,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        tenant_limit: u32,
         /// Run the meter and the latency probes (sockperf, memcached) at normal
         /// priority. By default they run at SCHED_FIFO 10, so that on a machine
         /// with few cores they do not wait behind the bulk senders and latency
@@ -246,6 +258,8 @@ fn main() -> ExitCode {
             out,
             link_rate,
             keep,
+            queue_limit,
+            tenant_limit,
             no_realtime,
             quiet,
         } => run_lab(
@@ -253,8 +267,15 @@ fn main() -> ExitCode {
             &enforcers,
             out,
             link_rate.as_deref(),
-            keep,
-            !no_realtime,
+            lab::LabOptions {
+                keep,
+                realtime: !no_realtime,
+                qdisc: lab::QdiscLimits {
+                    queue_packets: queue_limit,
+                    tenant_packets: tenant_limit,
+                },
+                ..lab::LabOptions::default()
+            },
             quiet,
         ),
         Command::LabBench {
@@ -555,8 +576,7 @@ fn run_lab(
     enforcers: &[String],
     out: Option<PathBuf>,
     link_rate: Option<&str>,
-    keep: bool,
-    realtime: bool,
+    options: lab::LabOptions,
     quiet: bool,
 ) -> Result<(), Failure> {
     lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
@@ -588,9 +608,7 @@ fn run_lab(
     }
     let options = lab::LabOptions {
         out: Some(out.join("logs")),
-        keep,
-        realtime,
-        ..lab::LabOptions::default()
+        ..options
     };
     let style =
         ProgressStyle::with_template("{prefix:>11} [{bar:30}] {pos:>6}/{len} ms  {elapsed}")

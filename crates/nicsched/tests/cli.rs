@@ -240,3 +240,28 @@ fn lab_bench_teaches_its_table_and_refuses_bad_input_before_building() {
         );
     }
 }
+
+#[test]
+fn lab_teaches_its_qdisc_limits_and_refuses_an_empty_one() {
+    let help = nicsched(&["lab", "--help"]);
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    for needle in [
+        "--queue-limit",
+        "[default: 64]",
+        "--tenant-limit",
+        "[default: 128]",
+    ] {
+        assert!(text.contains(needle), "help lacks {needle}: {text}");
+    }
+    for flag in ["--queue-limit", "--tenant-limit"] {
+        let scenario = shipped("asymmetry-1-8.yaml");
+        let out = nicsched(&["lab", &scenario, flag, "0"]);
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        let error = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            error.contains(flag) && error.contains("0"),
+            "{flag}: {error}"
+        );
+    }
+}

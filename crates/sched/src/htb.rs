@@ -143,6 +143,10 @@ impl Enforcer for Htb {
     fn counters(&self) -> &[TenantCounters] {
         self.tree.counters()
     }
+
+    fn classes(&self) -> Option<usize> {
+        Some(self.tree.classes())
+    }
 }
 
 pub fn approximation(policy: &Policy) -> Approximation {

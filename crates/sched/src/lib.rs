@@ -50,6 +50,12 @@ pub trait Enforcer {
 
     /// Admissions and refusals per tenant (packet accounting).
     fn counters(&self) -> &[TenantCounters];
+
+    /// Leaf classes made so far, apps first, then one per split key seen; `None`
+    /// for enforcers without per-class state (the multiqueue NIC model).
+    fn classes(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// How an enforcer renders a policy: what it expresses exactly, what only

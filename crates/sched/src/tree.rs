@@ -798,6 +798,10 @@ impl Hierarchy {
         self.backlog
     }
 
+    pub fn classes(&self) -> usize {
+        self.classes.len()
+    }
+
     pub fn counters(&self) -> &[TenantCounters] {
         self.accounting.counters()
     }

@@ -194,6 +194,10 @@ impl Enforcer for Valve {
     fn counters(&self) -> &[TenantCounters] {
         self.tree.counters()
     }
+
+    fn classes(&self) -> Option<usize> {
+        Some(self.tree.classes())
+    }
 }
 
 pub fn approximation(policy: &Policy) -> Approximation {

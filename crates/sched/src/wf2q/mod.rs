@@ -864,6 +864,10 @@ impl Enforcer for Wf2q {
     fn counters(&self) -> &[TenantCounters] {
         self.accounting.counters()
     }
+
+    fn classes(&self) -> Option<usize> {
+        Some(self.classes.len())
+    }
 }
 
 pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enforcer>, String> {
