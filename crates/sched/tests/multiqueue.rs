@@ -1,8 +1,8 @@
 //! The multiqueue drivers on a saturated link: who gets what, exactly.
 
-use policy::{AppId, TenantId, parse_policy};
+use policy::{AppId, parse_policy};
+use sched::Refusal;
 use sched::testkit::{Source, drive_link};
-use sched::{Packet, Refusal};
 
 const TWO_TENANTS_1_2: &str = "
 link: { rate: 10Gbit, queues: 6 }
@@ -127,16 +127,8 @@ tenants:
         ..sched::Capacity::default()
     };
     let mut fifo = sched::build_with("fifo", &policy, capacity).unwrap();
-    let packet = |handle: u64| Packet {
-        len_bytes: 1500,
-        tenant: TenantId(0),
-        app: AppId(0),
-        flow: 0,
-        destination: 0,
-        core: 0,
-        arrival_ns: 0,
-        handle,
-    };
+    // A 1500 B packet of tenant 0's first app.
+    let packet = |handle: u64| sched::bench::packet_of(0, handle);
     // BQL lets five 1500 B packets onto a 1 Gbit/s ring (6553 B); two more wait in
     // the qdisc, and the eighth finds it full.
     for handle in 0..7 {
