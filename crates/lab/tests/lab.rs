@@ -1,8 +1,9 @@
 //! The lab on real namespaces: topology up and torn down (after a good and a failing
 //! run), short end-to-end runs of two iperf3 tenants under `tonic` and the
-//! kernel's HTB, of 8 flows against 64 under `hash` and `tonic`, and of each kind of traffic the lab makes itself or with memcached
-//! (latency per GET, Poisson rate, a class per destination). They need root and the lab's programs (scripts/setup-lab.sh); without
-//! them each test says why and passes. The runs are serialised: they share the
+//! kernel's HTB, of 8 flows against 64 under `hash` and `tonic`, and of each kind
+//! of traffic the lab makes itself or with memcached (latency per GET, Poisson
+//! rate, a class per destination). They need root and the lab's programs
+//! (scripts/setup-lab.sh); without them each test says why and passes. The runs are serialised: they share the
 //! machine's cores and time matters to them.
 
 mod common;
