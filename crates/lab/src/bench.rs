@@ -29,7 +29,7 @@
 //!   and built again between rounds) and the counts add up, so that the load of
 //!   whatever else runs on the machine falls on every path alike.
 
-use crate::engine::{Engine, EngineConfig, EngineStats, HostBuffer, QdiscLimits};
+use crate::engine::{Engine, EngineConfig, EngineStats, HostBuffer, LAB_HOST_LIMITS};
 use crate::sys::netns::{self, RxCounters};
 use crate::sys::udp::{self, SEND_BATCH, UdpSender};
 use crate::topology::{self, Topology, mac_string};
@@ -74,7 +74,7 @@ pub struct BenchOptions {
     pub payload_bytes: u16,
     pub flows_per_tenant: u16,
     /// The host's qdisc limits (as in `nicsched lab`).
-    pub qdisc: QdiscLimits,
+    pub qdisc: sched::HostLimits,
 }
 
 impl Default for BenchOptions {
@@ -85,7 +85,7 @@ impl Default for BenchOptions {
             rounds: 1,
             payload_bytes: 64,
             flows_per_tenant: 4,
-            qdisc: Default::default(),
+            qdisc: LAB_HOST_LIMITS,
         }
     }
 }

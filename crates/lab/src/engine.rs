@@ -51,58 +51,40 @@ pub struct EngineConfig {
     pub buffer: HostBuffer,
 }
 
-/// The host's qdisc limits, in packets, that the engine applies ([`HostBuffer`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QdiscLimits {
-    /// Per Tx queue of the multiqueue NIC model.
-    pub queue_packets: u32,
-    /// Per tenant, in front of the software schedulers.
-    pub tenant_packets: u32,
-}
+/// The lab's qdisc limits, in packets ([`sched::Capacity::for_host`]). A real host's
+/// TCP small queues keep a couple of sends per flow in a qdisc, but a veth orphans
+/// the tenant's frames, so in the lab only these limits bound a CUBIC flow, and a
+/// deep one makes round trips of hundreds of ms that a run of seconds never sees
+/// converge. Measured at 1 Gbit/s (docs/results/lab.md): 512 packets per queue
+/// (8 MiB of 16 KiB GSO frames) left `hash` on 8 flows against 64 at Jain 0.98
+/// after 15 s, 64 at 0.72-0.77 as on a host, and at 16 `tonic`'s one queue per
+/// tenant no longer filled the link (utilization 0.83). Per tenant, 512 packets let
+/// a tenant capped at 100 Mbit/s queue 670 ms and get 96.8 Mbit/s; 128 gave
+/// 99.8-100, and 64 left the tenant with 64 flows of 8 against 64 too few packets
+/// (`wf2q` Jain min 0.91). (A per-tenant bound in front of the NIC model's FIFO
+/// queues would itself share the link by tenant: with CUBIC senders filling it,
+/// `hash` reached Jain 0.94 on 8 flows against 64.)
+pub const LAB_HOST_LIMITS: sched::HostLimits = sched::HostLimits {
+    queue_packets: 64,
+    tenant_packets: 128,
+};
 
-impl Default for QdiscLimits {
-    /// A real host's TCP small queues keep a couple of sends per flow in a qdisc,
-    /// but a veth orphans the tenant's frames, so in the lab only these limits
-    /// bound a CUBIC flow, and a deep one makes round trips of hundreds of ms that
-    /// a run of seconds never sees converge. Measured at 1 Gbit/s
-    /// (docs/results/lab.md): 512 packets per queue (8 MiB of 16 KiB GSO frames)
-    /// left `hash` on 8 flows against 64 at Jain 0.98 after 15 s, 64 at 0.72-0.77
-    /// as on a host, and at 16 `tonic`'s one queue per tenant no longer filled the
-    /// link (utilization 0.83). Per tenant, 512 packets let a tenant capped at
-    /// 100 Mbit/s queue 670 ms and get 96.8 Mbit/s; 128 gave 99.8-100, and 64 left the
-    /// tenant with 64 flows of 8 against 64 too few packets (`wf2q` Jain min
-    /// 0.91).
-    fn default() -> Self {
-        QdiscLimits {
-            queue_packets: 64,
-            tenant_packets: 128,
-        }
-    }
-}
-
-/// Where the engine applies the host's qdisc limits, as a real host does. In front
-/// of the multiqueue NIC model (`fifo`, `hash`, `xps`, the `tonic`s) they bound each
-/// Tx queue, as `txqueuelen` bounds each of `mq`'s queues, and the enforcer refuses
-/// what overflows one: a tenant with more flows then keeps more packets queued and
-/// takes more of the link, as on a real host. The software schedulers replace the
-/// qdisc layer, so there each tenant may hold at most its limit in the engine;
-/// beyond, its frames are dropped and counted against it. (A per-tenant bound in
-/// front of FIFO queues would itself share the link by tenant: with CUBIC senders
-/// filling it, `hash` reached Jain 0.94 on 8 flows against 64.)
+/// What the engine holds in front of the enforcer: the host's limits, applied by
+/// the enforcer's own accounting, and the frame slots that back them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostBuffer {
     /// What the enforcer is built with.
     pub capacity: sched::Capacity,
-    pub tenant_packets_max: u32,
     /// Frames the engine can hold at once, whatever their tenant.
     pub slab_slots: u32,
 }
 
 impl HostBuffer {
-    pub fn new(enforcer: &str, policy: &Policy, limits: QdiscLimits) -> HostBuffer {
+    pub fn new(enforcer: &str, policy: &Policy, limits: sched::HostLimits) -> HostBuffer {
         // Room beyond the bounds for the frames an enforcer holds outside them.
         const SPARE_SLOTS: u32 = 64;
-        match sched::multiqueue::Driver::from_name(enforcer) {
+        let capacity = sched::Capacity::for_host(enforcer, limits);
+        let slab_slots = match sched::multiqueue::Driver::from_name(enforcer) {
             Some(driver) => {
                 let queues = u32::from(driver.queues(policy));
                 // Descriptor rings hold packets beyond the qdiscs: up to
@@ -110,20 +92,13 @@ impl HostBuffer {
                 let ring_bytes =
                     sched::nic::ring_bytes_max(policy.link.rate_bps, policy.link.mtu_bytes);
                 let ring_packets = ring_bytes.div_ceil(MIN_IPV4_PACKET_BYTES) + 1;
-                HostBuffer {
-                    capacity: sched::Capacity {
-                        qdisc_packets: Some(limits.queue_packets),
-                        ..sched::Capacity::default()
-                    },
-                    tenant_packets_max: u32::MAX,
-                    slab_slots: queues * (limits.queue_packets + ring_packets) + SPARE_SLOTS,
-                }
+                queues * (limits.queue_packets + ring_packets)
             }
-            None => HostBuffer {
-                capacity: sched::Capacity::default(),
-                tenant_packets_max: limits.tenant_packets,
-                slab_slots: limits.tenant_packets * policy.tenants.len() as u32 + SPARE_SLOTS,
-            },
+            None => capacity.tenant_packets_max(policy.tenants.len()) * policy.tenants.len() as u32,
+        };
+        HostBuffer {
+            capacity,
+            slab_slots: slab_slots + SPARE_SLOTS,
         }
     }
 }
@@ -225,7 +200,6 @@ pub struct Engine {
     classifier: Classifier,
     enforcer: Box<dyn Enforcer>,
     slab: Slab,
-    held_per_tenant: Vec<u32>,
     /// The policy's apps, the first of the enforcer's classes.
     apps: usize,
     stats: EngineStats,
@@ -241,7 +215,6 @@ impl Engine {
         let tenants = config.ports.len();
         Engine {
             slab: Slab::new(config.buffer.slab_slots),
-            held_per_tenant: vec![0; tenants],
             apps: policy.apps.len(),
             stats: EngineStats {
                 buffer_drops: vec![0; tenants],
@@ -308,7 +281,6 @@ impl Engine {
                         break;
                     }
                     self.slab.release(slot);
-                    self.held_per_tenant[frame.packet.tenant.index()] -= 1;
                     self.stats.tx_frames += 1;
                 }
                 self.stats.tx_bytes += u64::from(frame.bytes);
@@ -380,10 +352,6 @@ impl Engine {
             }
         };
         let t = tenant.index();
-        if self.held_per_tenant[t] >= self.config.buffer.tenant_packets_max {
-            self.stats.buffer_drops[t] += 1;
-            return Ok(());
-        }
         let Some(slot) = self.slab.store(frame) else {
             self.stats.buffer_drops[t] += 1;
             return Ok(());
@@ -399,9 +367,8 @@ impl Engine {
             arrival_ns: now_ns,
             handle: u64::from(slot),
         };
-        match self.enforcer.enqueue(now_ns, packet) {
-            Ok(()) => self.held_per_tenant[t] += 1,
-            Err((packet, _reason)) => self.slab.release(packet.handle as u32),
+        if let Err((packet, _reason)) = self.enforcer.enqueue(now_ns, packet) {
+            self.slab.release(packet.handle as u32);
         }
         Ok(())
     }
@@ -461,20 +428,20 @@ mod tests {
             "p.yaml",
         )
         .unwrap();
-        let limits = QdiscLimits {
+        let limits = sched::HostLimits {
             queue_packets: 10,
             tenant_packets: 100,
         };
         // 6553 B of ring at 1 Gbit/s hold at most 328 IPv4 headers, one more to spare.
         let hash = HostBuffer::new("hash", &policy, limits);
         assert_eq!(hash.capacity.qdisc_packets, Some(10));
-        assert_eq!(hash.tenant_packets_max, u32::MAX);
+        assert_eq!(hash.capacity.tenant_packets, None);
         assert_eq!(hash.slab_slots, 4 * (10 + 329) + 64);
         let fifo = HostBuffer::new("fifo", &policy, limits);
         assert_eq!(fifo.slab_slots, 10 + 329 + 64, "fifo drives one queue");
         let wf2q = HostBuffer::new("wf2q", &policy, limits);
-        assert_eq!(wf2q.capacity, sched::Capacity::default());
-        assert_eq!(wf2q.tenant_packets_max, 100);
+        assert_eq!(wf2q.capacity.qdisc_packets, None);
+        assert_eq!(wf2q.capacity.tenant_packets_max(2), 100);
         assert_eq!(wf2q.slab_slots, 2 * 100 + 64);
     }
 

@@ -37,7 +37,7 @@ pub use bench::{
     PAYLOAD_BYTES_MAX, PathKind, PathResult, default_paths, default_policy, json_path, run_bench,
 };
 pub use classify::{Class, Classifier, Ipv4Header, ParsedFrame, Prefix, parse};
-pub use engine::{EngineStats, QdiscLimits};
+pub use engine::{EngineStats, LAB_HOST_LIMITS};
 pub use htb::tc_script;
 pub use traffic::Tools;
 
@@ -70,7 +70,7 @@ pub struct LabOptions {
     /// Emulated link rate instead of the scenario's (`link.rate`).
     pub link_rate_bps: Option<u64>,
     /// The host's qdisc limits, per Tx queue of the NIC model and per tenant.
-    pub qdisc: QdiscLimits,
+    pub qdisc: sched::HostLimits,
     /// Run the meter and the programs whose latency is measured (sockperf,
     /// memcached and its load generator) at SCHED_FIFO, above the tenants' bulk
     /// senders: on a machine with fewer cores than the scenario has busy programs,
@@ -87,7 +87,7 @@ impl Default for LabOptions {
             out: None,
             keep: false,
             link_rate_bps: None,
-            qdisc: Default::default(),
+            qdisc: LAB_HOST_LIMITS,
             realtime: true,
             tools: Tools::default(),
         }

@@ -111,12 +111,12 @@ enum Command {
         /// multiqueue NIC model (`fifo`, `hash`, `xps`, `tonic`, `tonic-band`): a
         /// packet that finds its queue full is dropped and counted against its
         /// tenant, as `txqueuelen` drops it on a host.
-        #[arg(long, value_name = "PACKETS", default_value_t = lab::QdiscLimits::default().queue_packets,
+        #[arg(long, value_name = "PACKETS", default_value_t = lab::LAB_HOST_LIMITS.queue_packets,
               value_parser = clap::value_parser!(u32).range(1..))]
         queue_limit: u32,
         /// The packets each tenant may hold in the engine in front of the software
         /// schedulers (`wf2q`, `valve`, `htb`, `wheel`), which replace the qdiscs.
-        #[arg(long, value_name = "PACKETS", default_value_t = lab::QdiscLimits::default().tenant_packets,
+        #[arg(long, value_name = "PACKETS", default_value_t = lab::LAB_HOST_LIMITS.tenant_packets,
               value_parser = clap::value_parser!(u32).range(1..))]
         tenant_limit: u32,
         /// Run the meter and the latency probes (sockperf, memcached) at normal
@@ -270,7 +270,7 @@ fn main() -> ExitCode {
             lab::LabOptions {
                 keep,
                 realtime: !no_realtime,
-                qdisc: lab::QdiscLimits {
+                qdisc: sched::HostLimits {
                     queue_packets: queue_limit,
                     tenant_packets: tenant_limit,
                 },

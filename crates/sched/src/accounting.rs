@@ -1,6 +1,9 @@
 //! Packet accounting (PicNIC): bytes buffered per tenant and for the whole host,
-//! each under its cap. A packet that would exceed a cap is refused at admission and
-//! counted against its own tenant, so a flood can only ever use up its own buffer.
+//! each under its cap, and packets held per tenant under the host's per-tenant
+//! limit. A packet that would exceed a cap is refused at admission and counted
+//! against its own tenant, so a flood can only ever use up its own buffer: the
+//! per-tenant packet limits add up to no more than the enforcer's descriptor pool,
+//! so a neighbour's backlog can never leave a tenant without a descriptor.
 
 use crate::Refusal;
 use policy::{Policy, TenantId};
@@ -17,16 +20,22 @@ pub struct TenantCounters {
 pub struct Accounting {
     tenant_buffered_bytes: Vec<u64>,
     tenant_cap_bytes: Vec<u64>,
+    tenant_held_packets: Vec<u32>,
+    tenant_packets_max: u32,
     host_buffered_bytes: u64,
     host_cap_bytes: u64,
     counters: Vec<TenantCounters>,
 }
 
 impl Accounting {
-    pub fn new(policy: &Policy) -> Self {
+    /// `tenant_packets_max`: packets one tenant may hold at once (see
+    /// [`crate::Capacity::tenant_packets_max`]).
+    pub fn new(policy: &Policy, tenant_packets_max: u32) -> Self {
         let tenants = policy.tenants.len();
         Accounting {
             tenant_buffered_bytes: vec![0; tenants],
+            tenant_held_packets: vec![0; tenants],
+            tenant_packets_max,
             tenant_cap_bytes: policy
                 .tenants
                 .iter()
@@ -42,7 +51,9 @@ impl Accounting {
     pub fn admit(&mut self, tenant: TenantId, bytes: u32) -> Result<(), Refusal> {
         let t = tenant.index();
         let bytes = u64::from(bytes);
-        let refusal = if self.tenant_buffered_bytes[t] + bytes > self.tenant_cap_bytes[t] {
+        let refusal = if self.tenant_held_packets[t] >= self.tenant_packets_max {
+            Some(Refusal::QueueFull)
+        } else if self.tenant_buffered_bytes[t] + bytes > self.tenant_cap_bytes[t] {
             Some(Refusal::TenantBuffer)
         } else if self.host_buffered_bytes + bytes > self.host_cap_bytes {
             Some(Refusal::HostBuffer)
@@ -60,6 +71,7 @@ impl Accounting {
                 counters.admitted_packets += 1;
                 counters.admitted_bytes += bytes;
                 self.tenant_buffered_bytes[t] += bytes;
+                self.tenant_held_packets[t] += 1;
                 self.host_buffered_bytes += bytes;
                 Ok(())
             }
@@ -79,6 +91,8 @@ impl Accounting {
         let bytes = u64::from(bytes);
         debug_assert!(self.tenant_buffered_bytes[t] >= bytes);
         debug_assert!(self.host_buffered_bytes >= bytes);
+        debug_assert!(self.tenant_held_packets[t] > 0);
+        self.tenant_held_packets[t] -= 1;
         self.tenant_buffered_bytes[t] -= bytes;
         self.host_buffered_bytes -= bytes;
     }

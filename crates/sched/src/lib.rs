@@ -159,6 +159,9 @@ pub struct Capacity {
     /// TCP small queues. The lab sets it, since a veth orphans the sender's frames and
     /// TSQ no longer holds a flow back.
     pub qdisc_packets: Option<u32>,
+    /// Packets one tenant may hold at once in a software scheduler, which replaces
+    /// the host's qdisc layer (its `txqueuelen`); see [`Capacity::tenant_packets_max`].
+    pub tenant_packets: Option<u32>,
 }
 
 impl Default for Capacity {
@@ -169,8 +172,63 @@ impl Default for Capacity {
             classes: 1 << 18,
             packets: 1 << 18,
             qdisc_packets: None,
+            tenant_packets: None,
         }
     }
+}
+
+impl Capacity {
+    /// The packets each of `tenants` may hold: `tenant_packets`, and never more than
+    /// an equal part of the descriptor pool, so that a neighbour's backlog, however
+    /// long it is overloaded, cannot take the last descriptor from a tenant.
+    pub fn tenant_packets_max(&self, tenants: usize) -> u32 {
+        tenant_packets_max(self.packets, self.tenant_packets, tenants)
+    }
+
+    /// What a host holds in front of `enforcer`: the multiqueue NIC model has a qdisc
+    /// per Tx queue (bounded by `limits.queue_packets`, shared by whoever hashes
+    /// there, as on a host); a software scheduler replaces the qdisc layer, so each
+    /// tenant may hold `limits.tenant_packets`.
+    pub fn for_host(enforcer: &str, limits: HostLimits) -> Capacity {
+        if multiqueue::Driver::from_name(enforcer).is_some() {
+            Capacity {
+                qdisc_packets: Some(limits.queue_packets),
+                ..Capacity::default()
+            }
+        } else {
+            Capacity {
+                tenant_packets: Some(limits.tenant_packets),
+                ..Capacity::default()
+            }
+        }
+    }
+}
+
+/// [`Capacity::tenant_packets_max`] for enforcers configured from its parts.
+pub fn tenant_packets_max(packets: usize, tenant_packets: Option<u32>, tenants: usize) -> u32 {
+    let pool_share = packets / tenants.max(1);
+    let pool_share = u32::try_from(pool_share).unwrap_or(u32::MAX).max(1);
+    tenant_packets.map_or(pool_share, |limit| limit.min(pool_share))
+}
+
+/// The host's queue limits in packets, in front of an enforcer
+/// ([`Capacity::for_host`]). The simulator and the lab each pick theirs: the
+/// simulator's senders model TCP small queues, the lab's do not (a veth orphans
+/// frames), so the lab needs shallower ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostLimits {
+    /// Per Tx queue of the multiqueue NIC model.
+    pub queue_packets: u32,
+    /// Per tenant, in front of the software schedulers.
+    pub tenant_packets: u32,
+}
+
+impl HostLimits {
+    /// Linux's default `txqueuelen`, per queue and per tenant.
+    pub const LINUX: HostLimits = HostLimits {
+        queue_packets: 1000,
+        tenant_packets: 1000,
+    };
 }
 
 /// Builds the enforcer called `name` for `policy` with the default [`Capacity`].

@@ -193,7 +193,8 @@ impl MultiQueue {
                 ring_bytes_max: ring_bytes_max(policy.link.rate_bps, policy.link.mtu_bytes),
                 qdisc_packets_max,
             }),
-            accounting: Accounting::new(policy),
+            // The qdiscs bound what each Tx queue holds, whoever sends to it.
+            accounting: Accounting::new(policy, u32::MAX),
             next_in_pool: vec![0; pools.len()],
             pools,
             prioritised: prioritised_apps(policy),

@@ -469,7 +469,7 @@ impl Hierarchy {
         Hierarchy {
             layout,
             classes: Classes::new(policy, capacity),
-            accounting: Accounting::new(policy),
+            accounting: Accounting::new(policy, bounds.tenant_packets_max(policy.tenants.len())),
             split_params,
             nodes,
             ring_head: vec![[NONE; RINGS]; layout.fixed()],

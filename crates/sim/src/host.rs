@@ -35,6 +35,9 @@ pub struct HostModel {
     /// A bulk sender refused by packet accounting with nothing in flight retries
     /// after this long (the socket's write space wait).
     pub refused_retry_ns: u64,
+    /// The host's qdisc limits in front of the enforcer (`txqueuelen`): what an
+    /// open-loop sender beyond its share may queue before its datagrams are dropped.
+    pub limits: sched::HostLimits,
 }
 
 impl Default for HostModel {
@@ -48,6 +51,7 @@ impl Default for HostModel {
             wire_delay_ns: 10_000,
             server_delay_ns: 5_000,
             refused_retry_ns: 100_000,
+            limits: sched::HostLimits::LINUX,
         }
     }
 }

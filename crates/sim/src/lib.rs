@@ -38,7 +38,8 @@ pub fn run(
         scenario.duration_ns < 1 << 40,
         "runs are limited to 18 minutes of simulated time"
     );
-    let built = sched::build(enforcer, &scenario.policy)?;
+    let capacity = sched::Capacity::for_host(enforcer, host.limits);
+    let built = sched::build_with(enforcer, &scenario.policy, capacity)?;
     let started = std::time::Instant::now();
     let mut record = engine::Engine::new(scenario, enforcer, built, host).run(progress);
     record.wall_s = started.elapsed().as_secs_f64();

@@ -197,6 +197,8 @@ pub struct Config {
     pub classes_max: usize,
     /// Packets held at once (the descriptor pool).
     pub packets_max: usize,
+    /// Packets one tenant may hold ([`crate::Capacity::tenant_packets`]).
+    pub tenant_packets: Option<u32>,
 }
 
 impl Default for Config {
@@ -204,6 +206,7 @@ impl Default for Config {
         Config {
             classes_max: 1 << 18,
             packets_max: 1 << 16,
+            tenant_packets: None,
         }
     }
 }
@@ -477,7 +480,14 @@ impl Wf2q {
             urgent: WheelSlots::new(),
             ineligible: WheelSlots::new(),
             classes,
-            accounting: Accounting::new(policy),
+            accounting: Accounting::new(
+                policy,
+                crate::tenant_packets_max(
+                    config.packets_max,
+                    config.tenant_packets,
+                    policy.tenants.len(),
+                ),
+            ),
             slab: Slab::with_capacity(config.packets_max),
             root: Node::new(link_bps, true),
             tenant,
@@ -874,6 +884,7 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
     let config = Config {
         classes_max: capacity.classes,
         packets_max: capacity.packets,
+        tenant_packets: capacity.tenant_packets,
     };
     Ok(Box::new(Wf2q::new(policy, config)?))
 }

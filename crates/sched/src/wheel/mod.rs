@@ -64,6 +64,8 @@ pub struct Config {
     pub classes_max: usize,
     /// Packets held at once (the descriptor pool).
     pub packets_max: usize,
+    /// Packets one tenant may hold ([`crate::Capacity::tenant_packets`]).
+    pub tenant_packets: Option<u32>,
     /// A tick is 2^`tick_shift` ns.
     pub tick_shift: u32,
 }
@@ -73,6 +75,7 @@ impl Default for Config {
         Config {
             classes_max: 1 << 18,
             packets_max: 1 << 16,
+            tenant_packets: None,
             tick_shift: TICK_SHIFT_DEFAULT,
         }
     }
@@ -137,7 +140,14 @@ impl Wheel {
         Ok(Wheel {
             split_limit: Vec::with_capacity(classes.capacity() - apps),
             classes,
-            accounting: Accounting::new(policy),
+            accounting: Accounting::new(
+                policy,
+                crate::tenant_packets_max(
+                    config.packets_max,
+                    config.tenant_packets,
+                    policy.tenants.len(),
+                ),
+            ),
             slab: Slab::with_capacity(config.packets_max),
             wheel: TimingWheel::new(config.packets_max),
             tick_shift: config.tick_shift,
@@ -247,6 +257,7 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
     let config = Config {
         classes_max: capacity.classes,
         packets_max: capacity.packets,
+        tenant_packets: capacity.tenant_packets,
         ..Config::default()
     };
     Ok(Box::new(Wheel::new(policy, config)?))
