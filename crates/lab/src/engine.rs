@@ -32,6 +32,7 @@
 
 use crate::classify::{Classifier, ParsedFrame, parse};
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket, Poller, VNET_HDR_BYTES};
+use policy::wire::serialisation_ns;
 use policy::{Policy, TenantId};
 use sched::{Enforcer, Packet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -190,10 +191,6 @@ const WAKE_AHEAD_NS: u64 = 20_000;
 const IDLE_WAIT_NS: u64 = 2_000_000;
 /// Socket receive buffers: room for bursts while the engine is descheduled.
 const RCVBUF_BYTES: usize = 8 << 20;
-
-fn serialisation_ns(bytes: u32, rate_bps: u64) -> u64 {
-    (u64::from(bytes) * 8_000_000_000).div_ceil(rate_bps)
-}
 
 pub struct Engine {
     config: EngineConfig,
@@ -443,11 +440,5 @@ mod tests {
         assert_eq!(wf2q.capacity.qdisc_packets, None);
         assert_eq!(wf2q.capacity.tenant_packets_max(2), 100);
         assert_eq!(wf2q.slab_slots, 2 * 100 + 64);
-    }
-
-    #[test]
-    fn serialisation_at_round_rates() {
-        assert_eq!(serialisation_ns(1500, 1_000_000_000), 12_000);
-        assert_eq!(serialisation_ns(1500, 100_000_000), 120_000);
     }
 }

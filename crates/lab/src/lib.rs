@@ -5,7 +5,8 @@
 //! GETs) in network namespaces, their frames forwarded through nicsched's
 //! enforcers at an emulated line rate, measured at the far end of the link; or, for
 //! `linux-htb`, through a Linux bridge and the kernel's HTB with the policy compiled
-//! to `tc`. Both fill the same [`report::RunRecord`] as `sim::run`.
+//! to `tc`. Both fill the same [`report::RunRecord`] as the simulator, in the
+//! measurement frame of [`report::measure`].
 //!
 //! From the bottom up:
 //! - `sys`: every call into the OS (namespaces, AF_PACKET sockets, processes,
@@ -42,8 +43,8 @@ pub use htb::tc_script;
 pub use traffic::Tools;
 
 use policy::{Scenario, TrafficKind};
+use report::measure;
 use report::{LatencyRecord, Mode, RunRecord};
-use sim::measure;
 use std::net::{Ipv4Addr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -79,6 +80,21 @@ pub struct LabOptions {
     /// senders needed (SENIC's Fig. 4 at 1 Gbit/s: 350 of 420 Mbit/s sent).
     pub realtime: bool,
     pub tools: Tools,
+}
+
+impl LabOptions {
+    /// The options that shape a run's figures, by name, for its provenance.
+    pub fn settings(&self, link_rate_bps: u64) -> std::collections::BTreeMap<String, String> {
+        [
+            ("link_rate_bps", link_rate_bps.to_string()),
+            ("queue_packets", self.qdisc.queue_packets.to_string()),
+            ("tenant_packets", self.qdisc.tenant_packets.to_string()),
+            ("realtime", self.realtime.to_string()),
+        ]
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value))
+        .collect()
+    }
 }
 
 impl Default for LabOptions {
@@ -485,6 +501,8 @@ pub fn run_with_engine_stats(
         let _ = std::fs::remove_dir_all(&dir);
     }
     record.wall_s = started.elapsed().as_secs_f64();
+    record.provenance.seed = scenario.seed;
+    record.provenance.settings = options.settings(scenario.policy.link.rate_bps);
     Ok((record, engine_stats))
 }
 
@@ -512,8 +530,12 @@ fn run_in(
     for (c, a) in classes.iter().enumerate() {
         app_class[a.index()] = Some(c);
     }
-    let mut record =
-        measure::empty_record(scenario, enforcer, Mode::Lab, &sim::HostModel::default());
+    let mut record = measure::empty_record(
+        scenario,
+        enforcer,
+        Mode::Lab,
+        &measure::asked_demands_bps(scenario, &measure::RpcPath::default()),
+    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let origin = Arc::new(OnceLock::new());

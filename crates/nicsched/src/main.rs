@@ -16,6 +16,8 @@ static ALLOCATOR: alloc::Counting = alloc::Counting;
 /// Exit status for a bad policy, scenario or command line (as clap uses for usage).
 const EXIT_INPUT: u8 = 2;
 const EXIT_FAILURE: u8 = 1;
+/// Everything was written, but a run's self-checks failed: its figures are flagged.
+const EXIT_CHECKS_FAILED: u8 = 3;
 /// The kernel's HTB compiled from the policy: there is no model of it to simulate.
 const LAB_ONLY_ENFORCER: &str = lab::LINUX_HTB;
 /// The lab's emulated link when the scenario's is faster: what one engine thread
@@ -488,6 +490,8 @@ fn simulate(
         sched::build(name, &scenario.policy).map_err(|e| Failure::input(e.to_string()))?;
     }
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&scenario.name));
+    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let provenance = provenance(path, scenario.seed)?;
 
     let bars = MultiProgress::new();
     if quiet {
@@ -549,8 +553,9 @@ fn simulate(
         .into_iter()
         .zip(&jobs)
     {
-        let record = record.expect("every job ran").map_err(Failure::input)?;
-        let dir = out.join(name);
+        let mut record = record.expect("every job ran").map_err(Failure::input)?;
+        stamp(&mut record, &provenance);
+        let dir = out.staging().join(name);
         let summary = report::write_run(&dir, &record)
             .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
         if !quiet {
@@ -563,12 +568,80 @@ fn simulate(
         }
         runs.push((summary, dir));
     }
-    let html = report::write_html(&out, &scenario.name, &runs)
-        .map_err(|e| Failure::runtime(format!("{}: {e}", out.display())))?;
+    finish(out, &scenario.name, runs, &provenance)
+}
+
+/// What every run of this command shares in its provenance; each run adds its
+/// seed and its world's settings.
+fn provenance(scenario: &Path, seed: u64) -> Result<report::Provenance, Failure> {
+    use sha2::Digest;
+    let bytes = std::fs::read(scenario)
+        .map_err(|e| Failure::input(format!("{}: {e}", scenario.display())))?;
+    let digest = sha2::Sha256::digest(&bytes);
+    Ok(report::Provenance {
+        nicsched: env!("CARGO_PKG_VERSION").to_string(),
+        commit: env!("NICSCHED_COMMIT").to_string(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        scenario_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+        seed,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|k| k.trim().to_string())
+            .unwrap_or_else(|_| "unknown".to_string()),
+        settings: Default::default(),
+    })
+}
+
+/// The command's provenance on a run, which keeps its own seed and settings.
+fn stamp(record: &mut report::RunRecord, provenance: &report::Provenance) {
+    record.provenance = report::Provenance {
+        seed: record.provenance.seed,
+        settings: std::mem::take(&mut record.provenance.settings),
+        ..provenance.clone()
+    };
+}
+
+/// Writes report.html beside the runs, moves the results into `--out`, prints the
+/// table with every failed self-check beneath it, and fails with status 3 when one
+/// did: everything is written, but those figures are not vouched for.
+fn finish(
+    out: report::OutDir,
+    scenario: &str,
+    runs: Vec<(report::Summary, PathBuf)>,
+    provenance: &report::Provenance,
+) -> Result<(), Failure> {
+    let staging = out.staging().to_path_buf();
+    report::write_html(&staging, scenario, &runs)
+        .map_err(|e| Failure::runtime(format!("{}: {e}", staging.display())))?;
+    let marker = serde_json::to_string_pretty(provenance).expect("provenance serializes");
+    let target = out.target().to_path_buf();
+    let out = out
+        .commit(&marker)
+        .map_err(|e| Failure::runtime(format!("{}: {e}", target.display())))?;
     let summaries: Vec<report::Summary> = runs.into_iter().map(|(s, _)| s).collect();
     println!("{}", report::comparison_table(&summaries));
-    println!("results: {}  report: {}", out.display(), html.display());
-    Ok(())
+    println!(
+        "results: {}  report: {}",
+        out.display(),
+        out.join(report::REPORT_HTML).display()
+    );
+    let failed: Vec<String> = summaries
+        .iter()
+        .flat_map(|s| {
+            s.failed_checks()
+                .map(|c| format!("{}/{}", s.enforcer, c.name))
+        })
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure {
+            message: format!(
+                "self-checks failed ({}): the figures of those runs are flagged, not vouched for",
+                failed.join(", ")
+            ),
+            status: EXIT_CHECKS_FAILED,
+        })
+    }
 }
 
 fn run_lab(
@@ -598,6 +671,8 @@ fn run_lab(
     }
     let out =
         out.unwrap_or_else(|| PathBuf::from("results").join(format!("{}-lab", scenario.name)));
+    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let provenance = provenance(path, scenario.seed)?;
     if !quiet {
         eprintln!(
             "lab: {} on a {} link, enforcers {}",
@@ -607,7 +682,7 @@ fn run_lab(
         );
     }
     let options = lab::LabOptions {
-        out: Some(out.join("logs")),
+        out: Some(out.staging().join("logs")),
         ..options
     };
     let style =
@@ -628,17 +703,14 @@ fn run_lab(
         })
         .map_err(|e| Failure::runtime(format!("{name}: {e}")))?;
         bar.finish();
-        let dir = out.join(name);
+        let mut record = record;
+        stamp(&mut record, &provenance);
+        let dir = out.staging().join(name);
         let summary = report::write_run(&dir, &record)
             .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
         runs.push((summary, dir));
     }
-    let html = report::write_html(&out, &scenario.name, &runs)
-        .map_err(|e| Failure::runtime(format!("{}: {e}", out.display())))?;
-    let summaries: Vec<report::Summary> = runs.into_iter().map(|(s, _)| s).collect();
-    println!("{}", report::comparison_table(&summaries));
-    println!("results: {}  report: {}", out.display(), html.display());
-    Ok(())
+    finish(out, &scenario.name, runs, &provenance)
 }
 
 /// The paths `nicsched lab-bench -e ...` runs: the named ones (the default engine

@@ -11,6 +11,7 @@ mod ideal;
 mod model;
 mod parse;
 mod units;
+pub mod wire;
 
 pub use error::PolicyError;
 pub use explain::{explain, parse_active};

@@ -83,3 +83,88 @@ fn csv_field(field: &str) -> String {
         field.to_string()
     }
 }
+
+/// The file that marks a folder as a nicsched run's: what `--out` may replace.
+pub const RUN_MARKER: &str = "nicsched-run.json";
+
+/// A run's `--out`, owned for the run: its files are written beside the folder,
+/// in a staging folder of its own, and only a run that finished moves them in,
+/// replacing an earlier nicsched run whole (never leaving another run's enforcer
+/// folders beside its own). A folder with files that no nicsched run made is
+/// refused before anything runs. Dropped uncommitted, the staging folder goes.
+#[derive(Debug)]
+pub struct OutDir {
+    target: std::path::PathBuf,
+    staging: std::path::PathBuf,
+    committed: bool,
+}
+
+impl OutDir {
+    /// Claims `target`, or says why it cannot be a run's folder.
+    pub fn claim(target: &Path) -> Result<OutDir, String> {
+        match fs::read_dir(target) {
+            Ok(mut entries) => {
+                if entries.next().is_some() && !target.join(RUN_MARKER).is_file() {
+                    return Err(format!(
+                        "{}: the folder has files that no nicsched run made; give --out an empty or new folder, or an earlier run's",
+                        target.display()
+                    ));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
+                return Err(format!("{}: not a folder", target.display()));
+            }
+            Err(e) => return Err(format!("{}: {e}", target.display())),
+        }
+        let name = target
+            .file_name()
+            .ok_or_else(|| format!("{}: not a folder a run can own", target.display()))?
+            .to_string_lossy()
+            .into_owned();
+        let staging = target.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&staging);
+        fs::create_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
+        Ok(OutDir {
+            target: target.to_path_buf(),
+            staging,
+            committed: false,
+        })
+    }
+
+    /// Where the run writes its files until it commits.
+    pub fn staging(&self) -> &Path {
+        &self.staging
+    }
+
+    /// Where the files will be once committed.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Marks the staging folder as a run's (`marker` is written to [`RUN_MARKER`])
+    /// and moves it in place of the target.
+    pub fn commit(mut self, marker: &str) -> io::Result<std::path::PathBuf> {
+        fs::write(self.staging.join(RUN_MARKER), marker)?;
+        if self.target.exists() {
+            let mut old_name = self.staging.file_name().unwrap_or_default().to_os_string();
+            old_name.push(".old");
+            let old = self.staging.with_file_name(old_name);
+            fs::rename(&self.target, &old)?;
+            fs::rename(&self.staging, &self.target)?;
+            fs::remove_dir_all(&old)?;
+        } else {
+            fs::rename(&self.staging, &self.target)?;
+        }
+        self.committed = true;
+        Ok(self.target.clone())
+    }
+}
+
+impl Drop for OutDir {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_dir_all(&self.staging);
+        }
+    }
+}

@@ -31,6 +31,9 @@ tr.app td:first-child { padding-left: 1.6rem; color: #555; }
 .grid { display: grid; gap: 1.5rem; align-items: start; overflow-x: auto; }
 .run { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 1rem; min-width: 0; overflow-x: auto; }
 .run table { width: 100%; }
+.failed { color: #a40000; font-weight: 600; }
+.warning { background: #fde8e8; border: 1px solid #a40000; border-radius: 6px; padding: 0.6rem 1rem; margin-bottom: 1rem; }
+.checks td { white-space: normal; text-align: left; }
 img { width: 100%; height: auto; display: block; margin-bottom: 1rem; }
 ";
 
@@ -49,8 +52,25 @@ pub fn write_html(dir: &Path, scenario: &str, runs: &[(Summary, PathBuf)]) -> io
         let _ = writeln!(html, "<p class=\"meta\">{}</p>", escape(&run_meta(first)));
     }
     let summaries: Vec<Summary> = runs.iter().map(|(summary, _)| summary.clone()).collect();
+    let untrusted: Vec<&str> = summaries
+        .iter()
+        .filter(|s| s.failed_checks().next().is_some())
+        .map(|s| s.enforcer.as_str())
+        .collect();
+    if !untrusted.is_empty() {
+        let _ = writeln!(
+            html,
+            "<p class=\"warning\">Self-checks failed for {}: their figures below are not vouched for (see each run's checks).</p>",
+            escape(&untrusted.join(", "))
+        );
+    }
     let table = comparison(&summaries);
-    let rows: Vec<Row> = table.rows.into_iter().map(|cells| (None, cells)).collect();
+    let rows: Vec<Row> = table
+        .rows
+        .into_iter()
+        .zip(&summaries)
+        .map(|(cells, s)| (s.failed_checks().next().map(|_| "failed"), cells))
+        .collect();
     push_table(&mut html, "comparison", &table.header, &rows);
 
     let _ = writeln!(
@@ -71,6 +91,7 @@ pub fn write_html(dir: &Path, scenario: &str, runs: &[(Summary, PathBuf)]) -> io
             ))
         );
         push_table(&mut html, "tenants", &TENANT_HEADER, &tenant_rows(summary));
+        push_table(&mut html, "checks", &CHECKS_HEADER, &check_rows(summary));
         if !summary.latency.is_empty() {
             push_table(
                 &mut html,
@@ -153,6 +174,26 @@ fn tenant_rows(summary: &Summary) -> Vec<Row> {
         }
     }
     rows
+}
+
+const CHECKS_HEADER: [&str; 3] = ["check", "result", "detail"];
+
+fn check_rows(summary: &Summary) -> Vec<Row> {
+    summary
+        .checks
+        .iter()
+        .map(|check| {
+            let (class, result) = if check.ok {
+                (None, "ok")
+            } else {
+                (Some("failed"), "FAILED")
+            };
+            (
+                class,
+                vec![check.name.clone(), result.to_string(), check.detail.clone()],
+            )
+        })
+        .collect()
 }
 
 const LATENCY_HEADER: [&str; 9] = [

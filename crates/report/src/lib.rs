@@ -6,6 +6,9 @@
 //!
 //! From the bottom up:
 //! - `record`: the `RunRecord` a run hands over, raw bytes and ideals per interval;
+//! - [`measure`]: the measurement frame both worlds share: intervals, the classes
+//!   traffic is reported in, each traffic's demand and the ideal per interval;
+//! - `checks`: a run's self-checks (conservation, the meter) and its provenance;
 //! - `figures`: the single definitions of Jain's index, relative error and latency
 //!   quantiles;
 //! - `summary`: `summarize` turns a record into the `Summary` of summary.json;
@@ -16,15 +19,18 @@
 //! - `compare`: runs of one scenario from any world (sim, lab) side by side, read
 //!   back from their summary.json (`load_summaries`, `side_by_side`).
 
+mod checks;
 mod compare;
 mod figures;
 mod files;
 mod html;
+pub mod measure;
 mod plot;
 mod record;
 mod summary;
 mod table;
 
+pub use checks::{Check, Provenance, TenantLedger, conservation, meter_against_link};
 pub use compare::{load_summaries, side_by_side};
 pub use figures::*;
 pub use files::*;

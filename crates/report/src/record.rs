@@ -164,12 +164,20 @@ pub struct RunRecord {
     pub tenant_drops: Vec<u64>,
     /// Frames that left on the link over the whole run.
     pub frames_sent: u64,
+    /// The run's self-checks, in the order they were made.
+    pub checks: Vec<crate::Check>,
+    pub provenance: crate::Provenance,
     /// Wall-clock seconds the run took; not part of summary.json, which must be
     /// byte-identical for the same seed.
     pub wall_s: f64,
 }
 
 impl RunRecord {
+    /// The checks that failed.
+    pub fn failed_checks(&self) -> impl Iterator<Item = &crate::Check> {
+        self.checks.iter().filter(|c| !c.ok)
+    }
+
     /// A tenant's throughput is the sum of its classes'.
     pub fn tenant_throughput_bps(&self, interval: &Interval, tenant: usize) -> f64 {
         self.class_tenant

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::checks::{Check, Provenance};
 use crate::figures::{LatencySummary, jain_index, rel_error};
 use crate::record::{GapStats, Interval, Mode, PacingRecord, RunRecord};
 
@@ -26,6 +27,11 @@ pub struct Summary {
     /// Keyed by traffic name: how evenly each traffic's flows were paced.
     pub pacing: BTreeMap<String, PacingSummary>,
     pub frames_sent: u64,
+    /// The run's self-checks; a figure a failed check touches is not to be trusted.
+    #[serde(default)]
+    pub checks: Vec<Check>,
+    #[serde(default)]
+    pub provenance: Provenance,
 }
 
 /// Inter-departure times of one traffic: per flow mean and standard deviation, then
@@ -95,6 +101,11 @@ pub struct Fairness {
 }
 
 impl Summary {
+    /// The checks that failed.
+    pub fn failed_checks(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| !c.ok)
+    }
+
     pub fn drops(&self) -> u64 {
         self.tenants.iter().map(|tenant| tenant.drops).sum()
     }
@@ -186,6 +197,8 @@ pub fn summarize(run: &RunRecord) -> Summary {
             .map(|record| (record.traffic.clone(), PacingSummary::from_record(record)))
             .collect(),
         frames_sent: run.frames_sent,
+        checks: run.checks.clone(),
+        provenance: run.provenance.clone(),
     }
 }
 

@@ -25,6 +25,7 @@ pub(crate) fn comparison(summaries: &[Summary]) -> Comparison {
         "rel_error_mean",
         "rel_error_max",
         "drops",
+        "checks",
     ]
     .map(String::from)
     .into();
@@ -41,6 +42,7 @@ pub(crate) fn comparison(summaries: &[Summary]) -> Comparison {
                 format!("{:.4}", fairness.rel_error_mean),
                 format!("{:.4}", fairness.rel_error_max),
                 summary.drops().to_string(),
+                checks_cell(summary),
             ];
             row.extend(
                 traffics
@@ -56,11 +58,32 @@ pub(crate) fn comparison(summaries: &[Summary]) -> Comparison {
     Comparison { header, rows }
 }
 
+/// `ok`, or `FAILED` and the names of the checks that failed: the row's figures
+/// are not to be trusted.
+fn checks_cell(summary: &Summary) -> String {
+    let failed: Vec<&str> = summary.failed_checks().map(|c| c.name.as_str()).collect();
+    if failed.is_empty() {
+        "ok".to_string()
+    } else {
+        format!("FAILED {}", failed.join(","))
+    }
+}
+
 /// An aligned plain-text table of the enforcers' figures, for the end of a run:
-/// names left-aligned, numbers right-aligned.
+/// names left-aligned, numbers right-aligned; beneath it, one line per failed
+/// self-check with what failed.
 pub fn comparison_table(summaries: &[Summary]) -> String {
     let Comparison { header, rows } = comparison(summaries);
-    aligned_table(&header, &rows, 1, true)
+    let mut table = aligned_table(&header, &rows, 1, true);
+    for summary in summaries {
+        for check in summary.failed_checks() {
+            table.push_str(&format!(
+                "FAILED {}: {}: {}\n",
+                summary.enforcer, check.name, check.detail
+            ));
+        }
+    }
+    table
 }
 
 /// `header` and `rows` as aligned text: the first `left_columns` columns

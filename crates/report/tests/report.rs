@@ -128,6 +128,8 @@ fn two_tenants() -> RunRecord {
         }],
         tenant_drops: vec![3, 0],
         frames_sent: 123_456,
+        checks: Vec::new(),
+        provenance: Default::default(),
         wall_s: 0.25,
     }
 }

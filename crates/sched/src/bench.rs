@@ -130,7 +130,7 @@ fn capacity_for(classes: u32) -> crate::Capacity {
 }
 
 fn serialisation_ns(bytes: u32) -> u64 {
-    (u64::from(bytes) * 8 * 1_000_000_000).div_ceil(LINK_RATE_BPS)
+    policy::wire::serialisation_ns(bytes, LINK_RATE_BPS)
 }
 
 fn classes_rounded(classes: u32) -> u32 {

@@ -8,22 +8,18 @@
 //! - [`host`]: the mechanisms around the enforcer (TCP small queues, Tx completion
 //!   moderation, wire and server delays) as named constants.
 //! - `events`: the event queue.
-//! - [`measure`]: intervals, activity and the ideal allocation of each interval,
-//!   shared with the lab so both worlds are judged alike.
 //! - `engine`: senders (bulk TCP-like flows placed on the tenant's cores, udp,
 //!   poisson, rpc), the link, completions.
 
 mod engine;
 mod events;
 pub mod host;
-pub mod measure;
 
 pub use host::HostModel;
-pub use measure::flow_demand_bps;
 
 use policy::Scenario;
 use report::RunRecord;
-use sched::BuildError;
+use sched::{BuildError, Enforcer};
 
 /// Simulates `scenario` under the enforcer called `enforcer`. `progress` is called
 /// with the simulated time as the run goes.
@@ -40,8 +36,23 @@ pub fn run(
     );
     let capacity = sched::Capacity::for_host(enforcer, host.limits);
     let built = sched::build_with(enforcer, &scenario.policy, capacity)?;
+    Ok(run_enforcer(scenario, enforcer, built, host, progress))
+}
+
+/// Simulates `scenario` under an enforcer already built, reported as `name`: for
+/// mechanisms outside the registry, and for tests that hand the simulator a broken
+/// one to see its self-checks fail.
+pub fn run_enforcer(
+    scenario: &Scenario,
+    name: &str,
+    enforcer: Box<dyn Enforcer>,
+    host: HostModel,
+    progress: &mut dyn FnMut(u64),
+) -> RunRecord {
     let started = std::time::Instant::now();
-    let mut record = engine::Engine::new(scenario, enforcer, built, host).run(progress);
+    let mut record = engine::Engine::new(scenario, name, enforcer, host).run(progress);
     record.wall_s = started.elapsed().as_secs_f64();
-    Ok(record)
+    record.provenance.seed = scenario.seed;
+    record.provenance.settings = host.settings();
+    record
 }

@@ -44,7 +44,7 @@ fn open_loop_rpc_answers_requests_at_their_rate() {
     );
     // An idle link: two wire delays, the server's delay and one frame's serialisation.
     let host = sim::HostModel::default();
-    let floor_ns = 2 * host.wire_delay_ns + host.server_delay_ns;
+    let floor_ns = 2 * host.path.wire_delay_ns + host.path.server_delay_ns;
     assert!(record.latency[0].histogram_ns.min() >= floor_ns);
     assert!(record.latency[0].histogram_ns.value_at_quantile(0.5) < floor_ns + 5_000);
 }

@@ -1,16 +1,35 @@
-//! The measurement frame of a run: intervals, which traffic is active in each, and
-//! the ideal allocation each interval is judged against.
+//! The measurement frame of a run, the same for the simulator and the lab:
+//! intervals, which traffic is active in each, the classes traffic is reported in,
+//! and the ideal allocation each interval is judged against.
 
-use crate::host::{HostModel, UDP_HEADER_BYTES, serialisation_ns, tcp_wire_bytes};
+use crate::record::{ClassName, Interval, Mode, RunRecord};
+use policy::wire::{UDP_HEADER_BYTES, serialisation_ns, tcp_wire_bytes};
 use policy::{Allocation, Scenario, Traffic, TrafficKind, ideal_allocation};
-use report::{ClassName, Interval, Mode, RunRecord};
 use std::collections::BTreeMap;
+
+/// The unloaded path a closed-loop rpc crosses, which bounds its demand: one way
+/// between the host and its peer (propagation, one switch, the receiving stack), and
+/// the server's time from a request's arrival to its response's send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RpcPath {
+    pub wire_delay_ns: u64,
+    pub server_delay_ns: u64,
+}
+
+impl Default for RpcPath {
+    fn default() -> Self {
+        RpcPath {
+            wire_delay_ns: 10_000,
+            server_delay_ns: 5_000,
+        }
+    }
+}
 
 /// Offered load of one flow of `traffic` in bit/s at L3, as the ideal allocation
 /// sees it: infinite for backlogged senders, the configured rate for open-loop ones.
 /// A closed-loop rpc connection can at most send one response per unloaded round
 /// trip, which bounds its demand.
-pub fn flow_demand_bps(traffic: &Traffic, scenario: &Scenario, host: &HostModel) -> f64 {
+pub fn flow_demand_bps(traffic: &Traffic, scenario: &Scenario, path: &RpcPath) -> f64 {
     let link = &scenario.policy.link;
     match traffic.kind {
         TrafficKind::Bulk { .. } => f64::INFINITY,
@@ -37,8 +56,8 @@ pub fn flow_demand_bps(traffic: &Traffic, scenario: &Scenario, host: &HostModel)
             match rate_per_s {
                 Some(rate) => rate * response_bits / f64::from(concurrency),
                 None => {
-                    let rtt_ns = 2 * host.wire_delay_ns
-                        + host.server_delay_ns
+                    let rtt_ns = 2 * path.wire_delay_ns
+                        + path.server_delay_ns
                         + serialisation_ns(
                             tcp_wire_bytes(response_bytes, link.mtu_bytes),
                             link.rate_bps,
@@ -75,18 +94,26 @@ pub fn class_names(scenario: &Scenario, classes: &[policy::AppId]) -> Vec<ClassN
         .collect()
 }
 
-/// Empty intervals with their ideal allocations and activity filled in.
+/// What each traffic of `scenario` asks for, per flow, in bit/s at L3
+/// ([`flow_demand_bps`]), in scenario order.
+pub fn asked_demands_bps(scenario: &Scenario, path: &RpcPath) -> Vec<f64> {
+    scenario
+        .traffic
+        .iter()
+        .map(|t| flow_demand_bps(t, scenario, path))
+        .collect()
+}
+
+/// Empty intervals with their ideal allocations and activity filled in, for the
+/// per-flow demand of each traffic in `demands_bps` (scenario order): what it asked
+/// for, or what it was measured to offer where a generator fell short.
 pub fn intervals(
     scenario: &Scenario,
-    host: &HostModel,
+    demands_bps: &[f64],
     classes: &[policy::AppId],
 ) -> Vec<Interval> {
     let policy = &scenario.policy;
-    let demands: Vec<f64> = scenario
-        .traffic
-        .iter()
-        .map(|t| flow_demand_bps(t, scenario, host))
-        .collect();
+    let demands = demands_bps;
     let mut cache: BTreeMap<Vec<bool>, Allocation> = BTreeMap::new();
     let mut allocation_for = |active: &[bool]| -> Allocation {
         cache
@@ -169,13 +196,14 @@ pub fn intervals(
 }
 
 /// The record a run of `enforcer` fills in, the same for both worlds: the run's
-/// header, its report classes and its intervals with their ideals, nothing measured
-/// yet (no bytes, latency, pacing, drops or frames).
+/// header, its report classes and its intervals with their ideals for
+/// `demands_bps` (as [`intervals`]), nothing measured yet (no bytes, latency,
+/// pacing, drops, frames or checks).
 pub fn empty_record(
     scenario: &Scenario,
     enforcer: &str,
     mode: Mode,
-    host: &HostModel,
+    demands_bps: &[f64],
 ) -> RunRecord {
     let policy = &scenario.policy;
     let classes = report_classes(scenario);
@@ -193,11 +221,13 @@ pub fn empty_record(
             .map(|&a| policy.app(a).tenant.index())
             .collect(),
         classes: class_names(scenario, &classes),
-        intervals: intervals(scenario, host, &classes),
+        intervals: intervals(scenario, demands_bps, &classes),
         latency: Vec::new(),
         pacing: Vec::new(),
         tenant_drops: vec![0; policy.tenants.len()],
         frames_sent: 0,
+        checks: Vec::new(),
+        provenance: Default::default(),
         wall_s: 0.0,
     }
 }

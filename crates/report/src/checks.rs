@@ -1,0 +1,168 @@
+//! A run's self-checks and provenance: what lets a reader trust its figures, or
+//! tells them which ones not to. A figure nicsched cannot vouch for is flagged,
+//! never printed as true: every run carries its checks into summary.json, the
+//! terminal table and report.html, and a failed one makes the command exit 3.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One self-check of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    /// What was compared, with the numbers; for a failed check, what failed.
+    pub detail: String,
+}
+
+impl Check {
+    pub fn new(name: &str, ok: bool, detail: impl Into<String>) -> Check {
+        Check {
+            name: name.to_string(),
+            ok,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Where a run's figures come from, so that anyone can run it again.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// nicsched's version.
+    pub nicsched: String,
+    /// The commit it was built from, or `unknown`.
+    pub commit: String,
+    /// The command line of the run.
+    pub command: String,
+    pub scenario_sha256: String,
+    pub seed: u64,
+    /// The kernel release of the machine that ran it.
+    pub kernel: String,
+    /// The world's settings that shape the figures (host model, lab limits).
+    pub settings: BTreeMap<String, String>,
+}
+
+/// Bytes of one tenant through a run, each counted where it happened: offered by its
+/// senders, refused at admission, sent on the link, and still held when the run
+/// ended (queued, or partly on the wire).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TenantLedger {
+    pub offered_bytes: u64,
+    pub refused_bytes: u64,
+    pub sent_bytes: u64,
+    pub held_bytes: u64,
+}
+
+/// Byte conservation per tenant, exact: offered = sent + refused + held. A
+/// mechanism that loses or invents packets, or a count kept in the wrong place,
+/// breaks it.
+pub fn conservation(tenants: &[String], ledgers: &[TenantLedger]) -> Check {
+    let mut broken = Vec::new();
+    let mut offered_total = 0u64;
+    for (name, l) in tenants.iter().zip(ledgers) {
+        offered_total += l.offered_bytes;
+        let accounted = l.sent_bytes + l.refused_bytes + l.held_bytes;
+        if accounted != l.offered_bytes {
+            broken.push(format!(
+                "{name}: offered {} B != sent {} + refused {} + held {} B ({} B {})",
+                l.offered_bytes,
+                l.sent_bytes,
+                l.refused_bytes,
+                l.held_bytes,
+                accounted.abs_diff(l.offered_bytes),
+                if accounted < l.offered_bytes {
+                    "lost"
+                } else {
+                    "invented"
+                }
+            ));
+        }
+    }
+    if broken.is_empty() {
+        Check::new(
+            "conservation",
+            true,
+            format!(
+                "every tenant: offered = sent + refused + held ({offered_total} B offered in all)"
+            ),
+        )
+    } else {
+        Check::new("conservation", false, broken.join("; "))
+    }
+}
+
+/// What the meter counted per tenant against what left on the link, within
+/// `tolerance` (0 for exact): a meter that misses or misfiles bytes breaks it.
+pub fn meter_against_link(
+    tenants: &[String],
+    metered_bytes: &[u64],
+    link_bytes: &[u64],
+    tolerance: f64,
+) -> Check {
+    let mut broken = Vec::new();
+    for ((name, &metered), &sent) in tenants.iter().zip(metered_bytes).zip(link_bytes) {
+        let off = metered.abs_diff(sent) as f64;
+        if off > tolerance * sent as f64 {
+            broken.push(format!("{name}: metered {metered} B, link {sent} B"));
+        }
+    }
+    if broken.is_empty() {
+        Check::new(
+            "meter",
+            true,
+            "every tenant's metered bytes match the link's".to_string(),
+        )
+    } else {
+        Check::new("meter", false, broken.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Vec<String> {
+        vec!["a".into(), "b".into()]
+    }
+
+    #[test]
+    fn conservation_holds_only_when_every_byte_is_somewhere() {
+        let good = TenantLedger {
+            offered_bytes: 100,
+            refused_bytes: 10,
+            sent_bytes: 80,
+            held_bytes: 10,
+        };
+        assert!(conservation(&names(), &[good, good]).ok);
+        let lost = TenantLedger {
+            sent_bytes: 79,
+            ..good
+        };
+        let check = conservation(&names(), &[good, lost]);
+        assert!(!check.ok);
+        assert!(
+            check.detail.starts_with("b: offered 100 B"),
+            "{}",
+            check.detail
+        );
+        assert!(check.detail.contains("1 B lost"), "{}", check.detail);
+        let invented = TenantLedger {
+            sent_bytes: 81,
+            ..good
+        };
+        assert!(
+            conservation(&names(), &[invented, good])
+                .detail
+                .contains("invented")
+        );
+    }
+
+    #[test]
+    fn the_meter_is_judged_per_tenant() {
+        assert!(meter_against_link(&names(), &[100, 50], &[100, 50], 0.0).ok);
+        let check = meter_against_link(&names(), &[100, 0], &[100, 50], 0.02);
+        assert!(!check.ok);
+        assert_eq!(check.detail, "b: metered 0 B, link 50 B");
+        assert!(meter_against_link(&names(), &[99, 50], &[100, 50], 0.02).ok);
+    }
+}
