@@ -243,6 +243,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A reader that closes early (`nicsched sim ... | head`) ends the program quietly,
+    // as it does any Unix filter, rather than making a print panic.
+    // SAFETY: at the start of main, before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Check { file, enforcers } => check(&file, &enforcers),

@@ -11,8 +11,12 @@
 //! - `ceil`: the `max_rate`; without one the class is bounded by its parent's ceil
 //!   (ultimately the link), which the tree enforces by keeping a class over its ceil
 //!   (CANT_SEND) and everything below it out of the rings.
-//! - `buffer` / `cbuffer`: tc's defaults, rate / HZ + MTU with HZ = 1000, i.e. one
-//!   millisecond of rate plus one packet.
+//! - `buffer` / `cbuffer`: tc's rule, rate / HZ + the largest packet with HZ = 1000,
+//!   i.e. one millisecond of rate plus one packet, where the largest packet is a
+//!   64 KiB GSO send, not the MTU: the link carries whole GSO sends, and a class
+//!   kept waiting behind a few of its neighbours' (516 µs each at 1 Gbit/s) lost
+//!   the tokens it earned meanwhile to a bucket of 1 ms + MTU, and held 0.6% under
+//!   its ceil for as long as it was backlogged (tests/overload.rs in `sim`).
 //! - `quantum`: tc's default rate / r2q with r2q = 10, clamped to 1000..200000 bytes
 //!   as the kernel does. tc divides the *rate*; we divide the class's weighted share
 //!   of the link instead, because our rate of a starved priority level is 0 and its
@@ -59,9 +63,10 @@ pub const QUANTUM_BYTES_MAX: u64 = 200_000;
 /// tc's default burst is rate / HZ + MTU; HZ = 1000 on common kernels.
 pub const HZ: u64 = 1000;
 
-/// tc's default burst for `rate_bps`.
-fn tc_burst_bytes(rate_bps: u64, mtu_bytes: u32) -> u64 {
-    rate_bps / 8 / HZ + u64::from(mtu_bytes)
+/// tc's default burst for `rate_bps` on a link whose largest packet is
+/// `packet_bytes_max`.
+fn tc_burst_bytes(rate_bps: u64, packet_bytes_max: u32) -> u64 {
+    rate_bps / 8 / HZ + u64::from(packet_bytes_max)
 }
 
 fn tc_quantum_bytes(share_bps: f64) -> u32 {
@@ -78,14 +83,15 @@ fn classes(policy: &Policy) -> (Vec<NodeParams>, Vec<Option<NodeParams>>) {
     let rates = tree::backlogged_rates_bps(policy);
     let shares = tree::weighted_shares_bps(policy);
     let mtu = policy.link.mtu_bytes;
+    let gso = policy::wire::TSO_BYTES_MAX.max(mtu);
     let link = policy.link.rate_bps;
     let class = |x: usize, max_rate_bps: Option<u64>, priority: u8| {
         let rate_bps = rates[x].round() as u64;
         NodeParams {
             rate_bps,
-            buffer_bytes: tc_burst_bytes(rate_bps, mtu),
+            buffer_bytes: tc_burst_bytes(rate_bps, gso),
             ceil_bps: max_rate_bps,
-            cbuffer_bytes: tc_burst_bytes(max_rate_bps.unwrap_or(link), mtu),
+            cbuffer_bytes: tc_burst_bytes(max_rate_bps.unwrap_or(link), gso),
             quantum_bytes: tc_quantum_bytes(shares[x]),
             prio: priority,
         }
