@@ -59,7 +59,8 @@ pub struct EngineConfig {
 /// converge. Measured at 1 Gbit/s (docs/results/lab.md): 512 packets per queue
 /// (8 MiB of 16 KiB GSO frames) left `hash` on 8 flows against 64 at Jain 0.98
 /// after 15 s, 64 at 0.72-0.77 as on a host, and at 16 `tonic`'s one queue per
-/// tenant no longer filled the link (utilization 0.83). Per tenant, 512 packets let
+/// tenant no longer filled the link (utilization 0.83). Per app (measured when the
+/// bound was per tenant, on tenants of one app), 512 packets let
 /// a tenant capped at 100 Mbit/s queue 670 ms and get 96.8 Mbit/s; 128 gave
 /// 99.8-100, and 64 left the tenant with 64 flows of 8 against 64 too few packets
 /// (`wf2q` Jain min 0.91). (A per-tenant bound in front of the NIC model's FIFO
@@ -67,7 +68,7 @@ pub struct EngineConfig {
 /// `hash` reached Jain 0.94 on 8 flows against 64.)
 pub const LAB_HOST_LIMITS: sched::HostLimits = sched::HostLimits {
     queue_packets: 64,
-    tenant_packets: 128,
+    class_packets: 128,
 };
 
 /// What the engine holds in front of the enforcer: the host's limits, applied by
@@ -95,7 +96,7 @@ impl HostBuffer {
                 let ring_packets = ring_bytes.div_ceil(MIN_IPV4_PACKET_BYTES) + 1;
                 queues * (limits.queue_packets + ring_packets)
             }
-            None => capacity.tenant_packets_max(policy.tenants.len()) * policy.tenants.len() as u32,
+            None => capacity.class_packets_max(policy.apps.len()) * policy.apps.len() as u32,
         };
         HostBuffer {
             capacity,
@@ -427,18 +428,18 @@ mod tests {
         .unwrap();
         let limits = sched::HostLimits {
             queue_packets: 10,
-            tenant_packets: 100,
+            class_packets: 100,
         };
         // 6553 B of ring at 1 Gbit/s hold at most 328 IPv4 headers, one more to spare.
         let hash = HostBuffer::new("hash", &policy, limits);
         assert_eq!(hash.capacity.qdisc_packets, Some(10));
-        assert_eq!(hash.capacity.tenant_packets, None);
+        assert_eq!(hash.capacity.class_packets, None);
         assert_eq!(hash.slab_slots, 4 * (10 + 329) + 64);
         let fifo = HostBuffer::new("fifo", &policy, limits);
         assert_eq!(fifo.slab_slots, 10 + 329 + 64, "fifo drives one queue");
         let wf2q = HostBuffer::new("wf2q", &policy, limits);
         assert_eq!(wf2q.capacity.qdisc_packets, None);
-        assert_eq!(wf2q.capacity.tenant_packets_max(2), 100);
+        assert_eq!(wf2q.capacity.class_packets_max(2), 100);
         assert_eq!(wf2q.slab_slots, 2 * 100 + 64);
     }
 }

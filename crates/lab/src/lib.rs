@@ -88,7 +88,7 @@ impl LabOptions {
         [
             ("link_rate_bps", link_rate_bps.to_string()),
             ("queue_packets", self.qdisc.queue_packets.to_string()),
-            ("tenant_packets", self.qdisc.tenant_packets.to_string()),
+            ("class_packets", self.qdisc.class_packets.to_string()),
             ("realtime", self.realtime.to_string()),
         ]
         .into_iter()

@@ -116,11 +116,14 @@ enum Command {
         #[arg(long, value_name = "PACKETS", default_value_t = lab::LAB_HOST_LIMITS.queue_packets,
               value_parser = clap::value_parser!(u32).range(1..))]
         queue_limit: u32,
-        /// The packets each tenant may hold in the engine in front of the software
-        /// schedulers (`wf2q`, `valve`, `htb`, `wheel`), which replace the qdiscs.
-        #[arg(long, value_name = "PACKETS", default_value_t = lab::LAB_HOST_LIMITS.tenant_packets,
+        /// The packets each app (leaf class, its split classes together) may hold in
+        /// the engine in front of the software schedulers (`wf2q`, `valve`, `htb`,
+        /// `wheel`), which replace the qdiscs: as HTB's leaves each have a qdisc of
+        /// their own. A packet beyond it is dropped and counted against its tenant.
+        #[arg(long, visible_alias = "tenant-limit", value_name = "PACKETS",
+              default_value_t = lab::LAB_HOST_LIMITS.class_packets,
               value_parser = clap::value_parser!(u32).range(1..))]
-        tenant_limit: u32,
+        class_limit: u32,
         /// Run the meter and the latency probes (sockperf, memcached) at normal
         /// priority. By default they run at SCHED_FIFO 10, so that on a machine
         /// with few cores they do not wait behind the bulk senders and latency
@@ -267,7 +270,7 @@ fn main() -> ExitCode {
             link_rate,
             keep,
             queue_limit,
-            tenant_limit,
+            class_limit,
             no_realtime,
             quiet,
         } => run_lab(
@@ -280,7 +283,7 @@ fn main() -> ExitCode {
                 realtime: !no_realtime,
                 qdisc: sched::HostLimits {
                     queue_packets: queue_limit,
-                    tenant_packets: tenant_limit,
+                    class_packets: class_limit,
                 },
                 ..lab::LabOptions::default()
             },

@@ -249,18 +249,20 @@ fn lab_teaches_its_qdisc_limits_and_refuses_an_empty_one() {
     for needle in [
         "--queue-limit",
         "[default: 64]",
-        "--tenant-limit",
+        "--class-limit",
         "[default: 128]",
     ] {
         assert!(text.contains(needle), "help lacks {needle}: {text}");
     }
-    for flag in ["--queue-limit", "--tenant-limit"] {
+    for flag in ["--queue-limit", "--class-limit", "--tenant-limit"] {
         let scenario = shipped("asymmetry-1-8.yaml");
         let out = nicsched(&["lab", &scenario, flag, "0"]);
         assert_eq!(out.status.code(), Some(2), "{flag}");
         let error = String::from_utf8_lossy(&out.stderr);
+        // The old name is an alias: the error names the option by its name.
+        let named = flag.replace("tenant", "class");
         assert!(
-            error.contains(flag) && error.contains("0"),
+            error.contains(&named) && error.contains("0"),
             "{flag}: {error}"
         );
     }

@@ -1,11 +1,12 @@
 //! Packet accounting (PicNIC): bytes buffered per tenant and for the whole host,
-//! each under its cap, and packets held per tenant under the host's per-tenant
-//! limit. A packet that would exceed a cap is refused at admission and counted
-//! against its own tenant, so a flood can only ever use up its own buffer: the
-//! per-tenant packet limits add up to no more than the enforcer's descriptor pool,
-//! so a neighbour's backlog can never leave a tenant without a descriptor.
+//! each under its cap, and packets held per app (leaf class) under the host's
+//! per-class queue limit. A packet that would exceed a cap is refused at admission
+//! and counted against its own tenant, so a flood can only ever use up its own
+//! buffer: the per-class packet limits add up to no more than the enforcer's
+//! descriptor pool, so a neighbour's backlog, or a sibling app's, can never leave a
+//! class without a descriptor.
 
-use crate::Refusal;
+use crate::{Packet, Refusal};
 use policy::{Policy, TenantId};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -20,22 +21,22 @@ pub struct TenantCounters {
 pub struct Accounting {
     tenant_buffered_bytes: Vec<u64>,
     tenant_cap_bytes: Vec<u64>,
-    tenant_held_packets: Vec<u32>,
-    tenant_packets_max: u32,
+    app_held_packets: Vec<u32>,
+    class_packets_max: u32,
     host_buffered_bytes: u64,
     host_cap_bytes: u64,
     counters: Vec<TenantCounters>,
 }
 
 impl Accounting {
-    /// `tenant_packets_max`: packets one tenant may hold at once (see
-    /// [`crate::Capacity::tenant_packets_max`]).
-    pub fn new(policy: &Policy, tenant_packets_max: u32) -> Self {
+    /// `class_packets_max`: packets one app may hold at once, its split classes
+    /// together (see [`crate::Capacity::class_packets_max`]).
+    pub fn new(policy: &Policy, class_packets_max: u32) -> Self {
         let tenants = policy.tenants.len();
         Accounting {
             tenant_buffered_bytes: vec![0; tenants],
-            tenant_held_packets: vec![0; tenants],
-            tenant_packets_max,
+            app_held_packets: vec![0; policy.apps.len()],
+            class_packets_max,
             tenant_cap_bytes: policy
                 .tenants
                 .iter()
@@ -47,11 +48,11 @@ impl Accounting {
         }
     }
 
-    /// Admits `bytes` for `tenant`, or refuses them and counts the refusal.
-    pub fn admit(&mut self, tenant: TenantId, bytes: u32) -> Result<(), Refusal> {
-        let t = tenant.index();
-        let bytes = u64::from(bytes);
-        let refusal = if self.tenant_held_packets[t] >= self.tenant_packets_max {
+    /// Admits `packet`, or refuses it and counts the refusal against its tenant.
+    pub fn admit(&mut self, packet: &Packet) -> Result<(), Refusal> {
+        let (t, a) = (packet.tenant.index(), packet.app.index());
+        let bytes = u64::from(packet.len_bytes);
+        let refusal = if self.app_held_packets[a] >= self.class_packets_max {
             Some(Refusal::QueueFull)
         } else if self.tenant_buffered_bytes[t] + bytes > self.tenant_cap_bytes[t] {
             Some(Refusal::TenantBuffer)
@@ -71,7 +72,7 @@ impl Accounting {
                 counters.admitted_packets += 1;
                 counters.admitted_bytes += bytes;
                 self.tenant_buffered_bytes[t] += bytes;
-                self.tenant_held_packets[t] += 1;
+                self.app_held_packets[a] += 1;
                 self.host_buffered_bytes += bytes;
                 Ok(())
             }
@@ -86,13 +87,13 @@ impl Accounting {
     }
 
     /// Returns buffer space when a packet (or its last frame) leaves.
-    pub fn release(&mut self, tenant: TenantId, bytes: u32) {
-        let t = tenant.index();
-        let bytes = u64::from(bytes);
+    pub fn release(&mut self, packet: &Packet) {
+        let (t, a) = (packet.tenant.index(), packet.app.index());
+        let bytes = u64::from(packet.len_bytes);
         debug_assert!(self.tenant_buffered_bytes[t] >= bytes);
         debug_assert!(self.host_buffered_bytes >= bytes);
-        debug_assert!(self.tenant_held_packets[t] > 0);
-        self.tenant_held_packets[t] -= 1;
+        debug_assert!(self.app_held_packets[a] > 0);
+        self.app_held_packets[a] -= 1;
         self.tenant_buffered_bytes[t] -= bytes;
         self.host_buffered_bytes -= bytes;
     }

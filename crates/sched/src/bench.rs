@@ -125,7 +125,7 @@ fn capacity_for(classes: u32) -> crate::Capacity {
         classes,
         packets: classes * BACKLOG_PACKETS as usize,
         qdisc_packets: None,
-        tenant_packets: None,
+        class_packets: None,
     }
 }
 

@@ -159,9 +159,10 @@ pub struct Capacity {
     /// TCP small queues. The lab sets it, since a veth orphans the sender's frames and
     /// TSQ no longer holds a flow back.
     pub qdisc_packets: Option<u32>,
-    /// Packets one tenant may hold at once in a software scheduler, which replaces
-    /// the host's qdisc layer (its `txqueuelen`); see [`Capacity::tenant_packets_max`].
-    pub tenant_packets: Option<u32>,
+    /// Packets one app (leaf class, its split classes together) may hold at once in
+    /// a software scheduler, which replaces the host's qdisc layer: HTB gives each
+    /// leaf a qdisc of its own, `txqueuelen` deep. See [`Capacity::class_packets_max`].
+    pub class_packets: Option<u32>,
 }
 
 impl Default for Capacity {
@@ -172,23 +173,26 @@ impl Default for Capacity {
             classes: 1 << 18,
             packets: 1 << 18,
             qdisc_packets: None,
-            tenant_packets: None,
+            class_packets: None,
         }
     }
 }
 
 impl Capacity {
-    /// The packets each of `tenants` may hold: `tenant_packets`, and never more than
-    /// an equal part of the descriptor pool, so that a neighbour's backlog, however
-    /// long it is overloaded, cannot take the last descriptor from a tenant.
-    pub fn tenant_packets_max(&self, tenants: usize) -> u32 {
-        tenant_packets_max(self.packets, self.tenant_packets, tenants)
+    /// The packets each of `apps` may hold: `class_packets`, and never more than an
+    /// equal part of the descriptor pool, so that another class's backlog, however
+    /// long it is overloaded, cannot take the last descriptor from a class. (A
+    /// limit per tenant was not enough: a tenant's flooded apps then shared its
+    /// room first come, first served, and the one its scheduler served less filled
+    /// it, whatever the weights said.)
+    pub fn class_packets_max(&self, apps: usize) -> u32 {
+        class_packets_max(self.packets, self.class_packets, apps)
     }
 
     /// What a host holds in front of `enforcer`: the multiqueue NIC model has a qdisc
     /// per Tx queue (bounded by `limits.queue_packets`, shared by whoever hashes
     /// there, as on a host); a software scheduler replaces the qdisc layer, so each
-    /// tenant may hold `limits.tenant_packets`.
+    /// app may hold `limits.class_packets`.
     pub fn for_host(enforcer: &str, limits: HostLimits) -> Capacity {
         if multiqueue::Driver::from_name(enforcer).is_some() {
             Capacity {
@@ -197,18 +201,18 @@ impl Capacity {
             }
         } else {
             Capacity {
-                tenant_packets: Some(limits.tenant_packets),
+                class_packets: Some(limits.class_packets),
                 ..Capacity::default()
             }
         }
     }
 }
 
-/// [`Capacity::tenant_packets_max`] for enforcers configured from its parts.
-pub fn tenant_packets_max(packets: usize, tenant_packets: Option<u32>, tenants: usize) -> u32 {
-    let pool_share = packets / tenants.max(1);
+/// [`Capacity::class_packets_max`] for enforcers configured from its parts.
+pub fn class_packets_max(packets: usize, class_packets: Option<u32>, apps: usize) -> u32 {
+    let pool_share = packets / apps.max(1);
     let pool_share = u32::try_from(pool_share).unwrap_or(u32::MAX).max(1);
-    tenant_packets.map_or(pool_share, |limit| limit.min(pool_share))
+    class_packets.map_or(pool_share, |limit| limit.min(pool_share))
 }
 
 /// The host's queue limits in packets, in front of an enforcer
@@ -219,15 +223,15 @@ pub fn tenant_packets_max(packets: usize, tenant_packets: Option<u32>, tenants: 
 pub struct HostLimits {
     /// Per Tx queue of the multiqueue NIC model.
     pub queue_packets: u32,
-    /// Per tenant, in front of the software schedulers.
-    pub tenant_packets: u32,
+    /// Per app (leaf class), in front of the software schedulers.
+    pub class_packets: u32,
 }
 
 impl HostLimits {
-    /// Linux's default `txqueuelen`, per queue and per tenant.
+    /// Linux's default `txqueuelen`, per queue and per leaf class.
     pub const LINUX: HostLimits = HostLimits {
         queue_packets: 1000,
-        tenant_packets: 1000,
+        class_packets: 1000,
     };
 }
 

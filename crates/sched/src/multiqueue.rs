@@ -241,7 +241,7 @@ impl Enforcer for MultiQueue {
             self.accounting.refuse(packet.tenant, packet.len_bytes);
             return Err((packet, Refusal::QueueFull));
         }
-        if let Err(reason) = self.accounting.admit(packet.tenant, packet.len_bytes) {
+        if let Err(reason) = self.accounting.admit(&packet) {
             return Err((packet, reason));
         }
         self.nic.enqueue(queue, insert, packet);
@@ -251,8 +251,7 @@ impl Enforcer for MultiQueue {
     fn dequeue(&mut self, _now_ns: u64) -> Option<Frame> {
         let (_, frame) = self.nic.dequeue()?;
         if frame.last {
-            self.accounting
-                .release(frame.packet.tenant, frame.packet.len_bytes);
+            self.accounting.release(&frame.packet);
         }
         Some(frame)
     }

@@ -469,7 +469,7 @@ impl Hierarchy {
         Hierarchy {
             layout,
             classes: Classes::new(policy, capacity),
-            accounting: Accounting::new(policy, bounds.tenant_packets_max(policy.tenants.len())),
+            accounting: Accounting::new(policy, bounds.class_packets_max(policy.apps.len())),
             split_params,
             nodes,
             ring_head: vec![[NONE; RINGS]; layout.fixed()],
@@ -499,7 +499,7 @@ impl Hierarchy {
             self.accounting.refuse(packet.tenant, packet.len_bytes);
             return Err((packet, Refusal::QueueFull));
         }
-        if let Err(reason) = self.accounting.admit(packet.tenant, packet.len_bytes) {
+        if let Err(reason) = self.accounting.admit(&packet) {
             return Err((packet, reason));
         }
         let index = if self.free == NONE {
@@ -563,7 +563,7 @@ impl Hierarchy {
         self.slab_next[index] = self.free;
         self.free = index as u32;
         self.backlog -= 1;
-        self.accounting.release(packet.tenant, packet.len_bytes);
+        self.accounting.release(&packet);
 
         let cost = i64::from(packet.len_bytes) * TOKENS_PER_BYTE;
         for (level, &y) in path[..depth].iter().enumerate().rev() {

@@ -1,6 +1,6 @@
-//! A tenant's flood uses up its own room only: however long a neighbour is
-//! overloaded, a tenant's packets still find a descriptor, under every software
-//! scheduler. (Before the per-tenant bound, two tenants capped at 3 and 1.5 Gbit/s,
+//! A class's flood uses up its own room only: however long a neighbour, or a sibling
+//! app, is overloaded, a class's packets still find a descriptor, under every
+//! software scheduler. (Before the per-tenant bound, two tenants capped at 3 and 1.5 Gbit/s,
 //! each offered 8 Gbit/s, shared one descriptor pool first come first served: once it
 //! was full, the tenant whose queue drained slower took it over, and the other fell
 //! to a third of its cap after 2-4 s.)
@@ -36,7 +36,7 @@ fn a_flood_is_refused_at_its_own_limit_and_the_neighbour_is_still_admitted() {
     let policy = two_tenants();
     let capacity = Capacity {
         packets: 64,
-        tenant_packets: Some(10),
+        class_packets: Some(10),
         ..Capacity::default()
     };
     for name in SOFTWARE_SCHEDULERS {
@@ -69,13 +69,13 @@ fn a_flood_is_refused_at_its_own_limit_and_the_neighbour_is_still_admitted() {
 }
 
 #[test]
-fn without_a_tenant_limit_each_tenant_gets_an_equal_part_of_the_pool() {
+fn without_a_class_limit_each_app_gets_an_equal_part_of_the_pool() {
     let policy = two_tenants();
     let capacity = Capacity {
         packets: 8,
         ..Capacity::default()
     };
-    assert_eq!(capacity.tenant_packets_max(2), 4);
+    assert_eq!(capacity.class_packets_max(2), 4);
     for name in SOFTWARE_SCHEDULERS {
         let mut enforcer = sched::build_with(name, &policy, capacity).unwrap();
         let admitted = (0..100)
@@ -87,19 +87,47 @@ fn without_a_tenant_limit_each_tenant_gets_an_equal_part_of_the_pool() {
 }
 
 #[test]
+fn a_flooded_app_leaves_room_for_its_sibling() {
+    let policy = policy::parse_policy(
+        "link: { rate: 1Gbit }\ntenants:\n  - name: a\n    apps:\n      - { name: bulk, weight: 1, match: { proto: udp, ports: [1] } }\n      - { name: kvs, weight: 3 }\n",
+        "p.yaml",
+    )
+    .unwrap();
+    let capacity = Capacity {
+        class_packets: Some(4),
+        ..Capacity::default()
+    };
+    for name in SOFTWARE_SCHEDULERS {
+        let mut enforcer = sched::build_with(name, &policy, capacity).unwrap();
+        let of_app = |app: u32, handle: u64| Packet {
+            app: AppId(app),
+            ..packet(0, handle)
+        };
+        let admitted = (0..10)
+            .filter(|&h| enforcer.enqueue(0, of_app(0, h)).is_ok())
+            .count();
+        assert_eq!(admitted, 4, "{name}");
+        assert!(
+            enforcer.enqueue(0, of_app(1, 10)).is_ok(),
+            "{name}: kvs admitted"
+        );
+    }
+}
+
+#[test]
 fn the_host_limits_go_where_a_host_has_them() {
     let limits = sched::HostLimits {
         queue_packets: 7,
-        tenant_packets: 9,
+        class_packets: 9,
     };
     for name in SOFTWARE_SCHEDULERS {
         let capacity = Capacity::for_host(name, limits);
-        assert_eq!(capacity.tenant_packets, Some(9), "{name}");
+        assert_eq!(capacity.class_packets, Some(9), "{name}");
         assert_eq!(capacity.qdisc_packets, None, "{name}");
     }
     for name in ["fifo", "hash", "xps", "tonic", "tonic-band"] {
         let capacity = Capacity::for_host(name, limits);
-        assert_eq!(capacity.tenant_packets, None, "{name}");
+        assert_eq!(capacity.class_packets, None, "{name}");
         assert_eq!(capacity.qdisc_packets, Some(7), "{name}");
     }
 }

@@ -258,7 +258,7 @@ fn a_full_descriptor_pool_refuses_with_queue_full() {
         Config {
             classes_max: 16,
             packets_max: 2,
-            tenant_packets: None,
+            class_packets: None,
         },
     )
     .unwrap();

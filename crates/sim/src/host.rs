@@ -64,7 +64,7 @@ impl HostModel {
         set("server_delay_ns", self.path.server_delay_ns.to_string());
         set("refused_retry_ns", self.refused_retry_ns.to_string());
         set("queue_packets", self.limits.queue_packets.to_string());
-        set("tenant_packets", self.limits.tenant_packets.to_string());
+        set("class_packets", self.limits.class_packets.to_string());
         settings
     }
 }

@@ -259,3 +259,126 @@ fn an_enforcer_that_loses_packets_fails_conservation() {
     assert_eq!(failed[0].name, "conservation");
     assert!(failed[0].detail.contains("lost"), "{}", failed[0].detail);
 }
+
+/// One app of a generated tree: its priority, guarantee and cap as shares of the
+/// link (percent), and whether its traffic is bulk TCP or a UDP flood.
+#[derive(Clone, Debug)]
+struct AppSpec {
+    priority: u8,
+    weight: u32,
+    min_percent: Option<u32>,
+    max_percent: Option<u32>,
+    bulk: bool,
+}
+
+fn app() -> impl Strategy<Value = AppSpec> {
+    (
+        0u8..2,
+        1u32..4,
+        prop_oneof![Just(None), (1u32..10).prop_map(Some)],
+        prop_oneof![2 => Just(None), 1 => (5u32..40).prop_map(Some)],
+        any::<bool>(),
+    )
+        .prop_map(
+            |(priority, weight, min_percent, max_percent, bulk)| AppSpec {
+                priority,
+                weight,
+                min_percent,
+                max_percent: max_percent.map(|m| m.max(min_percent.unwrap_or(0))),
+                bulk,
+            },
+        )
+}
+
+/// Tenants of random priority and weight, each with apps of random priority,
+/// weight, guarantee and cap; every app matched by its protocol and a port of its
+/// own, so the lab would attribute its traffic as the simulator does.
+fn write_tree(tenants: &[(u8, u32, Vec<AppSpec>)], seed: u64) -> String {
+    let mut text = String::from("policy:\n  link: { rate: 1Gbit, queues: 8 }\n  tenants:\n");
+    for (t, (priority, weight, apps)) in tenants.iter().enumerate() {
+        text += &format!(
+            "    - name: t{t}\n      priority: {priority}\n      weight: {weight}\n      apps:\n"
+        );
+        for (a, app) in apps.iter().enumerate() {
+            let proto = if app.bulk { "tcp" } else { "udp" };
+            text += &format!(
+                "        - {{ name: a{a}, priority: {}, weight: {}, match: {{ proto: {proto}, ports: [{}] }}",
+                app.priority,
+                app.weight,
+                5000 + a
+            );
+            if let Some(min) = app.min_percent {
+                text += &format!(", min_rate: {}Mbit", min * 10);
+            }
+            if let Some(max) = app.max_percent {
+                text += &format!(", max_rate: {}Mbit", max * 10);
+            }
+            text += " }\n";
+        }
+    }
+    text += &format!("duration: 10s\ninterval: 1s\nseed: {seed}\ntraffic:\n");
+    for (t, (_, _, apps)) in tenants.iter().enumerate() {
+        for (a, app) in apps.iter().enumerate() {
+            if app.bulk {
+                text += &format!("  - {{ tenant: t{t}, app: a{a}, kind: bulk, flows: 2 }}\n");
+            } else {
+                text += &format!(
+                    "  - {{ tenant: t{t}, app: a{a}, kind: udp, rate: 600Mbit, size: 1000B, flows: 2 }}\n"
+                );
+            }
+        }
+    }
+    text
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3))]
+
+    /// Trees with guarantees and priorities at both levels, every app overloaded:
+    /// `valve` and `htb`, which express the whole policy, keep every tenant within
+    /// 2% of the ideal in every interval after the first, and `valve` every app.
+    /// (`htb` lends what an idle sibling leaves by DRR quanta, which tc clamps to
+    /// 1000..200000 bytes, and its apps can stray from the ideal's weighted share of
+    /// it: 300/200 Mbit/s against 357.5/142.5 in one case found here.)
+    #[test]
+    fn trees_with_guarantees_and_priorities_get_their_ideal(
+        tenants in proptest::collection::vec(
+            (0u8..2, 1u32..4, proptest::collection::vec(app(), 1..4)),
+            2..5,
+        ),
+        seed in 0u64..1000,
+    ) {
+        let guaranteed: u32 = tenants
+            .iter()
+            .flat_map(|(_, _, apps)| apps.iter().filter_map(|a| a.min_percent))
+            .sum();
+        prop_assume!(guaranteed <= 60);
+        let text = write_tree(&tenants, seed);
+        let scenario = parse(&text);
+        for enforcer in ["valve", "htb"] {
+            let record = run(&scenario, enforcer);
+            let send = send_bits(Load::Bulk { flows: 1 });
+            for interval in judged(&record) {
+                for t in 0..record.tenants.len() {
+                    let (got, ideal) = (record.tenant_throughput_bps(interval, t), interval.tenant_ideal_bps(t));
+                    prop_assert!(
+                        (got - ideal).abs() <= 0.02 * ideal + send / interval.length_s(),
+                        "{enforcer}: t{t} at {got} against {ideal} in the interval ending {} s\n{text}",
+                        interval.end_s()
+                    );
+                }
+                if enforcer == "htb" {
+                    continue;
+                }
+                for (c, name) in record.classes.iter().enumerate() {
+                    let (got, ideal) = (interval.class_throughput_bps(c), interval.class_ideal_bps(c));
+                    prop_assert!(
+                        (got - ideal).abs() <= 0.02 * ideal + send / interval.length_s(),
+                        "{enforcer}: {}/{} at {got} against {ideal} in the interval ending {} s\n{text}",
+                        name.tenant, name.app, interval.end_s()
+                    );
+                }
+            }
+        }
+    }
+}

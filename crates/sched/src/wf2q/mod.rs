@@ -197,8 +197,8 @@ pub struct Config {
     pub classes_max: usize,
     /// Packets held at once (the descriptor pool).
     pub packets_max: usize,
-    /// Packets one tenant may hold ([`crate::Capacity::tenant_packets`]).
-    pub tenant_packets: Option<u32>,
+    /// Packets one app may hold ([`crate::Capacity::class_packets`]).
+    pub class_packets: Option<u32>,
 }
 
 impl Default for Config {
@@ -206,7 +206,7 @@ impl Default for Config {
         Config {
             classes_max: 1 << 18,
             packets_max: 1 << 16,
-            tenant_packets: None,
+            class_packets: None,
         }
     }
 }
@@ -482,10 +482,10 @@ impl Wf2q {
             classes,
             accounting: Accounting::new(
                 policy,
-                crate::tenant_packets_max(
+                crate::class_packets_max(
                     config.packets_max,
-                    config.tenant_packets,
-                    policy.tenants.len(),
+                    config.class_packets,
+                    policy.apps.len(),
                 ),
             ),
             slab: Slab::with_capacity(config.packets_max),
@@ -767,7 +767,7 @@ impl Wf2q {
             .fifo
             .pop_front(&mut self.slab)
             .expect("a filed class is backlogged");
-        self.accounting.release(packet.tenant, packet.len_bytes);
+        self.accounting.release(&packet);
         self.classes.departed(&packet, ClassId(class as u32));
         self.advance_levels::<LEVELS>(self.class[class].app as usize, packet.len_bytes, v);
         if self.class[class].fifo.is_empty() {
@@ -798,7 +798,7 @@ impl Enforcer for Wf2q {
         if self.slab.is_full() {
             return self.refuse(packet);
         }
-        if let Err(reason) = self.accounting.admit(packet.tenant, packet.len_bytes) {
+        if let Err(reason) = self.accounting.admit(&packet) {
             return Err((packet, reason));
         }
         while self.class.len() <= class {
@@ -884,7 +884,7 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
     let config = Config {
         classes_max: capacity.classes,
         packets_max: capacity.packets,
-        tenant_packets: capacity.tenant_packets,
+        class_packets: capacity.class_packets,
     };
     Ok(Box::new(Wf2q::new(policy, config)?))
 }

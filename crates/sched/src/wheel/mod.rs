@@ -64,8 +64,8 @@ pub struct Config {
     pub classes_max: usize,
     /// Packets held at once (the descriptor pool).
     pub packets_max: usize,
-    /// Packets one tenant may hold ([`crate::Capacity::tenant_packets`]).
-    pub tenant_packets: Option<u32>,
+    /// Packets one app may hold ([`crate::Capacity::class_packets`]).
+    pub class_packets: Option<u32>,
     /// A tick is 2^`tick_shift` ns.
     pub tick_shift: u32,
 }
@@ -75,7 +75,7 @@ impl Default for Config {
         Config {
             classes_max: 1 << 18,
             packets_max: 1 << 16,
-            tenant_packets: None,
+            class_packets: None,
             tick_shift: TICK_SHIFT_DEFAULT,
         }
     }
@@ -142,10 +142,10 @@ impl Wheel {
             classes,
             accounting: Accounting::new(
                 policy,
-                crate::tenant_packets_max(
+                crate::class_packets_max(
                     config.packets_max,
-                    config.tenant_packets,
-                    policy.tenants.len(),
+                    config.class_packets,
+                    policy.apps.len(),
                 ),
             ),
             slab: Slab::with_capacity(config.packets_max),
@@ -207,7 +207,7 @@ impl Enforcer for Wheel {
         if self.slab.is_full() {
             return self.refuse(packet);
         }
-        if let Err(reason) = self.accounting.admit(packet.tenant, packet.len_bytes) {
+        if let Err(reason) = self.accounting.admit(&packet) {
             return Err((packet, reason));
         }
         let edt_fx = self.edt_fx(now_ns, class as usize, &packet);
@@ -226,7 +226,7 @@ impl Enforcer for Wheel {
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
         let (index, _) = self.wheel.pop_expired(now_ns >> self.tick_shift)?;
         let packet = self.slab.remove(index);
-        self.accounting.release(packet.tenant, packet.len_bytes);
+        self.accounting.release(&packet);
         Some(Frame::whole(packet))
     }
 
@@ -257,7 +257,7 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
     let config = Config {
         classes_max: capacity.classes,
         packets_max: capacity.packets,
-        tenant_packets: capacity.tenant_packets,
+        class_packets: capacity.class_packets,
         ..Config::default()
     };
     Ok(Box::new(Wheel::new(policy, config)?))
