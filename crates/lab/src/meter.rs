@@ -77,7 +77,7 @@ impl Meter {
                     stamp if stamp < origin_stamp_ns => continue,
                     stamp => stamp - origin_stamp_ns,
                 };
-                let k = (at_ns / self.interval_ns) as usize;
+                let k = report::measure::interval_of(at_ns, self.interval_ns);
                 let captured = &bufs[i][..lens[i].min(SNAP_BYTES)];
                 let ParsedFrame::Ipv4(ip) = parse_captured(captured, lens[i]) else {
                     continue;

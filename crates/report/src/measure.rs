@@ -94,6 +94,13 @@ pub fn class_names(scenario: &Scenario, classes: &[policy::AppId]) -> Vec<ClassN
         .collect()
 }
 
+/// The interval a byte that arrived at `at_ns` (counted from the run's time zero)
+/// is counted in: intervals are (k·I, (k+1)·I], so a frame that finishes exactly
+/// at a boundary counts in the interval it was sent in. Both worlds bucket by it.
+pub fn interval_of(at_ns: u64, interval_ns: u64) -> usize {
+    (at_ns.saturating_sub(1) / interval_ns.max(1)) as usize
+}
+
 /// What each traffic of `scenario` asks for, per flow, in bit/s at L3
 /// ([`flow_demand_bps`]), in scenario order.
 pub fn asked_demands_bps(scenario: &Scenario, path: &RpcPath) -> Vec<f64> {

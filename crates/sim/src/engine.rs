@@ -476,7 +476,7 @@ impl<'a> Engine<'a> {
         let packet = frame.packet;
         self.link_bytes[packet.tenant.index()] += u64::from(frame.bytes);
         if let Some(c) = self.app_class[packet.app.index()] {
-            let k = (now.saturating_sub(1) / self.scenario.interval_ns) as usize;
+            let k = measure::interval_of(now, self.scenario.interval_ns);
             if let Some(interval) = self.record.intervals.get_mut(k) {
                 interval.class_bytes[c] += u64::from(frame.bytes);
             }
