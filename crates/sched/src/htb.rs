@@ -80,7 +80,15 @@ pub struct Htb {
 /// The HTB classes for `policy` (index = fixed node) and the split classes per app.
 fn classes(policy: &Policy) -> (Vec<NodeParams>, Vec<Option<NodeParams>>) {
     let layout = Layout::new(policy);
-    let rates = tree::backlogged_rates_bps(policy);
+    // The implicit `default` app of a tenant with declared apps takes only what
+    // no rule matches, and is idle where the declared apps carry the traffic, as
+    // an operator's tc default class is: it gets no assured rate and borrows.
+    // With one, a tenant whose only app was capped at 50 Mbit/s kept an assured
+    // 378 Mbit/s it never used, and its neighbours' DRR borrowing put one at 449
+    // Mbit/s of an ideal 237.5.
+    let rates = tree::rates_for_bps(policy, |app| {
+        !app.implicit || policy.tenant(app.tenant).apps.len() == 1
+    });
     let shares = tree::weighted_shares_bps(policy);
     let mtu = policy.link.mtu_bytes;
     let gso = policy::wire::TSO_BYTES_MAX.max(mtu);

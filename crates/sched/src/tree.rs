@@ -274,10 +274,19 @@ pub fn allocate(
 /// The allocation when every app is backlogged (an app's demand is its max_rate),
 /// indexed by fixed node.
 pub fn backlogged_rates_bps(policy: &Policy) -> Vec<f64> {
+    rates_for_bps(policy, |_| true)
+}
+
+/// Each fixed node's part of the ideal allocation when the apps `backlogged` picks
+/// are, and the others idle.
+pub fn rates_for_bps(policy: &Policy, backlogged: impl Fn(&policy::App) -> bool) -> Vec<f64> {
     let demand: Vec<f64> = policy
         .apps
         .iter()
-        .map(|a| a.max_rate_bps.map_or(f64::INFINITY, |r| r as f64))
+        .map(|a| match (backlogged(a), a.max_rate_bps) {
+            (false, _) => 0.0,
+            (true, cap) => cap.map_or(f64::INFINITY, |r| r as f64),
+        })
         .collect();
     let mut out = vec![0.0; Layout::new(policy).fixed()];
     allocate(policy, &demand, &mut Vec::new(), &mut Vec::new(), &mut out);
