@@ -1,11 +1,13 @@
 //! Everything that touches the operating system, and nothing else: namespaces and
 //! the `ip`/`tc`/`ethtool` commands ([`netns`]), AF_PACKET sockets and waiting on
-//! them ([`packet`]), child processes ([`process`]), signals ([`signal`]), the
+//! them ([`packet`]), child processes ([`process`]), who owns a run's names
+//! ([`owner`]), signals ([`signal`]), the
 //! monotonic clock and absolute sleeps ([`clock`]), the benchmark's UDP senders
 //! ([`udp`]). The rest of the crate sees plain Rust values and `io::Result`s.
 
 pub mod clock;
 pub mod netns;
+pub mod owner;
 pub mod packet;
 pub mod process;
 pub mod signal;
