@@ -38,7 +38,7 @@ pub use bench::{
 };
 pub use classify::{Class, Classifier, Ipv4Header, ParsedFrame, Prefix, parse};
 pub use engine::{EngineStats, QdiscLimits};
-pub use htb::tc_script;
+pub use htb::{TcScriptError, tc_script};
 pub use topology::Leftovers;
 pub use traffic::Tools;
 
@@ -770,10 +770,7 @@ fn apply_htb(
     let script = htb::tc_script_for(
         policy,
         &plan.uplink,
-        &prefixes
-            .iter()
-            .map(|p| Some(p.to_string()))
-            .collect::<Vec<_>>(),
+        &prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
     );
     let file = dir.join("linux-htb.tc");
     let batch: String = script

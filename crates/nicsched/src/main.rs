@@ -195,11 +195,14 @@ enum Command {
         quiet: bool,
     },
     /// Print the policy compiled to Linux HTB (`tc` commands) for device DEV: the
-    /// same compilation `nicsched lab -e linux-htb` applies.
+    /// same compilation `nicsched lab -e linux-htb` applies. The script replaces the
+    /// device's root qdisc, so it may be applied again; every tenant needs a
+    /// `match.src` (the filters classify by source address).
     Tc {
         /// Policy file, or a scenario file (its policy is compiled).
         file: PathBuf,
-        /// The egress device the classes go on.
+        /// The egress device the classes go on (an interface name: 1 to 15 of
+        /// A-Z a-z 0-9 _ . : @ -).
         #[arg(long, value_name = "DEV")]
         dev: String,
     },
@@ -312,8 +315,13 @@ fn main() -> ExitCode {
             json,
             quiet,
         ),
-        Command::Tc { file, dev } => load_policy_or_scenario(&file).map(|policy| {
-            print!("{}", lab::tc_script(&policy, &dev));
+        Command::Tc { file, dev } => load_policy_or_scenario(&file).and_then(|policy| {
+            let script = lab::tc_script(&policy, &dev).map_err(|e| match e {
+                lab::TcScriptError::Device(_) => Failure::input(e.to_string()),
+                _ => Failure::input(format!("{}: error: {e}", file.display())),
+            })?;
+            print!("{script}");
+            Ok(())
         }),
         Command::Bench {
             enforcer,
