@@ -14,8 +14,19 @@
 //!   per port, since a port matches either way); then the tenant's prefix alone to its
 //!   `default` app. Port matches assume IPv4 headers without options.
 //!
+//! - `1:fffe` the qdisc's `default`: what no filter matches (ARP, other hosts'
+//!   traffic) shares the link at the lowest `prio` instead of leaving unshaped by
+//!   HTB's direct queue.
+//!
 //! Rates are at least 8 kbit/s: HTB needs a rate for every class, and a class the
-//! ideal gives nothing (a lower priority level) borrows everything it sends.
+//! ideal gives nothing (a lower priority level) borrows everything it sends. They are
+//! written in `tc`'s own units (`540mbit`, `333.333333mbit`), exact to the bit.
+//!
+//! [`tc_script`] is for a real host: it refuses a tenant it cannot classify (u32
+//! filters see addresses, not the interface a tenant's `match.port` names) and an
+//! interface name `tc` would not take, and starts by deleting the device's root qdisc,
+//! so applying it twice, or after another policy's, leaves exactly this tree (HTB
+//! cannot `replace` itself: the kernel refuses to change an HTB qdisc in place).
 //! HTB counts Ethernet frames (L2, 14 B more per frame than the L3 bytes nicsched's
 //! link counts): at full-sized frames it runs ~0.9% below the L3 rate.
 
@@ -24,9 +35,14 @@ use policy::{Policy, ideal_allocation};
 const RATE_FLOOR_BPS: f64 = 8_000.0;
 const QUANTUM_BYTES_MAX: u64 = 200_000;
 const LEAF_PACKETS: u32 = 1000;
-/// An unused minor for `default`: unclassified frames (ARP) go out HTB's direct
-/// queue, unshaped.
+/// The minor of the class of what no filter matches, the qdisc's `default`.
 const UNCLASSIFIED_MINOR: u32 = 0xfffe;
+/// Tenant classes are `1:100` up to below the first app's, `1:1000`.
+const TENANTS_MAX: usize = 0x1000 - 0x100;
+/// App classes are `1:1000` up to below [`UNCLASSIFIED_MINOR`].
+const APPS_MAX: usize = UNCLASSIFIED_MINOR as usize - 0x1000;
+/// `IFNAMSIZ` less its NUL.
+const DEVICE_NAME_BYTES_MAX: usize = 15;
 
 fn tenant_minor(t: usize) -> u32 {
     0x100 + t as u32
@@ -36,24 +52,109 @@ fn app_minor(a: usize) -> u32 {
     0x1000 + a as u32
 }
 
-fn bits(bps: f64) -> String {
-    format!("{}bit", bps.max(RATE_FLOOR_BPS).round() as u64)
+/// A rate in `tc`'s units (SI, in bits), at least [`RATE_FLOOR_BPS`], rounded to
+/// the bit and written exactly: `8kbit`, `540mbit`, `333.333333mbit`.
+fn rate(bps: f64) -> String {
+    let bits = bps.max(RATE_FLOOR_BPS).round() as u64;
+    let (factor, unit) = [
+        (1_000_000_000u64, "gbit"),
+        (1_000_000, "mbit"),
+        (1_000, "kbit"),
+    ]
+    .into_iter()
+    .find(|&(factor, _)| bits >= factor)
+    .unwrap_or((1, "bit"));
+    let (whole, fraction) = (bits / factor, bits % factor);
+    if fraction == 0 {
+        return format!("{whole}{unit}");
+    }
+    let digits = factor.ilog10() as usize;
+    let fraction = format!("{fraction:0digits$}");
+    format!("{whole}.{}{unit}", fraction.trim_end_matches('0'))
 }
 
-/// The policy as `tc` commands (one per line, runnable with `sh`) on device `dev`.
-/// Tenants are matched by their `match.src`; a tenant without one gets no filter
-/// and a comment says so (the lab passes the prefixes it assigned instead).
-pub fn tc_script(policy: &Policy, dev: &str) -> String {
-    let prefixes: Vec<Option<String>> = policy
+/// Why [`tc_script`] refuses a policy or a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TcScriptError {
+    /// Not a name the kernel gives an interface, or one a shell would split.
+    Device(String),
+    /// A tenant without `match.src`: no filter could send its traffic to its class.
+    Unmatched { tenant: String, has_port: bool },
+    /// More tenants or apps than HTB's minor numbers leave room for.
+    TooLarge(String),
+}
+
+impl std::fmt::Display for TcScriptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TcScriptError::Device(dev) => write!(
+                f,
+                "--dev {dev:?}: not an interface name (1 to {DEVICE_NAME_BYTES_MAX} of A-Z a-z 0-9 _ . : @ -)"
+            ),
+            TcScriptError::Unmatched { tenant, has_port } => write!(
+                f,
+                "tenant `{tenant}` has no `match.src`{}, so no u32 filter can put its traffic in its class and the script would shape nothing of it (hint: add `match: {{ src: CIDR }}` to tenant {tenant}, the addresses its traffic leaves from)",
+                if *has_port {
+                    " (its `match.port` names an interface, which filters on the egress device do not see)"
+                } else {
+                    ""
+                }
+            ),
+            TcScriptError::TooLarge(what) => write!(f, "{what}"),
+        }
+    }
+}
+
+impl std::error::Error for TcScriptError {}
+
+/// Whether `dev` is a name an interface can have that needs no quoting in a shell.
+fn is_device_name(dev: &str) -> bool {
+    (1..=DEVICE_NAME_BYTES_MAX).contains(&dev.len())
+        && dev != "."
+        && dev != ".."
+        && dev
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.:@-".contains(&b))
+}
+
+/// The policy as `tc` commands on device `dev`, one per line, for `sh` on a real
+/// host: the device's root qdisc deleted, then the tree of the module docs added.
+/// Tenants are matched by their `match.src`; a policy with a tenant without one is
+/// refused, as is a `dev` that is not an interface name.
+pub fn tc_script(policy: &Policy, dev: &str) -> Result<String, TcScriptError> {
+    if !is_device_name(dev) {
+        return Err(TcScriptError::Device(dev.to_string()));
+    }
+    let prefixes = policy
         .tenants
         .iter()
-        .map(|t| t.match_src.map(|c| format!("{}/{}", c.addr, c.prefix_len)))
-        .collect();
-    tc_script_for(policy, dev, &prefixes)
+        .map(|t| match t.match_src {
+            Some(c) => Ok(format!("{}/{}", c.addr, c.prefix_len)),
+            None => Err(TcScriptError::Unmatched {
+                tenant: t.name.clone(),
+                has_port: t.match_port.is_some(),
+            }),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if policy.tenants.len() > TENANTS_MAX || policy.apps.len() > APPS_MAX {
+        return Err(TcScriptError::TooLarge(format!(
+            "{} tenants and {} apps: HTB's class numbers leave room for {TENANTS_MAX} tenants and {APPS_MAX} apps",
+            policy.tenants.len(),
+            policy.apps.len()
+        )));
+    }
+    let tree = tc_script_for(policy, dev, &prefixes);
+    let (header, commands) = tree.split_once('\n').expect("the script has a header");
+    // No root qdisc of its own (a fresh device) is fine: hence `|| true`.
+    Ok(format!(
+        "{header}\ntc qdisc del dev {dev} root 2>/dev/null || true\n{commands}"
+    ))
 }
 
-/// As [`tc_script`], with each tenant's source prefix given.
-pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[Option<String>]) -> String {
+/// The tree of [`tc_script`] on a device that has no root qdisc of its own yet (the
+/// lab's, just made), each tenant matched by the source prefix given (the lab
+/// assigns one where the policy has none).
+pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[String]) -> String {
     let link_bps = policy.link.rate_bps as f64;
     let all_backlogged: Vec<Vec<f64>> = vec![vec![f64::INFINITY]; policy.apps.len()];
     let ideal = ideal_allocation(policy, &all_backlogged);
@@ -71,12 +172,25 @@ pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[Option<Strin
     ));
     s.push_str(&format!(
         "tc class add dev {dev} parent 1: classid 1:1 htb rate {r} ceil {r} quantum {q}\n",
-        r = bits(link_bps),
+        r = rate(link_bps),
         q = quantum(1)
     ));
+    s.push_str(&format!(
+        "tc class add dev {dev} parent 1:1 classid 1:{UNCLASSIFIED_MINOR:x} htb rate {} ceil {} prio 7 quantum {}\n",
+        rate(0.0),
+        rate(link_bps),
+        quantum(1)
+    ));
+    s.push_str(&format!(
+        "tc qdisc add dev {dev} parent 1:{m:x} handle {m:x}: pfifo limit {LEAF_PACKETS}\n",
+        m = UNCLASSIFIED_MINOR
+    ));
     for (t, tenant) in policy.tenants.iter().enumerate() {
-        let rate = ideal.tenant_bps[t].max(tenant.min_rate_bps.unwrap_or(0) as f64);
-        let ceil = tenant.max_rate_bps.map_or(link_bps, |m| m as f64).max(rate);
+        let tenant_bps = ideal.tenant_bps[t].max(tenant.min_rate_bps.unwrap_or(0) as f64);
+        let ceil = tenant
+            .max_rate_bps
+            .map_or(link_bps, |m| m as f64)
+            .max(tenant_bps);
         s.push_str(&format!(
             "# tenant {}: weight {}, priority {}\n",
             tenant.name, tenant.weight, tenant.priority
@@ -84,21 +198,21 @@ pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[Option<Strin
         s.push_str(&format!(
             "tc class add dev {dev} parent 1:1 classid 1:{:x} htb rate {} ceil {} prio {} quantum {}\n",
             tenant_minor(t),
-            bits(rate),
-            bits(ceil),
+            rate(tenant_bps),
+            rate(ceil),
             tenant.priority.min(7),
             quantum(tenant.weight)
         ));
         for &a in &tenant.apps {
             let app = policy.app(a);
-            let rate = ideal.app_bps[a.index()].max(app.min_rate_bps.unwrap_or(0) as f64);
-            let ceil = app.max_rate_bps.map_or(ceil, |m| m as f64).max(rate);
+            let app_bps = ideal.app_bps[a.index()].max(app.min_rate_bps.unwrap_or(0) as f64);
+            let ceil = app.max_rate_bps.map_or(ceil, |m| m as f64).max(app_bps);
             s.push_str(&format!(
                 "tc class add dev {dev} parent 1:{:x} classid 1:{:x} htb rate {} ceil {} prio {} quantum {}\n",
                 tenant_minor(t),
                 app_minor(a.index()),
-                bits(rate),
-                bits(ceil),
+                rate(app_bps),
+                rate(ceil),
                 app.priority.min(7),
                 quantum(app.weight)
             ));
@@ -116,13 +230,7 @@ pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[Option<Strin
         prio += 1;
     };
     for (t, tenant) in policy.tenants.iter().enumerate() {
-        let Some(prefix) = &prefixes[t] else {
-            s.push_str(&format!(
-                "# tenant {}: no match.src, no filter (its traffic is unclassified)\n",
-                tenant.name
-            ));
-            continue;
-        };
+        let prefix = &prefixes[t];
         let src = format!("match ip src {prefix}");
         for &a in &tenant.apps {
             let app = policy.app(a);
@@ -208,6 +316,7 @@ tenants:
         match: { proto: tcp, ports: [5201] }
   - name: t3
     min_rate: 100Mbit
+    match: { src: 10.0.3.0/24 }
 "#,
             "p.yaml",
         )
@@ -254,35 +363,36 @@ tenants:
 
     #[test]
     fn compiles_the_tree_rates_and_filters() {
-        let script = tc_script(&policy(), "up0");
+        let script = tc_script(&policy(), "up0").unwrap();
         let lines: Vec<&str> = script.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(lines[0], "tc qdisc del dev up0 root 2>/dev/null || true");
         assert_eq!(
-            lines[0],
+            lines[1],
             "tc qdisc add dev up0 root handle 1: htb default fffe"
         );
         assert_eq!(
-            lines[1],
-            "tc class add dev up0 parent 1: classid 1:1 htb rate 1000000000bit ceil 1000000000bit quantum 1514"
+            lines[2],
+            "tc class add dev up0 parent 1: classid 1:1 htb rate 1gbit ceil 1gbit quantum 1514"
+        );
+        // What no filter matches has a class of its own, the qdisc's default.
+        assert_eq!(
+            lines[3],
+            "tc class add dev up0 parent 1:1 classid 1:fffe htb rate 8kbit ceil 1gbit prio 7 quantum 1514"
         );
         // All backlogged: t3 gets its 100M guarantee, then 1:3:1 weights of the 900M.
         assert!(script.contains(
-            "parent 1:1 classid 1:100 htb rate 180000000bit ceil 1000000000bit prio 1 quantum 1514\n"
+            "parent 1:1 classid 1:100 htb rate 180mbit ceil 1gbit prio 1 quantum 1514\n"
         ));
         assert!(script.contains(
-            "parent 1:1 classid 1:101 htb rate 540000000bit ceil 800000000bit prio 1 quantum 4542\n"
+            "parent 1:1 classid 1:101 htb rate 540mbit ceil 800mbit prio 1 quantum 4542\n"
         ));
-        assert!(
-            script.contains("parent 1:1 classid 1:102 htb rate 280000000bit ceil 1000000000bit")
-        );
+        assert!(script.contains("parent 1:1 classid 1:102 htb rate 280mbit ceil 1gbit"));
         // t2's apps: probe (priority 0) takes the tenant's whole rate when backlogged;
         // bulk and default borrow.
-        assert!(script.contains(
-            "parent 1:101 classid 1:1001 htb rate 540000000bit ceil 800000000bit prio 0"
-        ));
         assert!(
-            script
-                .contains("parent 1:101 classid 1:1002 htb rate 8000bit ceil 500000000bit prio 1")
+            script.contains("parent 1:101 classid 1:1001 htb rate 540mbit ceil 800mbit prio 0")
         );
+        assert!(script.contains("parent 1:101 classid 1:1002 htb rate 8kbit ceil 500mbit prio 1"));
         assert!(
             script.contains("tc qdisc add dev up0 parent 1:1001 handle 1001: pfifo limit 1000")
         );
@@ -301,8 +411,143 @@ tenants:
                 "tc filter add dev up0 parent 1: protocol ip prio 4 u32 match ip src 10.0.2.0/24 match ip protocol 6 0xff match ip sport 5201 0xffff flowid 1:1002",
                 "tc filter add dev up0 parent 1: protocol ip prio 5 u32 match ip src 10.0.2.0/24 match ip protocol 6 0xff match ip dport 5201 0xffff flowid 1:1002",
                 "tc filter add dev up0 parent 1: protocol ip prio 6 u32 match ip src 10.0.2.0/24 flowid 1:1003",
+                "tc filter add dev up0 parent 1: protocol ip prio 7 u32 match ip src 10.0.3.0/24 flowid 1:1004",
             ]
         );
-        assert!(script.contains("# tenant t3: no match.src"));
+    }
+
+    /// A rate as `tc` reads it: a decimal number and an SI unit of bits.
+    fn parse_tc_rate(text: &str) -> f64 {
+        let at = text.find(|c: char| c.is_ascii_alphabetic()).unwrap();
+        let factor = match &text[at..] {
+            "bit" => 1.0,
+            "kbit" => 1e3,
+            "mbit" => 1e6,
+            "gbit" => 1e9,
+            unit => panic!("unit {unit} in {text}"),
+        };
+        text[..at].parse::<f64>().unwrap() * factor
+    }
+
+    #[test]
+    fn rates_are_in_tcs_units_and_exact_to_the_bit() {
+        for (bps, text) in [
+            (0.0, "8kbit"),
+            (8_000.4, "8kbit"),
+            (12_345.0, "12.345kbit"),
+            (540e6, "540mbit"),
+            (1e9 / 3.0, "333.333333mbit"),
+            (1e9, "1gbit"),
+            (12.5e9, "12.5gbit"),
+            (1_000_000_001.0, "1.000000001gbit"),
+        ] {
+            assert_eq!(rate(bps), text);
+            // tc multiplies in floating point too: exact to the bit once rounded.
+            assert_eq!(
+                parse_tc_rate(text).round(),
+                bps.max(RATE_FLOOR_BPS).round(),
+                "{text}"
+            );
+        }
+    }
+
+    /// Reads the printed script as `tc` would and checks that it is whole: every
+    /// class hangs under one made before it, every leaf has its queue, the qdisc's
+    /// default and every filter's flowid name a class, rates parse back to the
+    /// ideal, and nothing but `tc` runs.
+    #[test]
+    fn the_printed_script_names_only_classes_it_creates() {
+        let policy = policy();
+        let script = tc_script(&policy, "eth0.7").unwrap();
+        let mut classes = vec!["1:".to_string()];
+        let mut leaves = Vec::new();
+        let mut default = None;
+        let mut flowids = Vec::new();
+        for line in script.lines().filter(|l| !l.starts_with('#')) {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let after = |key: &str| {
+                let at = words.iter().position(|w| *w == key).unwrap();
+                words[at + 1].to_string()
+            };
+            assert_eq!(words[0], "tc", "{line}");
+            assert_eq!(after("dev"), "eth0.7", "{line}");
+            match (words[1], words[2]) {
+                ("qdisc", "del") => assert_eq!(classes.len(), 1, "deleted first"),
+                ("qdisc", "add") if words.contains(&"root") => default = Some(after("default")),
+                ("qdisc", "add") => leaves.push(after("parent")),
+                ("class", "add") => {
+                    assert!(classes.contains(&after("parent")), "{line}");
+                    let rate = parse_tc_rate(&after("rate"));
+                    let ceil = parse_tc_rate(&after("ceil"));
+                    assert!(RATE_FLOOR_BPS <= rate && rate <= ceil, "{line}");
+                    classes.push(after("classid"));
+                }
+                ("filter", "add") => flowids.push(after("flowid")),
+                _ => panic!("unexpected command: {line}"),
+            }
+        }
+        let default = format!("1:{}", default.expect("a root qdisc"));
+        assert!(classes.contains(&default), "default {default} is a class");
+        assert!(leaves.contains(&default), "and has its queue");
+        for a in 0..policy.apps.len() {
+            let leaf = format!("1:{:x}", app_minor(a));
+            assert!(classes.contains(&leaf) && leaves.contains(&leaf), "{leaf}");
+        }
+        assert!(flowids.iter().all(|f| classes.contains(f)), "{flowids:?}");
+        // One class per tenant and app, the link and the default.
+        assert_eq!(
+            classes.len() - 1,
+            policy.tenants.len() + policy.apps.len() + 2
+        );
+    }
+
+    #[test]
+    fn tenants_without_a_source_prefix_and_odd_device_names_are_refused() {
+        let unmatched = policy::parse_policy(
+            "link: { rate: 1Gbit }\ntenants:\n  - { name: a, match: { src: 10.0.0.0/8 } }\n  - { name: b, match: { port: veth3 } }\n",
+            "p.yaml",
+        )
+        .unwrap();
+        let error = tc_script(&unmatched, "eth0").unwrap_err();
+        assert_eq!(
+            error,
+            TcScriptError::Unmatched {
+                tenant: "b".into(),
+                has_port: true
+            }
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("`b`") && text.contains("hint: add `match: { src: CIDR }`"),
+            "{text}"
+        );
+        for dev in [
+            "",
+            "sixteen-chars-xx",
+            "eth0;reboot",
+            "a b",
+            "a/b",
+            "$(x)",
+            "'x'",
+            "\"x\"",
+            ".",
+            "..",
+            "é",
+        ] {
+            assert_eq!(
+                tc_script(&policy(), dev),
+                Err(TcScriptError::Device(dev.into())),
+                "{dev:?}"
+            );
+        }
+        for dev in [
+            "eth0",
+            "enp3s0f1.100",
+            "veth_a-b:1",
+            "bond0@x",
+            "fifteen-chars-x",
+        ] {
+            assert!(tc_script(&policy(), dev).is_ok(), "{dev}");
+        }
     }
 }

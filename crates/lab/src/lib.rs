@@ -39,7 +39,8 @@ pub use bench::{
 };
 pub use classify::{Class, Classifier, Ipv4Header, ParsedFrame, Prefix, parse};
 pub use engine::{EngineStats, LAB_HOST_LIMITS};
-pub use htb::tc_script;
+pub use htb::{TcScriptError, tc_script};
+pub use topology::Leftovers;
 pub use traffic::Tools;
 
 use policy::{Scenario, TrafficKind};
@@ -189,14 +190,31 @@ pub(crate) fn program_exists(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
-/// A run id unique among this process's runs and clear of namespaces already there.
+/// Removes what lab runs whose process is gone (killed outright, crashed) left
+/// behind: the programs still running in their namespaces, the namespaces with their
+/// veths, and their owner records. Runs of live processes are not touched, nor
+/// namespaces no run owns ([`Leftovers::unowned`]: kept with `--keep`). `say` hears
+/// one line per thing removed, or that could not be. Every run calls this first.
+pub fn remove_leftovers(say: &mut dyn FnMut(String)) -> Result<Leftovers, LabError> {
+    check_root()?;
+    topology::remove_leftovers(say)
+}
+
+/// A run id unique among this process's runs and clear of the namespaces and owner
+/// records already there.
 pub(crate) fn run_id() -> Result<u32, LabError> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let existing = sys::netns::list().map_err(|e| LabError::Setup(e.to_string()))?;
+    let setup = |e: std::io::Error| LabError::Setup(e.to_string());
+    let existing = sys::netns::list().map_err(setup)?;
+    let recorded = sys::owner::records().map_err(setup)?;
     for _ in 0..10 {
         let id = (sys::pid() % 1000) * 10 + NEXT.fetch_add(1, Ordering::Relaxed) % 10;
-        let prefix = format!("nsl{id}-");
-        if !existing.iter().any(|n| n.starts_with(&prefix)) {
+        let prefix = format!("nsl{id}");
+        if !existing
+            .iter()
+            .any(|n| n.starts_with(&format!("{prefix}-")))
+            && !recorded.iter().any(|(p, _)| *p == prefix)
+        {
             return Ok(id);
         }
     }
@@ -442,7 +460,7 @@ pub fn run_with_engine_stats(
     options: &LabOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(RunRecord, Option<EngineStats>), LabError> {
-    check_root()?;
+    remove_leftovers(&mut |line| eprintln!("nicsched lab: {line}"))?;
     let started = Instant::now();
     let mut scenario = scenario.clone();
     if let Some(rate) = options.link_rate_bps {
@@ -774,10 +792,7 @@ fn apply_htb(
     let script = htb::tc_script_for(
         policy,
         &plan.uplink,
-        &prefixes
-            .iter()
-            .map(|p| Some(p.to_string()))
-            .collect::<Vec<_>>(),
+        &prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
     );
     let file = dir.join("linux-htb.tc");
     let batch: String = script

@@ -22,12 +22,18 @@
 //! needs to cross the engine (it would: the engine floods what it cannot schedule).
 //! [`Topology`] deletes every namespace it created when dropped, which removes
 //! their veths and qdiscs with them.
+//!
+//! A run killed outright (SIGKILL) drops nothing: its programs die with it (see
+//! [`crate::sys::process`]), and its namespaces stay until [`remove_leftovers`], which
+//! every run calls first, finds that the process recorded as their owner
+//! ([`crate::sys::owner`], claimed before the first namespace exists) is gone.
 
 use crate::LabError;
 use crate::classify::Prefix;
-use crate::sys::netns;
+use crate::sys::{netns, owner, process};
 use policy::Policy;
 use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
 
 #[derive(Clone, Debug)]
 pub struct TenantNet {
@@ -200,6 +206,7 @@ impl Topology {
     /// Builds the namespaces, veths, addresses, routes and neighbours of `plan`.
     /// `bridge`: join the engine's ports with a Linux bridge (for `linux-htb`).
     pub fn create(plan: Plan, bridge: bool) -> Result<Topology, LabError> {
+        owner::claim(&plan.prefix).map_err(setup_error)?;
         let mut topology = Topology {
             plan,
             created: Vec::new(),
@@ -432,15 +439,140 @@ impl Topology {
 
 impl Drop for Topology {
     fn drop(&mut self) {
-        if self.keep {
-            return;
-        }
-        for ns in self.created.iter().rev() {
-            if let Err(e) = netns::delete(ns) {
-                eprintln!("nicsched lab: could not delete namespace {ns}: {e}");
+        let mut left = false;
+        if !self.keep {
+            for ns in self.created.iter().rev() {
+                if let Err(e) = netns::delete(ns) {
+                    eprintln!("nicsched lab: could not delete namespace {ns}: {e}");
+                    left = true;
+                }
             }
         }
+        // What could not be deleted stays owned by this process, so the next run
+        // tries again once it is gone. Kept namespaces lose their owner: no later
+        // run removes what the operator asked to keep ([`remove_leftovers`] leaves
+        // unowned ones alone).
+        if left {
+            return;
+        }
+        if let Err(e) = owner::release(&self.plan.prefix) {
+            eprintln!(
+                "nicsched lab: could not remove the owner record of {}: {e}",
+                self.plan.prefix
+            );
+        }
     }
+}
+
+/// How long a killed leftover program may take to end.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// The run prefix (`nsl<id>`) of a lab name, namespace (`nsl<id>-...`) or interface
+/// (`nsl<id>t0`, `nsl<id>up`, ...).
+fn run_prefix(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix("nsl")?;
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    (digits > 0).then(|| &name[..3 + digits])
+}
+
+/// What [`remove_leftovers`] did.
+#[derive(Debug, Default)]
+pub struct Leftovers {
+    /// Namespaces, processes and interfaces removed.
+    pub removed: usize,
+    /// Things it could not remove (each was reported).
+    pub failed: usize,
+    /// Lab namespaces no run owns (kept with `--keep`, or made by a nicsched that
+    /// recorded no owner): left alone.
+    pub unowned: Vec<String>,
+}
+
+/// Removes what runs whose owner process is gone left behind: for each such run,
+/// the processes in its namespaces (killed), the namespaces (with their veths), any
+/// interface of its prefix in this namespace, and its owner record. Runs whose owner
+/// lives are not touched, nor namespaces no record claims. `say` hears one line
+/// per thing removed or not removable.
+pub fn remove_leftovers(say: &mut dyn FnMut(String)) -> Result<Leftovers, LabError> {
+    let namespaces: Vec<String> = netns::list()
+        .map_err(setup_error)?
+        .into_iter()
+        .filter(|n| run_prefix(n).is_some_and(|p| n[p.len()..].starts_with('-')))
+        .collect();
+    let records = owner::records().map_err(setup_error)?;
+    let mut done = Leftovers::default();
+    for ns in &namespaces {
+        let prefix = run_prefix(ns).expect("filtered above");
+        if !records.iter().any(|(p, _)| p == prefix) {
+            done.unowned.push(ns.clone());
+        }
+    }
+    let dead = records
+        .iter()
+        .filter(|(_, owner)| !owner.is_some_and(|o| o.is_alive()));
+    for (prefix, owner) in dead {
+        let whose = match owner {
+            Some(o) => format!("run {prefix} of pid {}, which is gone", o.pid),
+            None => format!("run {prefix}, whose owner record is unreadable"),
+        };
+        let mut failed = 0;
+        let cannot = |what: String| format!("could not remove {what} ({whose})");
+        for ns in namespaces.iter().filter(|n| run_prefix(n) == Some(prefix)) {
+            match netns::pids(ns) {
+                Ok(pids) => {
+                    for pid in pids {
+                        let name = process::name_of(pid);
+                        match process::kill_and_wait(pid, KILL_GRACE) {
+                            Ok(()) => {
+                                say(format!("killed {name} (pid {pid}) in {ns} ({whose})"));
+                                done.removed += 1;
+                            }
+                            Err(e) => {
+                                say(cannot(format!("{name} (pid {pid}) in {ns}: {e}")));
+                                failed += 1;
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    say(cannot(format!("the processes in {ns}: {e}")));
+                    failed += 1;
+                }
+            }
+            match netns::delete(ns) {
+                Ok(()) => {
+                    say(format!("removed namespace {ns} ({whose})"));
+                    done.removed += 1;
+                }
+                Err(e) => {
+                    say(cannot(format!("namespace {ns}: {e}")));
+                    failed += 1;
+                }
+            }
+        }
+        let links = netns::links().map_err(setup_error)?;
+        for link in links.iter().filter(|l| run_prefix(l) == Some(prefix)) {
+            match netns::delete_link(link) {
+                Ok(()) => {
+                    say(format!("removed interface {link} ({whose})"));
+                    done.removed += 1;
+                }
+                Err(e) => {
+                    say(cannot(format!("interface {link}: {e}")));
+                    failed += 1;
+                }
+            }
+        }
+        // A record outlives its run's names only while they could not be removed:
+        // the next cleanup tries again.
+        if failed == 0
+            && let Err(e) = owner::release(prefix)
+        {
+            say(cannot(format!("the owner record of {prefix}: {e}")));
+            failed += 1;
+        }
+        done.failed += failed;
+    }
+    Ok(done)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! path) of `fifo` through the engine and of plain kernel forwarding, counts checked for
 //! consistency, and teardown after a good, a refused and an interrupted run. They
 //! need root, ethtool and the `bridge` program (scripts/setup-lab.sh); without them
-//! each test says why and passes. Serialised: they share the cores, one sends SIGINT
+//! each test fails in CI and, elsewhere, says why and passes. Serialised: they share the cores, one sends SIGINT
 //! to the process, and each checks that no namespace is left.
 
 mod common;
@@ -14,21 +14,7 @@ use std::sync::Mutex;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn runnable(test: &str) -> bool {
-    if let Err(e) = lab::check_root() {
-        eprintln!("skipping {test}: {e}");
-        return false;
-    }
-    for (program, arg) in [("ethtool", "--version"), ("bridge", "-V")] {
-        if std::process::Command::new(program)
-            .arg(arg)
-            .output()
-            .is_err()
-        {
-            eprintln!("skipping {test}: `{program}` is missing (scripts/setup-lab.sh installs it)");
-            return false;
-        }
-    }
-    true
+    common::runnable(test, &[("ethtool", "--version"), ("bridge", "-V")])
 }
 
 fn fifo_and_kernel(seconds: f64, rounds: u32) -> BenchOptions {
@@ -77,12 +63,9 @@ fn fifo_and_kernel_forwarding_deliver_frames_and_account_for_the_rest() {
     assert_eq!(report.paths[0].kind(), PathKind::Engine);
     assert_eq!(report.paths[1].kind(), PathKind::Kernel);
     for p in &report.paths {
-        assert!(
-            p.seconds >= 1.0 && p.seconds < 2.0,
-            "{}: {} s",
-            p.path,
-            p.seconds
-        );
+        // Each round sends until its 0.5 s are up; how much longer a loaded
+        // machine takes to notice is not this test's business.
+        assert!(p.seconds >= 1.0, "{}: {} s", p.path, p.seconds);
         assert_eq!(p.round_frames_per_s.len(), 2, "{}", p.path);
         assert!(p.round_frames_per_s.iter().all(|&r| r > 0.0), "{}", p.path);
         assert!(p.offered_frames > 0, "{}: nothing offered", p.path);
@@ -150,10 +133,10 @@ fn sigint_stops_the_benchmark_and_tears_down() {
         return;
     }
     let before = our_namespaces();
-    let started = std::time::Instant::now();
     let pid = std::process::id().to_string();
     let mut sent = false;
-    // Interrupted half a second into the first path, while the senders run.
+    // Interrupted half a second into the first path, while the senders run: a 5 s
+    // path that ends `Interrupted` stopped early.
     let result = lab::run_bench(
         &lab::default_policy(),
         "built-in",
@@ -174,6 +157,5 @@ fn sigint_stops_the_benchmark_and_tears_down() {
         "{:?}",
         result.map(|_| ())
     );
-    assert!(started.elapsed().as_secs_f64() < 8.0, "stopped early");
     assert_nothing_left(&before);
 }

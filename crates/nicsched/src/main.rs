@@ -89,11 +89,19 @@ enum Command {
     /// rate, or through the kernel's HTB for `linux-htb`. Needs root.
     ///
     /// Writes the same results as `sim` (with "mode": "lab"). Everything the run
-    /// creates (namespaces, veths, qdiscs) is removed on success, failure and Ctrl-C.
-    /// Install the programs first with scripts/setup-lab.sh.
+    /// creates (namespaces, veths, qdiscs) is removed on success, failure and Ctrl-C;
+    /// a run killed outright takes its programs with it, and the next run (or
+    /// `--cleanup`) removes its namespaces. Install the programs first with
+    /// scripts/setup-lab.sh.
     Lab {
         /// Scenario file.
-        scenario: PathBuf,
+        #[arg(required_unless_present = "cleanup")]
+        scenario: Option<PathBuf>,
+        /// Only remove what dead lab runs left behind (their namespaces, veths and
+        /// the programs still running in them), one line per thing removed, and exit.
+        /// Every run does this first; namespaces kept with --keep are left alone.
+        #[arg(long, conflicts_with = "scenario")]
+        cleanup: bool,
         /// Enforcer(s) to run, one after the other; may repeat. `linux-htb` runs the
         /// kernel's HTB compiled from the policy. Default: the scenario's `enforcers`.
         #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
@@ -192,11 +200,14 @@ enum Command {
         quiet: bool,
     },
     /// Print the policy compiled to Linux HTB (`tc` commands) for device DEV: the
-    /// same compilation `nicsched lab -e linux-htb` applies.
+    /// same compilation `nicsched lab -e linux-htb` applies. The script replaces the
+    /// device's root qdisc, so it may be applied again; every tenant needs a
+    /// `match.src` (the filters classify by source address).
     Tc {
         /// Policy file, or a scenario file (its policy is compiled).
         file: PathBuf,
-        /// The egress device the classes go on.
+        /// The egress device the classes go on (an interface name: 1 to 15 of
+        /// A-Z a-z 0-9 _ . : @ -).
         #[arg(long, value_name = "DEV")]
         dev: String,
     },
@@ -263,8 +274,10 @@ fn main() -> ExitCode {
             seed,
             quiet,
         } => simulate(&scenario, &enforcers, out, seed, quiet),
+        Command::Lab { cleanup: true, .. } => lab_cleanup(),
         Command::Lab {
-            scenario,
+            scenario: Some(scenario),
+            cleanup: false,
             enforcers,
             out,
             link_rate,
@@ -289,6 +302,9 @@ fn main() -> ExitCode {
             },
             quiet,
         ),
+        Command::Lab { scenario: None, .. } => Err(Failure::input(
+            "nicsched lab: give a scenario file, or --cleanup",
+        )),
         Command::LabBench {
             file,
             enforcers,
@@ -310,8 +326,13 @@ fn main() -> ExitCode {
             json,
             quiet,
         ),
-        Command::Tc { file, dev } => load_policy_or_scenario(&file).map(|policy| {
-            print!("{}", lab::tc_script(&policy, &dev));
+        Command::Tc { file, dev } => load_policy_or_scenario(&file).and_then(|policy| {
+            let script = lab::tc_script(&policy, &dev).map_err(|e| match e {
+                lab::TcScriptError::Device(_) => Failure::input(e.to_string()),
+                _ => Failure::input(format!("{}: error: {e}", file.display())),
+            })?;
+            print!("{script}");
+            Ok(())
         }),
         Command::Bench {
             enforcer,
@@ -720,6 +741,28 @@ fn run_lab(
         runs.push((summary, dir));
     }
     finish(out, &scenario.name, runs, &provenance)
+}
+
+/// `nicsched lab --cleanup`: exits 1 if anything could not be removed.
+fn lab_cleanup() -> Result<(), Failure> {
+    lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
+    let done = lab::remove_leftovers(&mut |line| eprintln!("nicsched lab: {line}"))
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    for ns in &done.unowned {
+        eprintln!(
+            "nicsched lab: left alone: namespace {ns}, which no run owns (kept with --keep, or made by an older nicsched); delete it with: ip netns delete {ns}"
+        );
+    }
+    if done.failed > 0 {
+        return Err(Failure::runtime(format!(
+            "nicsched lab: {} thing(s) could not be removed (see above)",
+            done.failed
+        )));
+    }
+    if done.removed == 0 {
+        eprintln!("nicsched lab: nothing to clean");
+    }
+    Ok(())
 }
 
 /// The paths `nicsched lab-bench -e ...` runs: the named ones (the default engine

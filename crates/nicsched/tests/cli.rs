@@ -267,3 +267,208 @@ fn lab_teaches_its_qdisc_limits_and_refuses_an_empty_one() {
         );
     }
 }
+
+#[test]
+fn tc_refuses_unmatched_tenants_and_odd_devices_and_prints_a_whole_script() {
+    let scratch = Scratch::new("tc");
+    let unmatched = shipped("policy-weighted-case1.yaml");
+    let out = nicsched(&["tc", &unmatched, "--dev", "eth0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "no half script");
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        error.contains("tenant `t1` has no `match.src`") && error.contains("hint: add"),
+        "{error}"
+    );
+    let matched = scratch.file(
+        "matched.yaml",
+        "link: { rate: 1Gbit }\ntenants:\n  - { name: a, weight: 3, match: { src: 10.0.1.0/24 } }\n  - { name: b, match: { src: 10.0.2.0/24 } }\n",
+    );
+    for dev in ["eth0;reboot", "a b", "x/y", "$(id)", "sixteen-chars-xx", ""] {
+        let out = nicsched(&["tc", &matched, "--dev", dev]);
+        assert_eq!(out.status.code(), Some(2), "{dev:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not an interface name"),
+            "{dev:?}"
+        );
+    }
+    let out = nicsched(&["tc", &matched, "--dev", "eth0"]);
+    assert!(out.status.success());
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        script.contains("htb rate 750mbit ceil 1gbit"),
+        "a's share in tc's units: {script}"
+    );
+    assert!(script.contains("classid 1:fffe "), "{script}");
+}
+
+/// Whether `test` can run: as root, with each program. In CI (`CI` set) a missing
+/// one fails the test; elsewhere the test says why and passes.
+fn runnable(test: &str, programs: &[&str]) -> bool {
+    let uid = Command::new("id").arg("-u").output().unwrap();
+    let why = if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        Some("needs root".to_string())
+    } else {
+        programs
+            .iter()
+            .find(|p| Command::new(p).arg("--version").output().is_err())
+            .map(|p| format!("`{p}` is missing (scripts/setup-lab.sh installs it)"))
+    };
+    let in_ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    match why {
+        None => true,
+        Some(why) if in_ci => panic!("{test}: {why}; CI must run every lab test"),
+        Some(why) => {
+            eprintln!("skipping {test}: {why}");
+            false
+        }
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds or `tries` run out.
+fn poll(tries: u32, mut condition: impl FnMut() -> bool) -> bool {
+    for _ in 0..tries {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}
+
+fn namespaces_of(prefix: &str) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("{prefix}-")))
+        .map(str::to_string)
+        .collect()
+}
+
+fn pids_in(ns: &str) -> Vec<u32> {
+    let out = Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Whether `pid` runs (a zombie, ended but not yet reaped by whoever adopted it,
+/// does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let (_, rest) = s.rsplit_once(')')?;
+            rest.split_whitespace().next().map(|state| state != "Z")
+        })
+        .unwrap_or(false)
+}
+
+/// A `nicsched lab` run killed, and whatever it left removed, when dropped: the
+/// test cleans up after itself even when an assertion fails.
+struct KilledRun(std::process::Child);
+
+impl Drop for KilledRun {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = nicsched(&["lab", "--cleanup"]);
+    }
+}
+
+#[test]
+fn a_killed_lab_takes_its_programs_along_and_cleanup_removes_its_namespaces() {
+    if !runnable(
+        "a_killed_lab_takes_its_programs_along_and_cleanup_removes_its_namespaces",
+        &["iperf3", "ethtool"],
+    ) {
+        return;
+    }
+    let scratch = Scratch::new("killed");
+    let scenario = scratch.file(
+        "long.yaml",
+        "name: killed\npolicy:\n  link: { rate: 100Mbit, queues: 2 }\n  tenants:\n    - { name: a, cores: [0] }\n    - { name: b, cores: [1] }\nduration: 60s\nenforcers: [fifo]\ntraffic:\n  - { tenant: a, kind: bulk, flows: 1 }\n  - { tenant: b, kind: bulk, flows: 1 }\n",
+    );
+    let out_dir = scratch.0.join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_nicsched"))
+        .args(["lab", &scenario, "-q", "--out", out_dir.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut run = KilledRun(child);
+    // The run's prefix is the owner record that names its pid.
+    let mut prefix = None;
+    let found = poll(1500, || {
+        prefix = std::fs::read_dir("/run/nicsched")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|e| {
+                std::fs::read_to_string(e.path())
+                    .is_ok_and(|t| t.split_whitespace().next() == Some(&pid.to_string()))
+            })
+            .map(|e| e.file_name().to_string_lossy().into_owned());
+        prefix.is_some()
+    });
+    assert!(found, "the run never recorded itself in /run/nicsched");
+    let prefix = prefix.unwrap();
+    // Its four namespaces, each tenant's iperf3 client and the sink's servers.
+    let mut programs = Vec::new();
+    let sending = poll(1500, || {
+        let namespaces = namespaces_of(&prefix);
+        programs = namespaces.iter().flat_map(|ns| pids_in(ns)).collect();
+        namespaces.len() == 4
+            && namespaces
+                .iter()
+                .filter(|ns| !ns.ends_with("-eng"))
+                .all(|ns| !pids_in(ns).is_empty())
+    });
+    assert!(
+        sending,
+        "the run's programs never started: {:?}",
+        namespaces_of(&prefix)
+    );
+    // SIGKILL: no handler, no destructor runs.
+    run.0.kill().unwrap();
+    run.0.wait().unwrap();
+    assert!(
+        poll(250, || programs.iter().all(|&p| !running(p))),
+        "programs outlived the lab: {:?}",
+        programs.iter().filter(|&&p| running(p)).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        namespaces_of(&prefix).len(),
+        4,
+        "a killed run leaves its namespaces for the cleanup"
+    );
+
+    let out = nicsched(&["lab", "--cleanup"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    for ns in ["t0", "t1", "sink", "eng"] {
+        assert!(
+            said.contains(&format!(
+                "removed namespace {prefix}-{ns} (run {prefix} of pid {pid}"
+            )),
+            "{said}"
+        );
+    }
+    assert!(namespaces_of(&prefix).is_empty());
+    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
+    let links = String::from_utf8_lossy(&links.stdout);
+    assert!(!links.contains(&prefix), "{links}");
+    assert!(!std::path::Path::new("/run/nicsched").join(&prefix).exists());
+    assert!(programs.iter().all(|&p| !running(p)));
+    // Nothing of it is left to clean.
+    let again = nicsched(&["lab", "--cleanup"]);
+    assert!(again.status.success());
+    assert!(!String::from_utf8_lossy(&again.stderr).contains(&prefix));
+}

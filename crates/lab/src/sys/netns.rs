@@ -84,10 +84,38 @@ pub fn list() -> io::Result<Vec<String>> {
         .collect())
 }
 
+/// The file that stands for namespace `name`, for `setns`.
+pub fn open(name: &str) -> io::Result<File> {
+    let path = format!("{NETNS_DIR}/{name}");
+    File::open(&path).map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))
+}
+
+/// Pids of the processes in namespace `name` (`ip netns pids`).
+pub fn pids(name: &str) -> io::Result<Vec<u32>> {
+    Ok(ip(&["netns", "pids", name])?
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect())
+}
+
+/// Names of the interfaces of the calling thread's namespace.
+pub fn links() -> io::Result<Vec<String>> {
+    Ok(ip(&["-o", "link", "show"])?
+        .lines()
+        .filter_map(|l| l.split(':').nth(1))
+        .map(|name| name.trim().split('@').next().unwrap_or("").to_string())
+        .collect())
+}
+
+/// Deletes interface `name` of the calling thread's namespace (a veth's peer goes with it).
+pub fn delete_link(name: &str) -> io::Result<()> {
+    ip(&["link", "delete", name]).map(drop)
+}
+
 /// Moves the calling thread into namespace `name`, for good: only threads made for
 /// one namespace call this.
 pub fn enter(name: &str) -> io::Result<()> {
-    let file = File::open(format!("{NETNS_DIR}/{name}"))?;
+    let file = open(name)?;
     // SAFETY: setns takes a valid open fd and a namespace type; it only changes the
     // calling thread's network namespace.
     let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };

@@ -1,5 +1,44 @@
 //! Helpers the lab's end-to-end tests share.
 
+// Each test binary uses its own part of this module.
+#![allow(dead_code)]
+
+/// Whether CI runs the tests (`CI` set and not `false`, as CI services and
+/// `.ci/run` set it): what a test needs is then installed, and missing it is a
+/// failure, not a reason to skip.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+/// Whether `test` can run here: as root, with each of `programs` (a name and an
+/// argument it answers without side effects, such as `--version`). When it cannot,
+/// it fails in CI and, elsewhere, says why and is to pass without running.
+pub fn runnable(test: &str, programs: &[(&str, &str)]) -> bool {
+    let missing = if let Err(e) = lab::check_root() {
+        Some(e.to_string())
+    } else {
+        programs
+            .iter()
+            .find(|(program, arg)| {
+                std::process::Command::new(program)
+                    .arg(arg)
+                    .output()
+                    .is_err()
+            })
+            .map(|(program, _)| {
+                format!("`{program}` is missing (scripts/setup-lab.sh installs it)")
+            })
+    };
+    match missing {
+        None => true,
+        Some(why) if in_ci() => panic!("{test}: {why}; CI must run every lab test"),
+        Some(why) => {
+            eprintln!("skipping {test}: {why}");
+            false
+        }
+    }
+}
+
 /// Whether a lab name (`nslID…`, a namespace or an interface) is this process's:
 /// the lab derives run ids from the pid (`(pid % 1000) * 10 + k`), so lab runs of
 /// other processes on the same machine (another test binary, an operator) are not
