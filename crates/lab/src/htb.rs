@@ -147,7 +147,7 @@ pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[Option<Strin
                 }
             }
         }
-        let default = policy.default_app(policy::TenantId(t as u16));
+        let default = policy.catch_all_app(policy::TenantId(t as u16));
         filter(&mut s, &src, app_minor(default.index()));
     }
     s
