@@ -120,26 +120,6 @@ impl std::fmt::Display for Prefix {
     }
 }
 
-#[derive(Clone, Debug)]
-struct AppRule {
-    app: AppId,
-    proto: Option<u8>,
-    ports: Vec<u16>,
-}
-
-impl AppRule {
-    fn matches(&self, ip: &Ipv4Header) -> bool {
-        if self.proto.is_some_and(|p| p != ip.proto) {
-            return false;
-        }
-        self.ports.is_empty()
-            || self
-                .ports
-                .iter()
-                .any(|&p| p == ip.src_port || p == ip.dst_port)
-    }
-}
-
 /// The classes of one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Class {
@@ -157,9 +137,9 @@ pub struct Class {
 pub struct Classifier {
     /// Source prefix of each tenant, as the lab's topology addresses them.
     tenant_prefixes: Vec<Prefix>,
-    /// Per tenant: its declared apps in order, then its default app.
-    rules: Vec<Vec<AppRule>>,
-    default_app: Vec<AppId>,
+    /// The policy's own rules, so that frames go to the app the simulator gives
+    /// their traffic ([`Policy::app_for_packet`]).
+    policy: Policy,
     cores: Vec<Vec<u16>>,
 }
 
@@ -172,35 +152,9 @@ impl Classifier {
     /// `tenant_prefixes[i]` is where tenant i's frames come from.
     pub fn new(policy: &Policy, tenant_prefixes: Vec<Prefix>) -> Classifier {
         assert_eq!(tenant_prefixes.len(), policy.tenants.len());
-        let rules = policy
-            .tenants
-            .iter()
-            .map(|t| {
-                t.apps
-                    .iter()
-                    .map(|&a| {
-                        let app = policy.app(a);
-                        AppRule {
-                            app: a,
-                            proto: app.match_proto.map(|p| match p {
-                                Proto::Tcp => PROTO_TCP,
-                                Proto::Udp => PROTO_UDP,
-                            }),
-                            ports: app.match_ports.clone(),
-                        }
-                    })
-                    // An app without any match takes nothing by itself: only the
-                    // default app catches what no rule matched.
-                    .filter(|r| r.proto.is_some() || !r.ports.is_empty())
-                    .collect()
-            })
-            .collect();
         Classifier {
             tenant_prefixes,
-            rules,
-            default_app: (0..policy.tenants.len())
-                .map(|i| policy.default_app(TenantId(i as u16)))
-                .collect(),
+            policy: policy.clone(),
             cores: policy.tenants.iter().map(|t| t.cores.clone()).collect(),
         }
     }
@@ -217,10 +171,14 @@ impl Classifier {
     /// destination id the enforcer keys them on.
     pub fn classify(&self, tenant: TenantId, ip: &Ipv4Header) -> Class {
         let t = tenant.index();
-        let app = self.rules[t]
-            .iter()
-            .find(|r| r.matches(ip))
-            .map_or(self.default_app[t], |r| r.app);
+        let proto = match ip.proto {
+            PROTO_TCP => Some(Proto::Tcp),
+            PROTO_UDP => Some(Proto::Udp),
+            _ => None,
+        };
+        let app = self
+            .policy
+            .app_for_packet(tenant, proto, ip.src_port, ip.dst_port);
         let flow = mix(&[
             u32::from(ip.src),
             u32::from(ip.dst),
@@ -415,6 +373,38 @@ tenants:
         assert_eq!(app(t2, PROTO_TCP, (1, 2)), "default");
         // A tenant without apps: everything to default.
         assert_eq!(app(t1, PROTO_TCP, (11111, 2)), "default");
+    }
+
+    #[test]
+    fn an_app_without_match_takes_what_earlier_apps_leave() {
+        // The lab once sent `batch`'s iperf3 streams to an implicit `default` while
+        // the simulator gave them to `batch`: the meter saw 0 B of a 4-flow bulk.
+        let p = policy::parse_policy(
+            "link: { rate: 1Gbit }
+tenants:
+  - name: t
+    apps:
+      - { name: probe, priority: 0, match: { proto: tcp, ports: [11111] } }
+      - { name: batch }
+",
+            "p.yaml",
+        )
+        .unwrap();
+        let c = Classifier::new(
+            &p,
+            vec![Prefix {
+                addr: Ipv4Addr::new(10, 66, 2, 0),
+                len: 24,
+            }],
+        );
+        let app = |proto, ports| {
+            let f = test_frame([10, 66, 2, 2], [10, 66, 0, 1], proto, ports, 10);
+            p.app(c.classify(TenantId(0), &ip(&f)).app).name.clone()
+        };
+        assert_eq!(app(PROTO_TCP, (40000, 5201)), "batch");
+        assert_eq!(app(PROTO_UDP, (40000, 11111)), "batch");
+        assert_eq!(app(PROTO_TCP, (40000, 11111)), "probe");
+        assert!(p.apps.iter().all(|a| a.name != "default"));
     }
 
     #[test]

@@ -255,7 +255,7 @@ pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[String]) -> 
                 }
             }
         }
-        let default = policy.default_app(policy::TenantId(t as u16));
+        let default = policy.catch_all_app(policy::TenantId(t as u16));
         filter(&mut s, &src, app_minor(default.index()));
     }
     s

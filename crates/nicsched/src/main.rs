@@ -36,7 +36,8 @@ Start with:\n  \
 nicsched check scenarios/tonic/policy-equal.yaml --enforcer tonic\n  \
 nicsched explain scenarios/tonic/policy-weighted-case1.yaml\n  \
 nicsched sim scenarios/tonic/asymmetry-1-8.yaml\n\n\
-Policies and scenarios are YAML; see the spec in shared/spec/ and the examples in scenarios/."
+Policies and scenarios are YAML; see docs/policy.md, docs/scenario.md and docs/enforcers.md, \
+and the examples in scenarios/."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -470,8 +471,7 @@ fn check(path: &Path, enforcers: &[String]) -> Result<(), Failure> {
 fn explain(path: &Path, active: Option<&str>) -> Result<(), Failure> {
     let policy = load_policy_or_scenario(path)?;
     let demands = match active {
-        Some(list) => policy::parse_active(&policy, list)
-            .map_err(|e| Failure::input(format!("--active: {e}")))?,
+        Some(list) => policy::parse_active(&policy, list)?,
         None => policy.apps.iter().map(|_| vec![f64::INFINITY]).collect(),
     };
     print!("{}", policy::explain(&policy, &demands));

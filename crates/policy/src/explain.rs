@@ -1,25 +1,41 @@
 //! `nicsched explain`: the class tree of a policy and its ideal allocation for a
 //! set of active tenants and apps, laid out for a terminal.
 
+use crate::limits::EXPLAIN_FLOWS_MAX;
 use crate::units::{format_rate, format_size};
-use crate::{App, Policy, Proto, SplitBy, Tenant, TenantId, ideal_allocation};
+use crate::{App, Policy, PolicyError, Proto, SplitBy, Tenant, TenantId, ideal_allocation};
 
 /// Reads `t1,t2/kvs,t3/batch*4` into per-app flow demands: a tenant alone makes each
 /// of its apps backlogged with one flow, `/app` names one app, `*N` gives N
-/// backlogged flows. Naming an app twice adds up its flows.
-pub fn parse_active(policy: &Policy, list: &str) -> Result<Vec<Vec<f64>>, String> {
+/// backlogged flows. Naming an app twice adds up its flows. Errors are located in
+/// the list as if it were a one-line file called `--active`.
+pub fn parse_active(policy: &Policy, list: &str) -> Result<Vec<Vec<f64>>, PolicyError> {
     let mut demands = vec![Vec::new(); policy.apps.len()];
-    for item in list
-        .split(',')
-        .map(str::trim)
-        .filter(|item| !item.is_empty())
-    {
+    let mut total_flows = 0;
+    let mut offset = 0;
+    for raw in list.split(',') {
+        let at = offset + raw.len() - raw.trim_start().len();
+        offset += raw.len() + 1;
+        let item = raw.trim();
+        if item.is_empty() {
+            continue;
+        }
+        let error = |message: String, hint: Option<String>| PolicyError {
+            file: "--active".to_owned(),
+            line: 1,
+            column: u32::try_from(at + 1).unwrap_or(u32::MAX),
+            message,
+            hint,
+        };
         let (path, flows) = match item.split_once('*') {
             Some((path, count)) => match count.trim().parse::<usize>() {
-                Ok(n) if (1..=1_000_000).contains(&n) => (path.trim(), n),
+                Ok(n) if (1..=EXPLAIN_FLOWS_MAX).contains(&n) => (path.trim(), n),
                 _ => {
-                    return Err(format!(
-                        "`{item}`: the flow count after `*` must be a whole number in 1..=1000000"
+                    return Err(error(
+                        format!(
+                            "`{item}`: the flow count after `*` must be a whole number in 1..={EXPLAIN_FLOWS_MAX}"
+                        ),
+                        Some("EXPLAIN_FLOWS_MAX bounds the flows of the whole list".into()),
                     ));
                 }
             },
@@ -31,23 +47,34 @@ pub fn parse_active(policy: &Policy, list: &str) -> Result<Vec<Vec<f64>>, String
         };
         let Some(tenant) = policy.tenant_by_name(tenant_name) else {
             let names: Vec<&str> = policy.tenants.iter().map(|t| t.name.as_str()).collect();
-            return Err(format!(
-                "unknown tenant `{tenant_name}` in `{item}` (tenants: {})",
-                names.join(", ")
+            return Err(error(
+                format!("unknown tenant `{tenant_name}` in `{item}`"),
+                Some(format!("tenants: {}", names.join(", "))),
             ));
         };
         let apps = match app_name {
             Some(app_name) => match policy.app_by_name(tenant, app_name) {
                 Some(app) => vec![app],
                 None => {
-                    return Err(format!(
-                        "tenant `{tenant_name}` has no app `{app_name}` (apps: {})",
-                        app_names(policy, tenant).join(", ")
+                    return Err(error(
+                        format!("tenant `{tenant_name}` has no app `{app_name}`"),
+                        Some(format!("apps: {}", app_names(policy, tenant).join(", "))),
                     ));
                 }
             },
             None => policy.tenant(tenant).apps.clone(),
         };
+        total_flows += flows * apps.len();
+        if total_flows > EXPLAIN_FLOWS_MAX {
+            return Err(error(
+                format!(
+                    "the list up to `{item}` makes {total_flows} flows backlogged, above the bound"
+                ),
+                Some(format!(
+                    "at most {EXPLAIN_FLOWS_MAX} flows over the whole list (EXPLAIN_FLOWS_MAX)"
+                )),
+            ));
+        }
         for app in apps {
             demands[app.index()].extend(std::iter::repeat_n(f64::INFINITY, flows));
         }
@@ -262,6 +289,7 @@ tenants:
     apps:
       - {name: kvs, priority: 0, match: {proto: tcp, ports: [11211]}}
       - name: batch
+        match: {proto: tcp}
         max_rate: 4Gbit
         split: {by: destination, max_rate: 50Mbit}
   - name: db
@@ -276,10 +304,20 @@ tenants:
         assert_eq!(d[1].len(), 3);
         assert!(d[2].is_empty());
         assert_eq!(d[3], vec![f64::INFINITY]);
-        let e = parse_active(&p, "nope").unwrap_err();
+        let e = parse_active(&p, "nope").unwrap_err().to_string();
         assert!(e.contains("nope") && e.contains("web, db"), "{e}");
-        let e = parse_active(&p, "web/nope").unwrap_err();
-        assert!(e.contains("kvs, batch, default"), "{e}");
+        let e = parse_active(&p, "web, web/nope").unwrap_err();
+        assert_eq!((e.file.as_str(), e.line, e.column), ("--active", 1, 6));
+        assert!(e.to_string().contains("kvs, batch, default"), "{e}");
+        // Each item within the bound, the list past it: refused before allocating.
+        let e = parse_active(&p, "web/batch*600000,web/batch*600000").unwrap_err();
+        assert_eq!(e.column, 18, "{e}");
+        assert!(e.to_string().contains("EXPLAIN_FLOWS_MAX"), "{e}");
+        assert!(parse_active(&p, "web/batch*1000001").is_err());
+        assert_eq!(
+            parse_active(&p, "web/batch*1000000").unwrap()[1].len(),
+            1_000_000
+        );
         assert!(parse_active(&p, "web*0").is_err());
         assert!(parse_active(&p, "web*x").is_err());
     }

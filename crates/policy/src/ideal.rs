@@ -199,7 +199,7 @@ mod tests {
     #[test]
     fn priorities_are_strict() {
         let p = policy(
-            "link: {rate: 10Gbit}\ntenants:\n- name: t\n  apps:\n  - {name: kvs, priority: 0}\n  - {name: batch, priority: 1}\n",
+            "link: {rate: 10Gbit}\ntenants:\n- name: t\n  apps:\n  - {name: kvs, priority: 0, match: {ports: [11211]}}\n  - {name: batch, priority: 1, match: {ports: [5201]}}\n",
         );
         // kvs wants 3Gbit: it gets it, batch and the default app share the rest.
         let a = ideal_allocation(&p, &[vec![3e9], vec![INF], vec![INF]]);
@@ -241,7 +241,7 @@ mod tests {
     #[test]
     fn app_cap_above_tenant_cap_is_bounded_by_the_tenant() {
         let p = policy(
-            "link: {rate: 10Gbit}\ntenants:\n- name: a\n  max_rate: 3Gbit\n  apps: [{name: x, max_rate: 8Gbit}]\n- {name: b, priority: 2}\n",
+            "link: {rate: 10Gbit}\ntenants:\n- name: a\n  max_rate: 3Gbit\n  apps: [{name: x, max_rate: 8Gbit, match: {proto: tcp}}]\n- {name: b, priority: 2}\n",
         );
         let a = ideal_allocation(&p, &[vec![INF], vec![], vec![INF]]);
         assert_close(&a.tenant_bps, &[3e9, 7e9]);
@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn split_classes_are_capped_each() {
         let p = policy(
-            "link: {rate: 10Gbit}\ntenants:\n- name: t\n  apps:\n  - name: batch\n    max_rate: 4Gbit\n    split: {by: destination, max_rate: 50Mbit}\n- {name: u}\n",
+            "link: {rate: 10Gbit}\ntenants:\n- name: t\n  apps:\n  - name: batch\n    match: {proto: tcp}\n    max_rate: 4Gbit\n    split: {by: destination, max_rate: 50Mbit}\n- {name: u}\n",
         );
         // 10 split classes of 50Mbit: 500Mbit in all; u takes the rest.
         let a = ideal_allocation(&p, &[vec![INF; 10], vec![], vec![INF]]);
@@ -303,7 +303,11 @@ mod tests {
                     yaml += "  apps:\n";
                 }
                 for (a, (weight, priority, app_min, app_max, split)) in apps.iter().enumerate() {
-                    yaml += &format!("  - {{name: a{a}, weight: {weight}, priority: {priority}");
+                    // Each app its own port, so that none is a catch-all.
+                    yaml += &format!(
+                        "  - {{name: a{a}, weight: {weight}, priority: {priority}, match: {{ports: [{}]}}",
+                        a + 1
+                    );
                     if let (Some(app_min), Some(min)) = (app_min, min)
                         && apps.len() as u64 * app_min <= *min
                         && app_max.is_none_or(|m| m >= *app_min)

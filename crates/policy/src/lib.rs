@@ -8,6 +8,7 @@
 mod error;
 mod explain;
 mod ideal;
+pub mod limits;
 mod model;
 mod parse;
 mod units;

@@ -60,7 +60,8 @@ pub struct Tenant {
     pub buffer_bytes: Option<u64>,
     pub match_src: Option<Cidr>,
     pub match_port: Option<String>,
-    /// Never empty; in declaration order, the implicit `default` app last.
+    /// Never empty; in declaration order, the implicit `default` app last (a
+    /// tenant whose apps include one without `match` has no implicit `default`).
     pub apps: Vec<AppId>,
 }
 
@@ -150,10 +151,69 @@ impl Policy {
         policy
     }
 
-    /// The app that takes a tenant's traffic when none is named: `default`.
-    pub fn default_app(&self, tenant: TenantId) -> AppId {
-        self.app_by_name(tenant, "default")
-            .expect("validation gives every tenant a default app")
+    /// The app that takes whatever no other app of `tenant` takes, and a traffic
+    /// that names no app: the declared app without `match`, else the app named
+    /// `default` (declared, or the implicit one validation adds).
+    pub fn catch_all_app(&self, tenant: TenantId) -> AppId {
+        let apps = &self.tenant(tenant).apps;
+        apps.iter()
+            .copied()
+            .find(|&a| self.app(a).is_catch_all())
+            .or_else(|| self.app_by_name(tenant, "default"))
+            .expect("validation gives every tenant a catch-all or a default app")
+    }
+
+    /// The app of `tenant` a packet belongs to: its apps in order, the first whose
+    /// rule takes the packet, else [`Policy::catch_all_app`]. The simulator's
+    /// scenario validation and the lab's classifier both go through this, so the
+    /// two worlds attribute every byte to the same app. `proto` is `None` for
+    /// protocols other than TCP and UDP (their ports are 0).
+    pub fn app_for_packet(
+        &self,
+        tenant: TenantId,
+        proto: Option<Proto>,
+        src_port: u16,
+        dst_port: u16,
+    ) -> AppId {
+        self.tenant(tenant)
+            .apps
+            .iter()
+            .copied()
+            .find(|&a| self.app(a).takes(proto, src_port, dst_port))
+            .unwrap_or_else(|| self.catch_all_app(tenant))
+    }
+}
+
+impl App {
+    /// An app without `match` takes every packet of its tenant.
+    pub fn is_catch_all(&self) -> bool {
+        self.match_proto.is_none() && self.match_ports.is_empty()
+    }
+
+    /// Whether the app's own rule takes a packet: the protocol, if named, agrees,
+    /// and the source or the destination port is listed, if ports are listed.
+    pub fn takes(&self, proto: Option<Proto>, src_port: u16, dst_port: u16) -> bool {
+        if self.match_proto.is_some() && self.match_proto != proto {
+            return false;
+        }
+        self.match_ports.is_empty()
+            || self
+                .match_ports
+                .iter()
+                .any(|&p| p == src_port || p == dst_port)
+    }
+
+    /// Whether every packet `later`'s rule takes is taken by this app's rule
+    /// first, so that `later`, listed after it, could never match.
+    pub fn shadows(&self, later: &App) -> bool {
+        let proto_covered = self.match_proto.is_none() || self.match_proto == later.match_proto;
+        let ports_covered = self.match_ports.is_empty()
+            || (!later.match_ports.is_empty()
+                && later
+                    .match_ports
+                    .iter()
+                    .all(|p| self.match_ports.contains(p)));
+        proto_covered && ports_covered
     }
 }
 
@@ -212,6 +272,16 @@ impl TrafficKind {
             TrafficKind::Udp { .. } => "udp",
             TrafficKind::Poisson { .. } => "poisson",
             TrafficKind::Rpc { .. } => "rpc",
+        }
+    }
+
+    /// The transport the traffic runs on: bulk is TCP, udp and poisson are UDP, and
+    /// rpc is TCP unless its app matches UDP (the lab then runs sockperf over UDP).
+    pub fn proto(&self, app: &App) -> Proto {
+        match self {
+            TrafficKind::Bulk { .. } => Proto::Tcp,
+            TrafficKind::Udp { .. } | TrafficKind::Poisson { .. } => Proto::Udp,
+            TrafficKind::Rpc { .. } => app.match_proto.unwrap_or(Proto::Tcp),
         }
     }
 

@@ -6,6 +6,11 @@
 //! An app's `max_rate` above its tenant's is accepted: the tenant's cap binds
 //! anyway, and refusing it would force every app cap to be edited with the tenant's.
 
+use crate::limits::{
+    APPS_MAX, DATAGRAM_BYTES_MAX, DURATION_NS_MAX, FLOWS_MAX, INTERVAL_CELLS_MAX, INTERVALS_MAX,
+    MESSAGE_BYTES_MAX, RATE_BPS_MAX, REQUESTS_PER_S_MAX, SIM_PACKETS_MAX, TENANTS_MAX,
+    traffic_packets_estimate,
+};
 use crate::units::{self, UnitError};
 use crate::{
     App, AppId, CORE_INDEX_MAX, Cidr, Link, Policy, PolicyError, Proto, Scenario, Split, SplitBy,
@@ -307,7 +312,21 @@ impl Ctx<'_> {
 
     fn rate(&self, node: &Sp, key: &str) -> Res<u64> {
         let text = self.unit_text(node, key)?;
-        units::rate_bps(&text).map_err(|e| self.unit_err(node, key, e))
+        let bps = units::rate_bps(&text).map_err(|e| self.unit_err(node, key, e))?;
+        if bps > RATE_BPS_MAX {
+            return self.err(
+                node,
+                format!(
+                    "{key} {} is above the bound",
+                    units::format_rate(bps as f64)
+                ),
+                Some(format!(
+                    "rates are at most {} (RATE_BPS_MAX)",
+                    units::format_rate(RATE_BPS_MAX as f64)
+                )),
+            );
+        }
+        Ok(bps)
     }
 
     fn positive_rate(&self, node: &Sp, key: &str) -> Res<u64> {
@@ -435,8 +454,14 @@ fn policy_draft<'n>(ctx: Ctx<'n>, root: &'n Sp) -> Res<Draft<'n>> {
     if tenant_nodes.is_empty() {
         return ctx.err(tenants_node, "a policy needs at least one tenant", None);
     }
-    if tenant_nodes.len() > usize::from(u16::MAX) {
-        return ctx.err(tenants_node, "too many tenants", None);
+    if tenant_nodes.len() > TENANTS_MAX {
+        return ctx.err(
+            tenants_node,
+            format!("{} tenants, above the bound", tenant_nodes.len()),
+            Some(format!(
+                "a policy has at most {TENANTS_MAX} tenants (TENANTS_MAX)"
+            )),
+        );
     }
     let mut draft = Draft {
         ctx,
@@ -557,11 +582,26 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
     let tenant_id = TenantId(draft.tenants.len() as u16);
     let first_app = draft.apps.len();
     if let Some(apps_node) = fields.get("apps") {
-        for app_node in ctx.seq(apps_node, "apps")? {
+        let app_nodes = ctx.seq(apps_node, "apps")?;
+        if first_app + app_nodes.len() > APPS_MAX {
+            return ctx.err(
+                apps_node,
+                format!(
+                    "{} apps in the policy, above the bound",
+                    first_app + app_nodes.len()
+                ),
+                Some(format!("a policy has at most {APPS_MAX} apps (APPS_MAX)")),
+            );
+        }
+        for app_node in app_nodes {
             app(draft, tenant_id, first_app, app_node)?;
         }
     }
-    if !draft.apps[first_app..].iter().any(|a| a.name == "default") {
+    let own_apps = &draft.apps[first_app..];
+    if !own_apps
+        .iter()
+        .any(|a| a.name == "default" || a.is_catch_all())
+    {
         draft.apps.push(App {
             name: "default".to_owned(),
             tenant: tenant_id,
@@ -576,8 +616,12 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
         });
         draft.app_min_at.push(None);
     }
-    if draft.apps.len() > u32::MAX as usize {
-        return ctx.err(node, "too many apps", None);
+    if draft.apps.len() > APPS_MAX {
+        return ctx.err(
+            node,
+            "the implicit `default` app takes the policy past its bound on apps",
+            Some(format!("a policy has at most {APPS_MAX} apps (APPS_MAX)")),
+        );
     }
     let apps = (first_app..draft.apps.len())
         .map(|i| AppId(i as u32))
@@ -668,8 +712,7 @@ fn app<'n>(draft: &mut Draft<'n>, tenant: TenantId, first_app: usize, node: &'n 
         }
         None => None,
     };
-    draft.app_min_at.push(fields.get("min_rate"));
-    draft.apps.push(App {
+    let app = App {
         name,
         tenant,
         weight,
@@ -680,7 +723,33 @@ fn app<'n>(draft: &mut Draft<'n>, tenant: TenantId, first_app: usize, node: &'n 
         match_ports,
         split,
         implicit: false,
-    });
+    };
+    // A declared `default` still takes what no rule took, unless a catch-all does.
+    let unreachable = draft.apps[first_app..]
+        .iter()
+        .find(|earlier| earlier.shadows(&app) && (earlier.is_catch_all() || app.name != "default"));
+    if let Some(earlier) = unreachable {
+        let why = if earlier.is_catch_all() {
+            format!(
+                "app `{}` before it has no `match` and takes every packet",
+                earlier.name
+            )
+        } else {
+            format!(
+                "app `{}` before it takes every packet its `match` takes",
+                earlier.name
+            )
+        };
+        return ctx.err(
+            fields.get("match").unwrap_or(name_node),
+            format!("app `{}` can never match: {why}", app.name),
+            Some(
+                "apps are matched in order and the first match wins: move the app above, or narrow the earlier one's match".into(),
+            ),
+        );
+    }
+    draft.app_min_at.push(fields.get("min_rate"));
+    draft.apps.push(app);
     Ok(())
 }
 
@@ -863,8 +932,6 @@ const ENFORCERS: &[&str] = &[
 const INTERVAL_NS_DEFAULT: u64 = 500_000_000;
 const PACKET_BYTES_DEFAULT: u64 = 1470;
 const MESSAGE_BYTES_DEFAULT: u64 = 64;
-/// The largest UDP payload over IPv4.
-const DATAGRAM_BYTES_MAX: u64 = 65507;
 
 /// Parses and validates a scenario; a `policy:` path is resolved against `base_dir`.
 pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenario, PolicyError> {
@@ -936,6 +1003,19 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
     if duration_ns == 0 {
         return ctx.err(duration_node, "duration must be above 0", None);
     }
+    if duration_ns > DURATION_NS_MAX {
+        return ctx.err(
+            duration_node,
+            format!(
+                "duration {} is above the bound",
+                units::format_time(duration_ns)
+            ),
+            Some(format!(
+                "a run lasts at most {} (DURATION_NS_MAX)",
+                units::format_time(DURATION_NS_MAX)
+            )),
+        );
+    }
     let interval_ns = match top.get("interval") {
         Some(node) => {
             let interval = ctx.time(node, "interval")?;
@@ -961,6 +1041,21 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
         }
         None => INTERVAL_NS_DEFAULT,
     };
+    let intervals = duration_ns.div_ceil(interval_ns);
+    if intervals > INTERVALS_MAX {
+        return ctx.err(
+            top.get("interval").unwrap_or(duration_node),
+            format!(
+                "{} of duration in intervals of {} make {intervals} intervals, above the bound",
+                units::format_time(duration_ns),
+                units::format_time(interval_ns)
+            ),
+            Some(format!(
+                "a run has at most {INTERVALS_MAX} intervals (INTERVALS_MAX): lengthen `interval` to at least {}",
+                units::format_time(duration_ns.div_ceil(INTERVALS_MAX))
+            )),
+        );
+    }
     let seed = match top.get("seed") {
         Some(node) => ctx.integer(node, "seed", 0, u64::MAX)?,
         None => 1,
@@ -976,8 +1071,19 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
         return ctx.err(traffic_node, "a scenario needs at least one traffic", None);
     }
     let mut traffic: Vec<Traffic> = Vec::new();
+    let mut flows: u64 = 0;
     for (index, item) in items.iter().enumerate() {
         let entry = traffic_entry(ctx, &policy, duration_ns, index, item)?;
+        flows += u64::from(entry.kind.flows());
+        if flows > FLOWS_MAX {
+            return ctx.err(
+                item,
+                format!("the traffic up to here opens {flows} flows, above the bound"),
+                Some(format!(
+                    "a scenario opens at most {FLOWS_MAX} flows over all its traffic (FLOWS_MAX; rpc counts its concurrency)"
+                )),
+            );
+        }
         if traffic.iter().any(|t| t.name == entry.name) {
             let fields = ctx.fields(item, "traffic", TRAFFIC_KEYS)?;
             return ctx.err(
@@ -987,6 +1093,43 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
             );
         }
         traffic.push(entry);
+    }
+
+    let classes = (policy.tenants.len() + policy.apps.len()) as u64;
+    let cells = intervals * (classes + flows);
+    if cells > INTERVAL_CELLS_MAX {
+        return ctx.err(
+            top.get("interval").unwrap_or(duration_node),
+            format!(
+                "{intervals} intervals × {} classes and flows make {cells} cells to measure, above the bound",
+                classes + flows
+            ),
+            Some(format!(
+                "intervals × (tenants + apps + flows) is at most {INTERVAL_CELLS_MAX} (INTERVAL_CELLS_MAX): lengthen `interval`"
+            )),
+        );
+    }
+    let estimates: Vec<f64> = traffic
+        .iter()
+        .map(|t| traffic_packets_estimate(&policy, t))
+        .collect();
+    let packets: f64 = estimates.iter().sum();
+    if packets > SIM_PACKETS_MAX {
+        let (largest, _) =
+            estimates.iter().enumerate().fold(
+                (0, 0.0),
+                |best, (i, &e)| if e > best.1 { (i, e) } else { best },
+            );
+        return ctx.err(
+            &items[largest],
+            format!(
+                "the traffic offers about {packets:.3e} packets over the run (this one {:.3e}), above the bound",
+                estimates[largest]
+            ),
+            Some(format!(
+                "a simulated run offers at most {SIM_PACKETS_MAX:.0e} packets (SIM_PACKETS_MAX): lower a rate, enlarge `size`, or shorten the traffic"
+            )),
+        );
     }
 
     Ok(Scenario {
@@ -1029,9 +1172,92 @@ fn enforcers(ctx: Ctx, node: &Sp) -> Res<Vec<String>> {
 
 fn count(ctx: Ctx, fields: &Fields, key: &str) -> Res<u32> {
     match fields.get(key) {
-        Some(node) => Ok(ctx.integer(node, key, 1, u64::from(u32::MAX))? as u32),
+        Some(node) => ctx
+            .integer(node, key, 1, FLOWS_MAX)
+            .map(|n| n as u32)
+            .map_err(|e| PolicyError {
+                hint: Some(format!(
+                    "{key} is a whole number in 1..={FLOWS_MAX} (FLOWS_MAX, the bound on a scenario's flows)"
+                )),
+                ..e
+            }),
         None => Ok(1),
     }
+}
+
+/// The port the lab gives a traffic of an app that lists none: iperf3's 5201 and
+/// up, past every port an app of the policy matches (crates/lab/src/traffic.rs).
+fn lab_port_without_app_ports(policy: &Policy) -> u16 {
+    let mut port = 5201;
+    while policy.apps.iter().any(|a| a.match_ports.contains(&port)) {
+        port += 1;
+    }
+    port
+}
+
+/// Checks that the packets of a traffic given to `app` are classified to `app`
+/// (policy.md: the simulator and the lab attribute every byte to the same app):
+/// its protocol is one the app matches, and no earlier app takes any port the lab
+/// may pick for it (one of the app's ports, or the first free port from 5201).
+fn check_traffic_app(
+    ctx: Ctx,
+    policy: &Policy,
+    tenant: TenantId,
+    app_id: AppId,
+    kind: &TrafficKind,
+    at: &Sp,
+) -> Res<()> {
+    let app = policy.app(app_id);
+    let proto = kind.proto(app);
+    let proto_name = |p: Proto| match p {
+        Proto::Tcp => "tcp",
+        Proto::Udp => "udp",
+    };
+    if let Some(own) = app.match_proto
+        && own != proto
+    {
+        return ctx.err(
+            at,
+            format!(
+                "{} traffic is {}, but app `{}` matches only {}",
+                kind.label(),
+                proto_name(proto),
+                app.name,
+                proto_name(own)
+            ),
+            Some(
+                "bulk and rpc run over TCP (rpc over UDP where its app matches udp), udp and poisson over UDP: give the traffic to an app of its protocol".into(),
+            ),
+        );
+    }
+    let ports = if app.match_ports.is_empty() {
+        vec![lab_port_without_app_ports(policy)]
+    } else {
+        app.match_ports.clone()
+    };
+    for port in ports {
+        // Source port 0: the client's ephemeral port, which no app lists.
+        let taker = policy.app_for_packet(tenant, Some(proto), 0, port);
+        if taker != app_id {
+            return ctx.err(
+                at,
+                format!(
+                    "{} traffic of app `{}` on {} port {port} would be taken by app `{}`, listed before it",
+                    kind.label(),
+                    app.name,
+                    proto_name(proto),
+                    policy.app(taker).name
+                ),
+                Some(format!(
+                    "apps are matched in order and the first match wins; the lab sends an app's traffic to its ports, or to port {} when it lists none: narrow `{}`'s match or give the traffic to `{}`",
+                    lab_port_without_app_ports(policy),
+                    policy.app(taker).name,
+                    policy.app(taker).name
+                )),
+            );
+        }
+    }
+    Ok(())
 }
 
 fn traffic_entry(
@@ -1072,7 +1298,7 @@ fn traffic_entry(
                 }
             }
         }
-        None => policy.default_app(tenant),
+        None => policy.catch_all_app(tenant),
     };
 
     let kind_node = ctx.require(&fields, "kind", "traffic")?;
@@ -1111,7 +1337,7 @@ fn traffic_entry(
         Ok((rate, size, count(ctx, &fields, "flows")?))
     };
     let message_size = |key: &str| match fields.get(key) {
-        Some(node) => ctx.size_u32(node, key, 1, u64::from(u32::MAX)),
+        Some(node) => ctx.size_u32(node, key, 1, MESSAGE_BYTES_MAX),
         None => Ok(MESSAGE_BYTES_DEFAULT as u32),
     };
     let kind = match kind_name {
@@ -1173,6 +1399,15 @@ fn traffic_entry(
         );
     }
 
+    check_traffic_app(
+        ctx,
+        policy,
+        tenant,
+        app,
+        &kind,
+        fields.get("app").unwrap_or(kind_node),
+    )?;
+
     let name = match fields.get("name") {
         Some(node) => ctx.name(node, "traffic name")?,
         None => format!(
@@ -1206,7 +1441,14 @@ fn requests_per_s(ctx: Ctx, node: &Sp) -> Res<f64> {
         _ => None,
     };
     match rate {
-        Some(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        Some(rate) if rate.is_finite() && rate > 0.0 && rate <= REQUESTS_PER_S_MAX => Ok(rate),
+        Some(rate) if rate > REQUESTS_PER_S_MAX => ctx.err(
+            node,
+            format!("rpc rate {rate:e} requests per second is above the bound"),
+            Some(format!(
+                "an rpc traffic asks for at most {REQUESTS_PER_S_MAX:.0e} requests per second (REQUESTS_PER_S_MAX)"
+            )),
+        ),
         _ => ctx.err(
             node,
             "rpc rate must be a positive number of requests per second",

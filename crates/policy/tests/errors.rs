@@ -122,8 +122,7 @@ fn guarantees_exceed_the_link() {
 
 #[test]
 fn app_guarantees_exceed_their_bound() {
-    let apps =
-        "    apps:\n      - {name: x, min_rate: 1Gbit}\n      - {name: y, min_rate: 2Gbit}\n";
+    let apps = "    apps:\n      - {name: x, min_rate: 1Gbit, match: {ports: [1]}}\n      - {name: y, min_rate: 2Gbit}\n";
     fails(
         &format!("{LINK}tenants:\n  - name: a\n    min_rate: 2Gbit\n{apps}"),
         7,
@@ -137,7 +136,7 @@ fn app_guarantees_exceed_their_bound() {
         "above the tenant's max_rate 2.5Gbit",
     );
     fails(
-        "link: {rate: 2Gbit}\ntenants:\n  - name: a\n    apps:\n      - {name: x, min_rate: 1Gbit}\n      - {name: y, min_rate: 2Gbit}\n",
+        "link: {rate: 2Gbit}\ntenants:\n  - name: a\n    apps:\n      - {name: x, min_rate: 1Gbit, match: {ports: [1]}}\n      - {name: y, min_rate: 2Gbit}\n",
         6,
         29,
         "above link.rate 2Gbit",

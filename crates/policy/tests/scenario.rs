@@ -49,8 +49,9 @@ traffic:
     );
     assert_eq!(s.enforcers, vec!["tonic"]);
     let t = &s.traffic;
-    assert_eq!(t[0].name, "t1-default-bulk-1");
-    assert_eq!(t[0].app, s.policy.default_app(TenantId(0)));
+    // t1's `batch` has no match: it is the catch-all, and t1 has no `default`.
+    assert_eq!(t[0].name, "t1-batch-bulk-1");
+    assert_eq!(t[0].app, s.policy.catch_all_app(TenantId(0)));
     assert_eq!(t[0].kind, TrafficKind::Bulk { flows: 1 });
     assert_eq!((t[0].start_ns, t[0].stop_ns), (0, 15_000_000_000));
     assert_eq!(t[1].name, "probe");
@@ -216,7 +217,7 @@ fn mistakes() {
         29,
         "no app `kvs`",
     );
-    assert!(e.hint.unwrap().contains("batch, default"));
+    assert!(e.hint.unwrap().ends_with("apps of `t1`: batch"));
     fails(
         &inline("duration: 1s\ntraffic: [{tenant: t1, kind: tcp}]\n"),
         10,
@@ -273,4 +274,63 @@ fn mistakes() {
         8,
         "unknown key `speed`",
     );
+}
+
+fn yaml_files(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            yaml_files(&path, found);
+        } else if path.extension().is_some_and(|e| e == "yaml") {
+            found.push(path);
+        }
+    }
+}
+
+/// Every shipped scenario: each traffic's packets, on the port the lab gives them
+/// (one of its app's ports, or 5201 and up past every listed port), go to the app
+/// the scenario names, by the one classification function the lab uses.
+#[test]
+fn shipped_scenarios_classify_their_traffic_to_its_app() {
+    let mut files = Vec::new();
+    yaml_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios"),
+        &mut files,
+    );
+    let scenarios: Vec<Scenario> = files
+        .iter()
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .any(|l| l.starts_with("traffic:"))
+        })
+        .map(|f| load_scenario(f).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    assert!(scenarios.len() >= 20, "found {}", scenarios.len());
+    for s in &scenarios {
+        let p = &s.policy;
+        let free_port = (5201..)
+            .find(|port| p.apps.iter().all(|a| !a.match_ports.contains(port)))
+            .unwrap();
+        for t in &s.traffic {
+            let app = p.app(t.app);
+            let ports = if app.match_ports.is_empty() {
+                vec![free_port]
+            } else {
+                app.match_ports.clone()
+            };
+            for port in ports {
+                let taker = p.app_for_packet(t.tenant, Some(t.kind.proto(app)), 40000, port);
+                assert_eq!(
+                    p.app(taker).name,
+                    app.name,
+                    "{}: traffic {} on port {port}",
+                    s.name,
+                    t.name
+                );
+            }
+        }
+        assert!(limits::sim_packets_estimate(s) <= limits::SIM_PACKETS_MAX);
+    }
 }

@@ -60,7 +60,8 @@ fn the_spec_example() {
             prefix_len: 24
         })
     );
-    assert_eq!(web.apps, vec![AppId(0), AppId(1), AppId(2)]);
+    // `batch` has no match: it is the catch-all, so there is no implicit default.
+    assert_eq!(web.apps, vec![AppId(0), AppId(1)]);
     let kvs = &p.apps[0];
     assert_eq!((kvs.name.as_str(), kvs.priority, kvs.weight), ("kvs", 0, 1));
     assert_eq!(kvs.match_proto, Some(Proto::Tcp));
@@ -75,19 +76,14 @@ fn the_spec_example() {
             max_rate_bps: 50_000_000
         })
     );
-    let default = &p.apps[2];
-    assert_eq!(
-        (default.name.as_str(), default.priority, default.weight),
-        ("default", 1, 1)
-    );
-    assert!(default.implicit && default.match_ports.is_empty() && default.split.is_none());
-    assert_eq!(p.default_app(TenantId(0)), AppId(2));
+    assert_eq!(p.apps.len(), 2);
+    assert_eq!(p.catch_all_app(TenantId(0)), AppId(1));
 }
 
 #[test]
 fn defaults() {
     let p = parse_policy(
-        "link: {rate: 1Gbit}\ntenants:\n  - name: a\n  - name: b\n    apps: [{name: default, weight: 2}, {name: x}]\n",
+        "link: {rate: 1Gbit}\ntenants:\n  - name: a\n  - name: b\n    apps: [{name: x, match: {ports: [80]}}, {name: default, weight: 2}]\n",
         "p.yaml",
     )
     .unwrap();
@@ -100,8 +96,55 @@ fn defaults() {
     assert!(p.apps[0].implicit);
     // A declared default app replaces the implicit one.
     assert_eq!(p.tenants[1].apps, vec![AppId(1), AppId(2)]);
-    assert!(!p.apps[1].implicit && p.apps[1].weight == 2);
-    assert_eq!(p.default_app(TenantId(1)), AppId(1));
+    assert!(!p.apps[2].implicit && p.apps[2].weight == 2);
+    assert_eq!(p.catch_all_app(TenantId(1)), AppId(2));
+}
+
+/// policy.md "Shape": apps in order, first match wins; an app without `match`
+/// takes the rest; the implicit `default` only where no app does.
+#[test]
+fn apps_match_in_order_and_the_catch_all_takes_the_rest() {
+    let p = parse_policy(
+        "link: {rate: 1Gbit}
+tenants:
+  - name: a
+    apps:
+      - {name: probe, match: {proto: tcp, ports: [11111]}}
+      - {name: dns, match: {proto: udp}}
+      - {name: batch}
+  - name: b
+    apps:
+      - {name: web, match: {proto: tcp, ports: [80]}}
+  - name: c
+    apps:
+      - {name: default, match: {proto: udp}}
+      - {name: web, match: {proto: tcp, ports: [80]}}
+",
+        "p.yaml",
+    )
+    .unwrap();
+    let (a, b, c) = (TenantId(0), TenantId(1), TenantId(2));
+    let name = |t, proto, src, dst| p.app(p.app_for_packet(t, proto, src, dst)).name.as_str();
+    let (tcp, udp) = (Some(Proto::Tcp), Some(Proto::Udp));
+    assert_eq!(name(a, tcp, 11111, 5), "probe");
+    assert_eq!(name(a, tcp, 5, 11111), "probe");
+    assert_eq!(name(a, udp, 5, 11111), "dns");
+    assert_eq!(name(a, tcp, 5, 5201), "batch");
+    assert_eq!(name(a, None, 0, 0), "batch");
+    assert_eq!(p.app(p.catch_all_app(a)).name, "batch");
+    assert_eq!(
+        p.tenant(a).apps.len(),
+        3,
+        "no implicit default beside a catch-all"
+    );
+    // No catch-all: the implicit default, last.
+    assert_eq!(name(b, tcp, 5, 80), "web");
+    assert_eq!(name(b, tcp, 5, 81), "default");
+    assert!(p.app(p.catch_all_app(b)).implicit);
+    // A declared `default` with a match still takes what no rule took.
+    assert_eq!(name(c, tcp, 5, 81), "default");
+    assert_eq!(name(c, tcp, 5, 80), "web");
+    assert_eq!(p.tenant(c).apps.len(), 2);
 }
 
 #[test]

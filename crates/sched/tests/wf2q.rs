@@ -232,7 +232,7 @@ tenants:
     let packet = |tenant: u16, handle: u64| Packet {
         len_bytes: 1500,
         tenant: TenantId(tenant),
-        app: p.default_app(TenantId(tenant)),
+        app: p.catch_all_app(TenantId(tenant)),
         flow: 0,
         destination: 0,
         core: 0,

@@ -189,7 +189,7 @@ fn packet(p: &Policy, tenant: u16, handle: u64, len_bytes: u32) -> Packet {
     Packet {
         len_bytes,
         tenant: TenantId(tenant),
-        app: p.default_app(TenantId(tenant)),
+        app: p.catch_all_app(TenantId(tenant)),
         flow: 0,
         destination: 0,
         core: 0,

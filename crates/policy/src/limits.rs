@@ -1,0 +1,81 @@
+//! The bounds on everything in a policy or scenario that sizes memory or work,
+//! in one place. A file past one is refused by the parser with a located error
+//! whose hint names the bound, before anything is allocated for it: a typo such
+//! as `interval: 1ns` or `flows: 4294967295` must cost an error line, never an
+//! abort, a panic or the machine's memory. docs/scenario.md lists them.
+
+use crate::{Policy, Scenario, Traffic, TrafficKind};
+
+/// Tenants of a policy: each is a class with its own state in every enforcer.
+pub const TENANTS_MAX: usize = 4096;
+/// Apps of a policy, over all tenants, implicit `default` apps included.
+pub const APPS_MAX: usize = 65_536;
+/// Every rate (link, guarantees, caps, split limits, offered udp/poisson rates):
+/// 10 Tbit/s, far past any NIC, so that rate × time stays well inside `u64`.
+pub const RATE_BPS_MAX: u64 = 10_000_000_000_000;
+/// A run's duration: 1000 s. The simulator carries issue times of requests in 40
+/// bits of nanoseconds (about 1099 s).
+pub const DURATION_NS_MAX: u64 = 1_000_000_000_000;
+/// Sampling intervals of one run (duration / interval): each holds a row per
+/// class in every enforcer's record.
+pub const INTERVALS_MAX: u64 = 100_000;
+/// Intervals × (tenants + apps + flows): the measurement frame computes an ideal
+/// allocation over every class and flow of every interval.
+pub const INTERVAL_CELLS_MAX: u64 = 20_000_000;
+/// Flows of one scenario (bulk, udp and poisson `flows`, rpc `concurrency`),
+/// summed over its traffic: each has a sender and statistics of its own.
+pub const FLOWS_MAX: u64 = 100_000;
+/// Largest datagram of udp and poisson traffic: the largest UDP payload over IPv4.
+pub const DATAGRAM_BYTES_MAX: u64 = 65_507;
+/// Largest rpc request or response: 64 MiB.
+pub const MESSAGE_BYTES_MAX: u64 = 64 << 20;
+/// Open-loop rpc requests per second of one traffic.
+pub const REQUESTS_PER_S_MAX: f64 = 10_000_000.0;
+/// The simulator's work for a run: packets offered over all traffic and the
+/// whole duration (sum of packets/s × active seconds), 2 × 10^9. About an hour of
+/// simulation on one core, for one enforcer.
+pub const SIM_PACKETS_MAX: f64 = 2e9;
+/// Flows `nicsched explain --active` may make backlogged, over the whole list
+/// (each is one split class of the ideal).
+pub const EXPLAIN_FLOWS_MAX: usize = 1_000_000;
+
+/// Packets a run offers, as [`SIM_PACKETS_MAX`] bounds them: the sum of
+/// [`traffic_packets_estimate`] over its traffic.
+pub fn sim_packets_estimate(scenario: &Scenario) -> f64 {
+    scenario
+        .traffic
+        .iter()
+        .map(|t| traffic_packets_estimate(&scenario.policy, t))
+        .sum()
+}
+
+/// Packets one traffic offers over its active time: udp and poisson at their rate
+/// in datagrams (in MTU-sized packets), open-loop rpc at its request rate (a request
+/// and a response, each in MTU-sized packets), bulk and closed-loop rpc at the line
+/// rate in MTU-sized packets (the link paces them).
+pub fn traffic_packets_estimate(policy: &Policy, traffic: &Traffic) -> f64 {
+    let mtu = f64::from(policy.link.mtu_bytes);
+    let packets = |bytes: u32| (f64::from(bytes) / mtu).ceil().max(1.0);
+    let per_s = match traffic.kind {
+        TrafficKind::Udp {
+            rate_bps,
+            size_bytes,
+            ..
+        }
+        | TrafficKind::Poisson {
+            rate_bps,
+            size_bytes,
+            ..
+        } => rate_bps as f64 / (8.0 * f64::from(size_bytes)) * packets(size_bytes),
+        TrafficKind::Rpc {
+            request_bytes,
+            response_bytes,
+            rate_per_s: Some(rate),
+            ..
+        } => rate * (packets(request_bytes) + packets(response_bytes)),
+        TrafficKind::Bulk { .. } | TrafficKind::Rpc { .. } => {
+            policy.link.rate_bps as f64 / (8.0 * mtu)
+        }
+    };
+    per_s * (traffic.stop_ns - traffic.start_ns) as f64 / 1e9
+}
