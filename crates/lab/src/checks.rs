@@ -60,16 +60,19 @@ pub fn rate_text(bps: f64) -> String {
 }
 
 /// `meter-vs-programs`: per traffic, the transport payload the meter counted over
-/// the whole run against what its programs counted, within [`TOLERANCE`] of the
-/// programs' count. A traffic whose programs gave no count is named, not failed.
+/// the whole run in the app the scenario named for it (`payload_by_app`, per
+/// traffic and policy app) against what its programs counted, within
+/// [`TOLERANCE`] of the programs' count. A traffic whose programs gave no count
+/// is named, not failed.
 pub fn meter_vs_programs(
     scenario: &Scenario,
-    metered_payload: &[u64],
+    payload_by_app: &[Vec<u64>],
     counts: &[ProgramCount],
 ) -> Check {
     let (mut failed, mut compared, mut not_compared) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, (&metered, count)) in metered_payload.iter().zip(counts).enumerate() {
+    for (i, (per_app, count)) in payload_by_app.iter().zip(counts).enumerate() {
         let name = traffic_name(scenario, i);
+        let metered = per_app[scenario.traffic[i].app.index()];
         match count {
             ProgramCount::Bytes { program, bytes } => {
                 let line = format!(
@@ -218,7 +221,7 @@ pub fn lab_checks(scenario: &Scenario, record: &mut RunRecord, seen: &Observed) 
         }
     }
     let mut checks = vec![
-        meter_vs_programs(scenario, &seen.metered.traffic_payload_bytes, &counts),
+        meter_vs_programs(scenario, &seen.metered.traffic_app_payload_bytes, &counts),
         app_attribution(scenario, &seen.metered.traffic_app_bytes),
         demand,
     ];
@@ -378,14 +381,30 @@ traffic:
         }
     }
 
+    /// Payload per traffic and app as the meter hands it over: each traffic's in
+    /// its own app.
+    fn metered(s: &Scenario, payload: &[u64]) -> Vec<Vec<u64>> {
+        s.traffic
+            .iter()
+            .zip(payload)
+            .map(|(t, &bytes)| {
+                let mut per_app = vec![0; s.policy.apps.len()];
+                per_app[t.app.index()] = bytes;
+                per_app
+            })
+            .collect()
+    }
+
     #[test]
     fn a_meter_that_dropped_a_class_fails_against_the_programs() {
         let s = scenario();
         let counts = [iperf3(835_000_000), iperf3(16_000_000)];
-        let good = meter_vs_programs(&s, &[836_000_000, 16_100_000], &counts);
+        let good = meter_vs_programs(&s, &metered(&s, &[836_000_000, 16_100_000]), &counts);
         assert!(good.ok, "{}", good.detail);
         // The meter lost svc/batch's bytes: it counted none of them.
-        let bad = meter_vs_programs(&s, &[0, 16_100_000], &counts);
+        let mut dropped = metered(&s, &[836_000_000, 16_100_000]);
+        dropped[0][s.traffic[0].app.index()] = 0;
+        let bad = meter_vs_programs(&s, &dropped, &counts);
         assert!(!bad.ok);
         assert!(
             bad.detail.starts_with(
@@ -394,14 +413,25 @@ traffic:
             "{}",
             bad.detail
         );
+        // Or filed them in another app: the named one has none of them.
+        let mut misfiled = metered(&s, &[836_000_000, 16_100_000]);
+        let probe = s
+            .policy
+            .apps
+            .iter()
+            .position(|a| a.name == "probe")
+            .unwrap();
+        misfiled[0].swap(s.traffic[0].app.index(), probe);
+        assert!(!meter_vs_programs(&s, &misfiled, &counts).ok);
         // 3% off is off; a program that counted nothing is compared too.
-        assert!(!meter_vs_programs(&s, &[860_000_000, 16_000_000], &counts).ok);
-        assert!(!meter_vs_programs(&s, &[835_000_000, 5], &[counts[0].clone(), iperf3(0)]).ok);
+        assert!(!meter_vs_programs(&s, &metered(&s, &[860_000_000, 16_000_000]), &counts).ok);
+        let silent = [counts[0].clone(), iperf3(0)];
+        assert!(!meter_vs_programs(&s, &metered(&s, &[835_000_000, 5]), &silent).ok);
         let unknown = [
             counts[0].clone(),
             ProgramCount::NotCompared("no result in its log".into()),
         ];
-        let check = meter_vs_programs(&s, &[835_000_000, 0], &unknown);
+        let check = meter_vs_programs(&s, &metered(&s, &[835_000_000, 0]), &unknown);
         assert!(check.ok);
         assert!(
             check

@@ -41,8 +41,10 @@ pub struct Metered {
     /// Per traffic, its L3 bytes inside the run's intervals by the app the
     /// classifier put them in (policy app index).
     pub traffic_app_bytes: Vec<Vec<u64>>,
-    /// Per traffic, its transport payload from the meter's start to its stop.
-    pub traffic_payload_bytes: Vec<u64>,
+    /// Per traffic, its transport payload from the meter's start to its stop, by
+    /// the app the classifier put it in: what the programs count, in the place the
+    /// report would give it.
+    pub traffic_app_payload_bytes: Vec<Vec<u64>>,
     /// Per tenant, L3 bytes from the meter's start to its stop.
     pub tenant_bytes: Vec<u64>,
 }
@@ -69,7 +71,7 @@ impl Meter {
             class_bytes: vec![vec![0; self.classes]; self.intervals],
             frames: 0,
             traffic_app_bytes: vec![vec![0; self.apps]; self.traffic.len()],
-            traffic_payload_bytes: vec![0; self.traffic.len()],
+            traffic_app_payload_bytes: vec![vec![0; self.apps]; self.traffic.len()],
             tenant_bytes: vec![0; self.tenants],
         };
         let mut bufs = vec![[0u8; FRAME_BYTES_MAX]; BATCH];
@@ -127,8 +129,10 @@ impl Meter {
         let bytes = u64::from(ip.len_bytes);
         out.tenant_bytes[tenant.index()] += bytes;
         let traffic = self.traffic.iter().position(|m| m.matches(tenant, &ip));
+        let app = self.classifier.classify(tenant, &ip).app.index();
         if let Some(t) = traffic {
-            out.traffic_payload_bytes[t] += u64::from(payload_bytes(captured, &ip).unwrap_or(0));
+            out.traffic_app_payload_bytes[t][app] +=
+                u64::from(payload_bytes(captured, &ip).unwrap_or(0));
         }
         let Some(k) = at_ns
             .map(|at| (at / self.interval_ns) as usize)
@@ -137,12 +141,11 @@ impl Meter {
             return;
         };
         out.frames += 1;
-        let class = self.classifier.classify(tenant, &ip);
-        if let Some(c) = self.app_class[class.app.index()] {
+        if let Some(c) = self.app_class[app] {
             out.class_bytes[k][c] += bytes;
         }
         if let Some(t) = traffic {
-            out.traffic_app_bytes[t][class.app.index()] += bytes;
+            out.traffic_app_bytes[t][app] += bytes;
         }
     }
 }
