@@ -531,6 +531,7 @@ fn run_in(
         progress,
     )?;
     servers.finish();
+    let sink_udp_drops = udp_receive_buffer_drops(&plan.sink_ns);
     let (engine_stats, metered) = measuring.workers.join()?;
     let htb_drops = if enforcer == LINUX_HTB {
         Some(htb_drops(&scenario.policy, plan)?)
@@ -554,6 +555,7 @@ fn run_in(
         metered: &metered,
         engine: engine_stats.as_ref(),
         tallies: &tallies,
+        sink_udp_drops,
     };
     record.checks = checks::lab_checks(scenario, &mut record, &observed);
     Ok((record, engine_stats))
@@ -840,6 +842,16 @@ fn drive(
     }
     progress(scenario.duration_ns);
     traffics.finish()
+}
+
+/// Datagrams the UDP sockets of namespace `ns` dropped for want of buffer
+/// (`Udp: RcvbufErrors` of its `/proc/net/snmp`); `None` if it cannot be read.
+fn udp_receive_buffer_drops(ns: &str) -> Option<u64> {
+    let snmp = sys::netns::command("ip", &["netns", "exec", ns, "cat", "/proc/net/snmp"]).ok()?;
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let column = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(column)?.parse().ok()
 }
 
 /// The HTB classes' drops per tenant, from the kernel's counters.
