@@ -181,6 +181,23 @@ impl PathResult {
                     .map(|(x, y)| x + y)
                     .collect(),
                 send_busy: a.send_busy + b.send_busy,
+                ledgers: a
+                    .ledgers
+                    .iter()
+                    .zip(&b.ledgers)
+                    .map(|(x, y)| report::TenantLedger {
+                        offered_bytes: x.offered_bytes + y.offered_bytes,
+                        refused_bytes: x.refused_bytes + y.refused_bytes,
+                        sent_bytes: x.sent_bytes + y.sent_bytes,
+                        held_bytes: x.held_bytes + y.held_bytes,
+                    })
+                    .collect(),
+                uplink_bytes: a
+                    .uplink_bytes
+                    .iter()
+                    .zip(&b.uplink_bytes)
+                    .map(|(x, y)| x + y)
+                    .collect(),
                 loops: a.loops + b.loops,
                 held_waits: a.held_waits + b.held_waits,
                 split_classes: a.split_classes.max(b.split_classes),

@@ -83,6 +83,26 @@ pub fn parse_captured(frame: &[u8], wire_bytes: usize) -> ParsedFrame {
     })
 }
 
+/// Bytes of a parsed IPv4 frame past its transport's header (`ip` is what
+/// [`parse_captured`] made of `frame`, which holds at least the transport header's
+/// first 13 bytes): the bytes the programs at either end count. For non-first
+/// fragments and protocols other than TCP and UDP, what follows the IPv4 header.
+/// `None` if the capture is too short to say.
+pub fn payload_bytes(frame: &[u8], ip: &Ipv4Header) -> Option<u32> {
+    let header = frame.get(ETHERNET_HEADER_BYTES..)?;
+    let ip_header_bytes = u32::from(header.first()? & 0x0f) * 4;
+    let first_fragment = u16_at(header, 6) & 0x1fff == 0;
+    let transport_header_bytes = match ip.proto {
+        PROTO_TCP if first_fragment => {
+            u32::from(header.get(ip_header_bytes as usize + 12)? >> 4) * 4
+        }
+        PROTO_UDP if first_fragment => 8,
+        _ => 0,
+    };
+    ip.len_bytes
+        .checked_sub(ip_header_bytes + transport_header_bytes)
+}
+
 /// An IPv4 prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Prefix {
@@ -228,6 +248,23 @@ pub(crate) fn test_frame(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn payload_is_what_follows_the_transport_header() {
+        let udp = test_frame([10, 0, 0, 1], [10, 0, 0, 2], PROTO_UDP, (1, 2), 64);
+        let ParsedFrame::Ipv4(ip) = parse(&udp) else {
+            panic!()
+        };
+        assert_eq!((ip.len_bytes, payload_bytes(&udp, &ip)), (92, Some(64)));
+        let mut tcp = test_frame([10, 0, 0, 1], [10, 0, 0, 2], PROTO_TCP, (1, 2), 100);
+        // A data offset of 8 words: 12 bytes of options inside the 100.
+        tcp[ETHERNET_HEADER_BYTES + 20 + 12] = 8 << 4;
+        let ParsedFrame::Ipv4(ip) = parse(&tcp) else {
+            panic!()
+        };
+        assert_eq!(payload_bytes(&tcp, &ip), Some(88));
+        assert_eq!(payload_bytes(&tcp[..ETHERNET_HEADER_BYTES + 30], &ip), None);
+    }
 
     fn policy() -> Policy {
         policy::parse_policy(

@@ -128,6 +128,14 @@ pub struct EngineStats {
     pub refused: Vec<u64>,
     /// Sends the uplink answered "busy" (retried).
     pub send_busy: u64,
+    /// Per tenant, the L3 bytes of its IPv4 frames: received from its port
+    /// (offered), dropped for want of a slot or refused by the enforcer, handed to
+    /// the link (the enforcer's frames, a GSO send's MTU pieces as they leave), and
+    /// still held when the engine stopped.
+    pub ledgers: Vec<report::TenantLedger>,
+    /// Per tenant, the L3 bytes of the frames that went out whole on the uplink:
+    /// what the sink can see.
+    pub uplink_bytes: Vec<u64>,
     /// Classes the policy's `split` made of the packets offered (one per
     /// destination or flow key of a split app), as the enforcer counts them;
     /// `None` under an enforcer without per-class state.
@@ -217,6 +225,8 @@ impl Engine {
             stats: EngineStats {
                 buffer_drops: vec![0; tenants],
                 refused: vec![0; tenants],
+                ledgers: vec![report::TenantLedger::default(); tenants],
+                uplink_bytes: vec![0; tenants],
                 ..EngineStats::default()
             },
             config,
@@ -272,6 +282,7 @@ impl Engine {
                     break;
                 };
                 let slot = frame.packet.handle as u32;
+                let t = frame.packet.tenant.index();
                 if frame.last {
                     if !uplink.send(self.slab.get(slot))? {
                         self.stats.send_busy += 1;
@@ -280,8 +291,10 @@ impl Engine {
                     }
                     self.slab.release(slot);
                     self.stats.tx_frames += 1;
+                    self.stats.uplink_bytes[t] += u64::from(frame.packet.len_bytes);
                 }
                 self.stats.tx_bytes += u64::from(frame.bytes);
+                self.stats.ledgers[t].sent_bytes += u64::from(frame.bytes);
                 // Unpaced, `link_free_ns` stays 0: the link is always free.
                 if let Some(rate) = rate {
                     let start_ns = link_free_ns.max(now_ns.saturating_sub(CATCH_UP_NS));
@@ -315,7 +328,35 @@ impl Engine {
             self.stats.refused[t] = c.refused_packets;
         }
         self.stats.split_classes = self.enforcer.classes().map(|c| c - self.apps);
+        if let Some(frame) = unsent {
+            self.stats.ledgers[frame.packet.tenant.index()].held_bytes += u64::from(frame.bytes);
+        }
+        self.drain_held(clock.elapsed().as_nanos() as u64);
         Ok(self.stats)
+    }
+
+    /// Counts what the enforcer still holds as held, taking it out in its own
+    /// time: a shaper releases its packets only as their times come.
+    fn drain_held(&mut self, mut now_ns: u64) {
+        // Every held packet leaves as at most one frame per MTU of a GSO send; a
+        // mechanism that still holds packets after that many tries has lost its
+        // way, and conservation says so.
+        let mut tries = self.enforcer.backlog_packets() as u64
+            * u64::from(policy::wire::TSO_BYTES_MAX / 64 + 1)
+            + 1;
+        while self.enforcer.backlog_packets() > 0 && tries > 0 {
+            tries -= 1;
+            match self.enforcer.dequeue(now_ns) {
+                Some(frame) => {
+                    self.stats.ledgers[frame.packet.tenant.index()].held_bytes +=
+                        u64::from(frame.bytes);
+                }
+                None => match self.enforcer.next_ready_ns(now_ns) {
+                    Some(at) => now_ns = at.max(now_ns + 1),
+                    None => break,
+                },
+            }
+        }
     }
 
     fn on_tenant_frame(
@@ -350,8 +391,10 @@ impl Engine {
             }
         };
         let t = tenant.index();
+        self.stats.ledgers[t].offered_bytes += u64::from(ip.len_bytes);
         let Some(slot) = self.slab.store(frame) else {
             self.stats.buffer_drops[t] += 1;
+            self.stats.ledgers[t].refused_bytes += u64::from(ip.len_bytes);
             return Ok(());
         };
         let class = self.classifier.classify(tenant, &ip);
@@ -366,6 +409,7 @@ impl Engine {
             handle: u64::from(slot),
         };
         if let Err((packet, _reason)) = self.enforcer.enqueue(now_ns, packet) {
+            self.stats.ledgers[t].refused_bytes += u64::from(packet.len_bytes);
             self.slab.release(packet.handle as u32);
         }
         Ok(())

@@ -72,9 +72,28 @@ pub struct PoissonLoad {
     pub mean_gap_ns: f64,
 }
 
+/// What a generator did by its own count, for the run's checks against the meter
+/// and against what the scenario asked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Datagrams the kernel took, and their payload bytes (poisson).
+    pub sent_datagrams: u64,
+    pub sent_bytes: u64,
+    /// How long it sent: from its first planned send to its stop.
+    pub active_ns: u64,
+    /// Reply bytes read from memcached, the `STORED` of the item included.
+    pub received_bytes: u64,
+    /// Latency of every answered request (memcached).
+    pub latencies_ns: Vec<u64>,
+}
+
 /// Sends `load` from the calling thread (in the tenant's namespace) until `stop`.
 /// `ready` is called once the sockets are bound.
-pub fn run_poisson(load: &PoissonLoad, stop: &AtomicBool, ready: impl FnOnce()) -> io::Result<()> {
+pub fn run_poisson(
+    load: &PoissonLoad,
+    stop: &AtomicBool,
+    ready: impl FnOnce(),
+) -> io::Result<Tally> {
     let sockets = load
         .flows
         .iter()
@@ -98,24 +117,29 @@ pub fn run_poisson(load: &PoissonLoad, stop: &AtomicBool, ready: impl FnOnce()) 
         .enumerate()
         .map(|(i, g)| Reverse((start_ns + g.next_ns(), i)))
         .collect();
+    let mut tally = Tally::default();
     while !stop.load(Ordering::Relaxed) {
         let Some(&Reverse((at_ns, flow))) = due.peek() else {
-            return Ok(());
+            break;
         };
         let now_ns = clock::now_ns();
         if at_ns > now_ns + BATCH_AHEAD_NS {
             clock::sleep_until_ns(at_ns.min(now_ns + STOP_CHECK_NS))?;
             continue;
         }
-        if let Err(e) = sockets[flow].send(&payload)
-            && !crate::sys::is_transient_send_error(&e)
-        {
-            return Err(e);
+        match sockets[flow].send(&payload) {
+            Ok(sent) => {
+                tally.sent_datagrams += 1;
+                tally.sent_bytes += sent as u64;
+            }
+            Err(e) if crate::sys::is_transient_send_error(&e) => {}
+            Err(e) => return Err(e),
         }
         due.pop();
         due.push(Reverse((at_ns + gaps[flow].next_ns(), flow)));
     }
-    Ok(())
+    tally.active_ns = clock::now_ns().saturating_sub(start_ns);
+    Ok(tally)
 }
 
 /// The key of a memcached traffic's item: `get KEY\r\n` is `request_bytes` long
@@ -213,6 +237,8 @@ struct Replies {
     buf: Vec<u8>,
     chunk: Vec<u8>,
     item_bytes: usize,
+    /// Everything read, whole replies or not.
+    read_bytes: u64,
 }
 
 impl Replies {
@@ -221,6 +247,7 @@ impl Replies {
             buf: Vec::new(),
             chunk: vec![0; 64 << 10],
             item_bytes: item_bytes as usize,
+            read_bytes: 0,
         }
     }
 
@@ -258,13 +285,19 @@ impl Replies {
                         "memcached closed the connection",
                     ));
                 }
-                Ok(n) => self.buf.extend_from_slice(&self.chunk[..n]),
+                Ok(n) => {
+                    self.read_bytes += n as u64;
+                    self.buf.extend_from_slice(&self.chunk[..n]);
+                }
                 Err(e) if is_retry(&e) => {}
                 Err(e) => return Err(e),
             }
         }
     }
 }
+
+/// Latencies one connection measured and the bytes it read.
+type Answered = (Vec<u64>, u64);
 
 /// A read that found nothing yet (the socket's timeout, or a signal): try again.
 fn is_retry(e: &io::Error) -> bool {
@@ -287,8 +320,8 @@ fn connect(server: SocketAddrV4) -> io::Result<TcpStream> {
     Ok(stream)
 }
 
-/// Stores the item, so that every GET finds it.
-fn store(stream: &mut TcpStream, key: &str, item_bytes: u32) -> io::Result<()> {
+/// Stores the item, so that every GET finds it; returns the bytes of the answer.
+fn store(stream: &mut TcpStream, key: &str, item_bytes: u32) -> io::Result<u64> {
     let mut command = format!("set {key} 0 0 {item_bytes}\r\n").into_bytes();
     command.resize(command.len() + item_bytes as usize, b'x');
     command.extend_from_slice(b"\r\n");
@@ -304,7 +337,7 @@ fn store(stream: &mut TcpStream, key: &str, item_bytes: u32) -> io::Result<()> {
         }
     }
     if answer == b"STORED\r\n" {
-        Ok(())
+        Ok(answer.len() as u64)
     } else {
         Err(io::Error::other(format!(
             "storing the item failed: memcached answered `{}`",
@@ -314,17 +347,17 @@ fn store(stream: &mut TcpStream, key: &str, item_bytes: u32) -> io::Result<()> {
 }
 
 /// Runs `load` from the calling thread (in the sink's namespace) until `stop`;
-/// returns the latency of every answered request in ns. `ready` is called once
-/// every connection is up and the item is stored.
+/// returns the latency of every answered request in ns and the bytes read. `ready`
+/// is called once every connection is up and the item is stored.
 pub fn run_memcached(
     load: &MemcachedLoad,
     stop: &AtomicBool,
     ready: impl FnOnce(),
-) -> io::Result<Vec<u64>> {
+) -> io::Result<Tally> {
     let mut streams = (0..load.connections.max(1))
         .map(|_| connect(load.server))
         .collect::<io::Result<Vec<_>>>()?;
-    store(&mut streams[0], &load.key, load.item_bytes)?;
+    let stored_bytes = store(&mut streams[0], &load.key, load.item_bytes)?;
     crate::sys::set_timer_slack_ns(1);
     ready();
     let request = format!("get {}\r\n", load.key).into_bytes();
@@ -351,14 +384,18 @@ pub fn run_memcached(
                 })
             })
             .collect();
-        let mut latencies_ns = Vec::new();
+        let mut tally = Tally {
+            received_bytes: stored_bytes,
+            ..Tally::default()
+        };
         for worker in workers {
-            let got = worker
+            let (latencies_ns, read_bytes) = worker
                 .join()
                 .map_err(|_| io::Error::other("a load generator connection panicked"))??;
-            latencies_ns.extend(got);
+            tally.latencies_ns.extend(latencies_ns);
+            tally.received_bytes += read_bytes;
         }
-        Ok(latencies_ns)
+        Ok(tally)
     })
 }
 
@@ -368,7 +405,7 @@ fn closed_loop(
     request: &[u8],
     item_bytes: u32,
     halt: &Halt,
-) -> io::Result<Vec<u64>> {
+) -> io::Result<Answered> {
     let mut replies = Replies::new(item_bytes);
     let mut latencies_ns = Vec::new();
     while !halt.now() {
@@ -379,7 +416,7 @@ fn closed_loop(
         }
         latencies_ns.push(clock::now_ns() - sent_ns);
     }
-    Ok(latencies_ns)
+    Ok((latencies_ns, replies.read_bytes))
 }
 
 /// Requests at planned times `phase + k * gap`, whatever the replies do; latency
@@ -393,7 +430,7 @@ fn open_loop(
     gap_ns: f64,
     phase_ns: f64,
     halt: &Halt,
-) -> io::Result<Vec<u64>> {
+) -> io::Result<Answered> {
     let reader = stream.try_clone()?;
     let (planned_tx, planned_rx) = mpsc::channel::<u64>();
     std::thread::scope(|s| {
@@ -446,7 +483,7 @@ fn open_loop_replies(
     item_bytes: u32,
     planned: mpsc::Receiver<u64>,
     halt: &Halt,
-) -> io::Result<Vec<u64>> {
+) -> io::Result<Answered> {
     let mut replies = Replies::new(item_bytes);
     let mut latencies_ns = Vec::new();
     while replies.next(&mut reader, halt)? {
@@ -455,7 +492,7 @@ fn open_loop_replies(
             .map_err(|_| io::Error::other("memcached answered a request never sent"))?;
         latencies_ns.push(clock::now_ns().saturating_sub(planned_ns));
     }
-    Ok(latencies_ns)
+    Ok((latencies_ns, replies.read_bytes))
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@
 //!   each enforcer and through the kernel's bridge, with and without HTB.
 
 mod bench;
+mod checks;
 mod classify;
 mod engine;
 mod generate;
@@ -226,7 +227,10 @@ pub(crate) fn run_id() -> Result<u32, LabError> {
 /// Threads in the engine and sink namespaces; stopped and joined when dropped, so
 /// no thread holds a namespace alive past the topology.
 struct Workers {
+    /// Stops the engine; the meter stops after it, so that it counts every frame
+    /// the engine sent.
     stop: Arc<AtomicBool>,
+    meter_stop: Arc<AtomicBool>,
     engine: Option<JoinHandle<std::io::Result<EngineStats>>>,
     meter: Option<JoinHandle<std::io::Result<meter::Metered>>>,
 }
@@ -243,6 +247,7 @@ impl Workers {
             ),
             None => None,
         };
+        self.meter_stop.store(true, Ordering::SeqCst);
         let metered = self
             .meter
             .take()
@@ -257,6 +262,7 @@ impl Workers {
 impl Drop for Workers {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        self.meter_stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.engine.take() {
             let _ = h.join();
         }
@@ -321,9 +327,9 @@ struct RunningGenerator {
     label: String,
     server_log: Option<PathBuf>,
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<std::io::Result<Vec<u64>>>>,
-    /// What it measured, once joined.
-    latencies_ns: Vec<u64>,
+    handle: Option<JoinHandle<std::io::Result<generate::Tally>>>,
+    /// What it counted, once joined.
+    tally: generate::Tally,
 }
 
 impl RunningGenerator {
@@ -340,16 +346,14 @@ impl RunningGenerator {
             server_log: generator.server_log.clone(),
             stop: stop.clone(),
             handle: None,
-            latencies_ns: Vec::new(),
+            tally: generate::Tally::default(),
         };
         let load = generator.load.clone();
         let spawned = spawn_in(
             &running.label,
             generator.ns.clone(),
             move |ready| match &load {
-                traffic::Load::Poisson(p) => {
-                    generate::run_poisson(p, &stop, ready).map(|()| Vec::new())
-                }
+                traffic::Load::Poisson(p) => generate::run_poisson(p, &stop, ready),
                 traffic::Load::Memcached(m) => {
                     if realtime {
                         let _ = sys::set_realtime();
@@ -385,7 +389,7 @@ impl RunningGenerator {
 
     fn join(&mut self) -> Result<(), LabError> {
         if let Some(handle) = self.handle.take() {
-            self.latencies_ns = handle
+            self.tally = handle
                 .join()
                 .map_err(|_| self.error("panicked".into()))?
                 .map_err(|e| self.error(e.to_string()))?;
@@ -393,11 +397,11 @@ impl RunningGenerator {
         Ok(())
     }
 
-    /// Stops it and hands back the latencies it measured, in ns.
-    fn finish(&mut self) -> Result<Vec<u64>, LabError> {
+    /// Stops it and hands back what it counted.
+    fn finish(&mut self) -> Result<generate::Tally, LabError> {
         self.stop.store(true, Ordering::SeqCst);
         self.join()?;
-        Ok(std::mem::take(&mut self.latencies_ns))
+        Ok(std::mem::take(&mut self.tally))
     }
 }
 
@@ -524,7 +528,8 @@ pub fn run_with_engine_stats(
     Ok((record, engine_stats))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Runs the traffic of `plans` in the topology of `plan`, measured, and checks the
+/// figures: the steps below, in order.
 fn run_in(
     scenario: &Scenario,
     enforcer: &str,
@@ -534,31 +539,85 @@ fn run_in(
     dir: &Path,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(RunRecord, Option<EngineStats>), LabError> {
+    let mut measuring = start_measuring(scenario, enforcer, options, plan, plans, dir)?;
+    let servers = start_servers(plans, &plan.sink_ns, options.realtime)?;
+    let tallies = drive(
+        scenario,
+        plans,
+        options.realtime,
+        &measuring.origin,
+        progress,
+    )?;
+    servers.finish();
+    let sink_udp_drops = udp_receive_buffer_drops(&plan.sink_ns);
+    let (engine_stats, metered) = measuring.workers.join()?;
+    let htb_drops = if enforcer == LINUX_HTB {
+        Some(htb_drops(&scenario.policy, plan)?)
+    } else {
+        None
+    };
+    let mut record = measuring.record;
+    collect(scenario, plans, &mut record, &metered, &tallies);
+    let tenants = scenario.policy.tenants.len();
+    (record.tenant_drops, record.frames_sent) = match (&engine_stats, htb_drops) {
+        (Some(s), _) => (
+            (0..tenants)
+                .map(|t| s.buffer_drops[t] + s.refused[t])
+                .collect(),
+            s.tx_frames,
+        ),
+        (None, drops) => (drops.unwrap_or_else(|| vec![0; tenants]), metered.frames),
+    };
+    let observed = checks::Observed {
+        plans,
+        metered: &metered,
+        engine: engine_stats.as_ref(),
+        tallies: &tallies,
+        sink_udp_drops,
+    };
+    record.checks = checks::lab_checks(scenario, &mut record, &observed);
+    Ok((record, engine_stats))
+}
+
+/// What a run is measured with, up before any traffic: its record (ideals filled
+/// in, nothing measured), the meter and, unless the kernel forwards, the engine.
+struct Measuring {
+    record: RunRecord,
+    workers: Workers,
+    /// Time zero of the run, once traffic starts.
+    origin: Arc<OnceLock<Instant>>,
+}
+
+fn start_measuring(
+    scenario: &Scenario,
+    enforcer: &str,
+    options: &LabOptions,
+    plan: &topology::Plan,
+    plans: &[traffic::TrafficPlan],
+    dir: &Path,
+) -> Result<Measuring, LabError> {
     let policy = &scenario.policy;
     let prefixes: Vec<Prefix> = plan.tenants.iter().map(|t| t.prefix).collect();
     let classifier = Classifier::new(policy, prefixes.clone());
-
     let kernel_htb = enforcer == LINUX_HTB;
     if kernel_htb {
         apply_htb(policy, plan, &prefixes, dir)?;
     }
-
     let classes = measure::report_classes(scenario);
     let mut app_class = vec![None; policy.apps.len()];
     for (c, a) in classes.iter().enumerate() {
         app_class[a.index()] = Some(c);
     }
-    let mut record = measure::empty_record(
+    let record = measure::empty_record(
         scenario,
         enforcer,
         Mode::Lab,
         &measure::asked_demands_bps(scenario, &measure::RpcPath::default()),
     );
-
-    let stop = Arc::new(AtomicBool::new(false));
     let origin = Arc::new(OnceLock::new());
     let mut workers = Workers {
-        stop: stop.clone(),
+        stop: Arc::new(AtomicBool::new(false)),
+        meter_stop: Arc::new(AtomicBool::new(false)),
         engine: None,
         meter: None,
     };
@@ -568,9 +627,13 @@ fn run_in(
         classes: classes.len(),
         interval_ns: scenario.interval_ns,
         intervals: record.intervals.len(),
+        traffic: plans.iter().map(|p| p.frames.clone()).collect(),
+        apps: policy.apps.len(),
+        tenants: policy.tenants.len(),
     };
     {
-        let (stop, origin, realtime) = (stop.clone(), origin.clone(), options.realtime);
+        let (stop, origin, realtime) =
+            (workers.meter_stop.clone(), origin.clone(), options.realtime);
         workers.meter = Some(spawn_worker(
             "nicsched-meter",
             plan.sink_ns.clone(),
@@ -590,7 +653,7 @@ fn run_in(
             link_rate_bps: Some(policy.link.rate_bps),
             buffer: engine::HostBuffer::new(enforcer, policy, options.qdisc),
         };
-        let stop = stop.clone();
+        let stop = workers.stop.clone();
         let (name, policy) = (enforcer.to_string(), policy.clone());
         workers.engine = Some(spawn_worker(
             "nicsched-engine",
@@ -602,21 +665,47 @@ fn run_in(
             },
         )?);
     }
+    Ok(Measuring {
+        record,
+        workers,
+        origin,
+    })
+}
 
-    // Programs and sink sockets: dropped (killed, closed) before the workers and
-    // the topology.
-    let mut servers: Vec<Process> = Vec::new();
-    let mut udp_sinks: Vec<UdpSocket> = Vec::new();
+/// The traffic's servers and the sink's UDP sockets; dropped (killed, closed)
+/// before the workers and the topology.
+struct Servers {
+    /// Each with whether it ends by itself once its one test is over (iperf3).
+    processes: Vec<(Process, bool)>,
+    udp_sinks: Vec<UdpSocket>,
+}
+
+/// How long an iperf3 server may take to write its result once its client has
+/// stopped: the client's last message crosses the engine behind its data.
+const SERVER_RESULT_GRACE: Duration = Duration::from_secs(3);
+
+fn start_servers(
+    plans: &[traffic::TrafficPlan],
+    sink_ns: &str,
+    realtime: bool,
+) -> Result<Servers, LabError> {
+    let mut servers = Servers {
+        processes: Vec::new(),
+        udp_sinks: Vec::new(),
+    };
     for p in plans {
+        let one_test = p.counted == traffic::Counted::Iperf3;
         for s in &p.servers {
-            servers.push(start(s, &format!("{} server", p.label), options.realtime)?);
+            let process = start(s, &format!("{} server", p.label), realtime)?;
+            servers.processes.push((process, one_test));
         }
         if let Some(port) = p.udp_sink_port {
-            udp_sinks.push(udp_sink(&plan.sink_ns, port)?);
+            servers.udp_sinks.push(udp_sink(sink_ns, port)?);
         }
     }
     std::thread::sleep(Duration::from_millis(300));
-    for (s, command) in servers
+    for ((s, _), command) in servers
+        .processes
         .iter_mut()
         .zip(plans.iter().flat_map(|p| &p.servers))
     {
@@ -628,64 +717,84 @@ fn run_in(
             ));
         }
     }
+    Ok(servers)
+}
 
-    let mut clients: Vec<Vec<Process>> = plans.iter().map(|_| Vec::new()).collect();
-    let mut generators: Vec<Option<RunningGenerator>> = plans.iter().map(|_| None).collect();
-    let mut started = vec![false; plans.len()];
-    let mut stopped = vec![false; plans.len()];
-    let launch = |p: &traffic::TrafficPlan| -> Result<Vec<Process>, LabError> {
-        p.clients
+impl Servers {
+    /// Lets each iperf3 server write its result and end, then kills every server
+    /// still running and closes the sink's sockets.
+    fn finish(mut self) {
+        for (process, one_test) in &mut self.processes {
+            if *one_test {
+                // Signal 0 sends nothing: this only waits for it to end.
+                process.stop(0, SERVER_RESULT_GRACE);
+            }
+        }
+    }
+}
+
+/// Each traffic's clients and generator while the run drives them.
+struct Traffics<'a> {
+    plans: &'a [traffic::TrafficPlan],
+    realtime: bool,
+    clients: Vec<Vec<Process>>,
+    generators: Vec<Option<RunningGenerator>>,
+    started: Vec<bool>,
+    stopped: Vec<bool>,
+}
+
+impl<'a> Traffics<'a> {
+    fn new(plans: &'a [traffic::TrafficPlan], realtime: bool) -> Self {
+        Traffics {
+            plans,
+            realtime,
+            clients: plans.iter().map(|_| Vec::new()).collect(),
+            generators: plans.iter().map(|_| None).collect(),
+            started: vec![false; plans.len()],
+            stopped: vec![false; plans.len()],
+        }
+    }
+
+    fn launch(&mut self, i: usize) -> Result<(), LabError> {
+        let p = &self.plans[i];
+        self.clients[i] = p
+            .clients
             .iter()
-            .map(|c| start(c, &format!("{} client", p.label), options.realtime))
-            .collect()
-    };
-    // The clients of traffic that starts with the run are launched WARM_UP before
-    // its time zero, so that it starts sending, not starting up, at zero: iperf3
-    // takes 100-300 ms to open its streams (more with -P 64), which alone set the
-    // first interval's Jain index (0.96 against 0.999 after it).
-    for (i, p) in plans.iter().enumerate().filter(|(_, p)| p.start_ns == 0) {
-        clients[i] = launch(p)?;
+            .map(|c| start(c, &format!("{} client", p.label), self.realtime))
+            .collect::<Result<_, _>>()?;
+        Ok(())
     }
-    std::thread::sleep(WARM_UP);
-    if sys::signal::interrupted() {
-        return Err(LabError::Interrupted);
-    }
-    let t0 = Instant::now();
-    let _ = origin.set(t0);
-    let mut last_progress = 0;
-    loop {
-        if sys::signal::interrupted() {
-            return Err(LabError::Interrupted);
-        }
-        let now_ns = t0.elapsed().as_nanos() as u64;
-        if now_ns >= scenario.duration_ns {
-            break;
-        }
-        for (i, p) in plans.iter().enumerate() {
-            if !started[i] && now_ns >= p.start_ns {
-                started[i] = true;
+
+    /// Starts and stops traffic due at `now_ns`, and fails if a program did.
+    fn tick(&mut self, now_ns: u64) -> Result<(), LabError> {
+        for (i, p) in self.plans.iter().enumerate() {
+            if !self.started[i] && now_ns >= p.start_ns {
+                self.started[i] = true;
                 // Traffic starting at zero had its clients launched in the warm-up.
                 if p.start_ns > 0 {
-                    clients[i] = launch(p)?;
+                    self.launch(i)?;
                 }
                 if let Some(g) = &p.generator {
-                    generators[i] = Some(RunningGenerator::start(g, &p.label, options.realtime)?);
+                    self.generators[i] = Some(RunningGenerator::start(g, &p.label, self.realtime)?);
                 }
             }
-            if started[i] && !stopped[i] && now_ns >= p.stop_ns {
-                stopped[i] = true;
-                for c in &mut clients[i] {
+            if self.started[i] && !self.stopped[i] && now_ns >= p.stop_ns {
+                self.stopped[i] = true;
+                for c in &mut self.clients[i] {
                     c.stop(libc_sigint(), Duration::from_secs(2));
                 }
-                if let Some(g) = &generators[i] {
+                if let Some(g) = &self.generators[i] {
                     g.stop.store(true, Ordering::SeqCst);
                 }
             }
-            if started[i] && !stopped[i] {
-                if let Some(error) = generators[i].as_mut().and_then(RunningGenerator::failure) {
+            if self.started[i] && !self.stopped[i] {
+                if let Some(error) = self.generators[i]
+                    .as_mut()
+                    .and_then(RunningGenerator::failure)
+                {
                     return Err(error);
                 }
-                for (c, command) in clients[i].iter_mut().zip(&p.clients) {
+                for (c, command) in self.clients[i].iter_mut().zip(&p.clients) {
                     if let Some(status) = c.poll()
                         && !status.success()
                     {
@@ -698,6 +807,51 @@ fn run_in(
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Stops every client and generator; what each generator counted, per traffic.
+    fn finish(mut self) -> Result<Vec<Option<generate::Tally>>, LabError> {
+        for c in self.clients.iter_mut().flatten() {
+            c.stop(libc_sigint(), Duration::from_secs(2));
+        }
+        self.generators
+            .iter_mut()
+            .map(|g| g.as_mut().map(RunningGenerator::finish).transpose())
+            .collect()
+    }
+}
+
+/// Drives the traffic of `plans` from its warm-up to the end of the scenario; sets
+/// `origin` at time zero. Returns what the lab's generators counted.
+fn drive(
+    scenario: &Scenario,
+    plans: &[traffic::TrafficPlan],
+    realtime: bool,
+    origin: &OnceLock<Instant>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<Option<generate::Tally>>, LabError> {
+    let mut traffics = Traffics::new(plans, realtime);
+    // The clients of traffic that starts with the run are launched WARM_UP before
+    // its time zero, so that it starts sending, not starting up, at zero: iperf3
+    // takes 100-300 ms to open its streams (more with -P 64), which alone set the
+    // first interval's Jain index (0.96 against 0.999 after it).
+    for (i, _) in plans.iter().enumerate().filter(|(_, p)| p.start_ns == 0) {
+        traffics.launch(i)?;
+    }
+    std::thread::sleep(WARM_UP);
+    let t0 = Instant::now();
+    let _ = origin.set(t0);
+    let mut last_progress = 0;
+    loop {
+        if sys::signal::interrupted() {
+            return Err(LabError::Interrupted);
+        }
+        let now_ns = t0.elapsed().as_nanos() as u64;
+        if now_ns >= scenario.duration_ns {
+            break;
+        }
+        traffics.tick(now_ns)?;
         if now_ns - last_progress >= 100_000_000 {
             progress(now_ns);
             last_progress = now_ns;
@@ -705,43 +859,50 @@ fn run_in(
         std::thread::sleep(Duration::from_millis(2));
     }
     progress(scenario.duration_ns);
-    for c in clients.iter_mut().flatten() {
-        c.stop(libc_sigint(), Duration::from_secs(2));
-    }
-    let mut generated = Vec::new();
-    for g in &mut generators {
-        generated.push(match g {
-            Some(g) => g.finish()?,
-            None => Vec::new(),
-        });
-    }
-    drop(servers);
-    drop(udp_sinks);
-    let (engine_stats, metered) = workers.join()?;
-    let htb_drops = if kernel_htb {
-        let stats = sys::netns::command(
-            "tc",
-            &[
-                "-netns",
-                &plan.engine_ns,
-                "-s",
-                "class",
-                "show",
-                "dev",
-                &plan.uplink,
-            ],
-        )
-        .map_err(|e| LabError::Setup(format!("reading HTB's counters: {e}")))?;
-        Some(htb::tenant_drops(policy, &stats))
-    } else {
-        None
-    };
+    traffics.finish()
+}
 
+/// Datagrams the UDP sockets of namespace `ns` dropped for want of buffer
+/// (`Udp: RcvbufErrors` of its `/proc/net/snmp`); `None` if it cannot be read.
+fn udp_receive_buffer_drops(ns: &str) -> Option<u64> {
+    let snmp = sys::netns::command("ip", &["netns", "exec", ns, "cat", "/proc/net/snmp"]).ok()?;
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let column = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(column)?.parse().ok()
+}
+
+/// The HTB classes' drops per tenant, from the kernel's counters.
+fn htb_drops(policy: &policy::Policy, plan: &topology::Plan) -> Result<Vec<u64>, LabError> {
+    let stats = sys::netns::command(
+        "tc",
+        &[
+            "-netns",
+            &plan.engine_ns,
+            "-s",
+            "class",
+            "show",
+            "dev",
+            &plan.uplink,
+        ],
+    )
+    .map_err(|e| LabError::Setup(format!("reading HTB's counters: {e}")))?;
+    Ok(htb::tenant_drops(policy, &stats))
+}
+
+/// Fills `record` with what was measured: the metered bytes and the latency of
+/// each request/response traffic (sockperf's logs, the memcached generator's).
+fn collect(
+    scenario: &Scenario,
+    plans: &[traffic::TrafficPlan],
+    record: &mut RunRecord,
+    metered: &meter::Metered,
+    tallies: &[Option<generate::Tally>],
+) {
     for (interval, bytes) in record.intervals.iter_mut().zip(&metered.class_bytes) {
         interval.class_bytes.clone_from(bytes);
     }
-    let mut latency = Vec::new();
-    for (p, generated) in plans.iter().zip(&generated) {
+    for (p, tally) in plans.iter().zip(tallies) {
         if !matches!(scenario.traffic[p.traffic].kind, TrafficKind::Rpc { .. }) {
             continue;
         }
@@ -753,32 +914,15 @@ fn run_in(
                 histogram.saturating_record(rtt.max(1));
             }
         }
-        for &latency_ns in generated {
+        for &latency_ns in tally.iter().flat_map(|t| &t.latencies_ns) {
             histogram.saturating_record(latency_ns.max(1));
         }
-        latency.push(LatencyRecord {
+        record.latency.push(LatencyRecord {
             traffic: p.label.clone(),
             histogram_ns: histogram,
         });
     }
-    let tenants = policy.tenants.len();
-    let (tenant_drops, frames_sent) = match (&engine_stats, htb_drops) {
-        (Some(s), _) => (
-            (0..tenants)
-                .map(|t| s.buffer_drops[t] + s.refused[t])
-                .collect(),
-            s.tx_frames,
-        ),
-        (None, drops) => (drops.unwrap_or_else(|| vec![0; tenants]), metered.frames),
-    };
     // Departure times of single flows are not metered in the lab: no pacing.
-    let record = RunRecord {
-        latency,
-        tenant_drops,
-        frames_sent,
-        ..record
-    };
-    Ok((record, engine_stats))
 }
 
 /// Compiles `policy` to HTB on the uplink of `plan` (the tenants matched by

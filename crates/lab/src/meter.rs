@@ -6,9 +6,15 @@
 //! counts in the interval of its kernel arrival stamp, not of the moment the meter
 //! reads it, so a meter thread that waits for a core does not move bytes between
 //! intervals.
+//!
+//! It also counts each traffic's frames, told apart by what the traffic plan chose
+//! for them ([`FrameMatch`]), for the run's checks: the apps the classifier put
+//! them in, and their payload over the whole run (warm-up and the tail after the
+//! window included, as the programs count it).
 
-use crate::classify::{Classifier, ParsedFrame, parse_captured};
+use crate::classify::{Classifier, ParsedFrame, parse_captured, payload_bytes};
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket};
+use crate::traffic::FrameMatch;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -20,6 +26,10 @@ pub struct Meter {
     pub classes: usize,
     pub interval_ns: u64,
     pub intervals: usize,
+    /// What marks each traffic's frames, in scenario order.
+    pub traffic: Vec<FrameMatch>,
+    pub apps: usize,
+    pub tenants: usize,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -28,15 +38,26 @@ pub struct Metered {
     pub class_bytes: Vec<Vec<u64>>,
     /// Frames from tenants that arrived during the run.
     pub frames: u64,
+    /// Per traffic, its L3 bytes inside the run's intervals by the app the
+    /// classifier put them in (policy app index).
+    pub traffic_app_bytes: Vec<Vec<u64>>,
+    /// Per traffic, its transport payload from the meter's start to its stop, by
+    /// the app the classifier put it in: what the programs count, in the place the
+    /// report would give it.
+    pub traffic_app_payload_bytes: Vec<Vec<u64>>,
+    /// Per tenant, L3 bytes from the meter's start to its stop.
+    pub tenant_bytes: Vec<u64>,
 }
 
 const RCVBUF_BYTES: usize = 8 << 20;
 const READ_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
-/// Bytes of each frame the meter copies: Ethernet, IPv4 with options, the ports.
-const SNAP_BYTES: usize = 14 + 60 + 4;
+/// Bytes of each frame the meter copies: Ethernet, IPv4 with options, the TCP
+/// header up to its data offset (the UDP header and the ports within it).
+const SNAP_BYTES: usize = 14 + 60 + 20;
 
 impl Meter {
-    /// Counts until `stop`; counting starts when `origin` (time zero of the run) is set.
+    /// Counts until `stop`, then reads what its socket still holds; counting into
+    /// intervals starts when `origin` (time zero of the run) is set.
     pub fn run(
         self,
         dev: &str,
@@ -49,15 +70,23 @@ impl Meter {
         let mut out = Metered {
             class_bytes: vec![vec![0; self.classes]; self.intervals],
             frames: 0,
+            traffic_app_bytes: vec![vec![0; self.apps]; self.traffic.len()],
+            traffic_app_payload_bytes: vec![vec![0; self.apps]; self.traffic.len()],
+            tenant_bytes: vec![0; self.tenants],
         };
         let mut bufs = vec![[0u8; FRAME_BYTES_MAX]; BATCH];
         let mut lens = [0usize; BATCH];
         let mut stamps_ns = [0u64; BATCH];
         // The run's time zero on the kernel's stamp clock (CLOCK_REALTIME).
         let mut origin_stamp_ns = None;
-        while !stop.load(Ordering::Relaxed) {
+        loop {
+            // Read after `stop` is seen, so the frames that arrived before it all count.
+            let stopping = stop.load(Ordering::Relaxed);
             let n = socket.recv_batch_stamped(&mut bufs, &mut lens, SNAP_BYTES, &mut stamps_ns)?;
             if n == 0 {
+                if stopping {
+                    return Ok(out);
+                }
                 // Frames carry their arrival stamps, so reading them a millisecond
                 // late changes nothing; waking for each one cost the tenants' senders
                 // a share of a core at 50 000 frames/s. The socket holds 8 MB (64 ms
@@ -65,36 +94,58 @@ impl Meter {
                 std::thread::sleep(READ_EVERY);
                 continue;
             }
-            let Some(origin) = origin.get() else {
-                continue;
-            };
-            let now_ns = origin.elapsed().as_nanos() as u64;
-            let origin_stamp_ns =
-                *origin_stamp_ns.get_or_insert_with(|| crate::sys::clock::realtime_ns() - now_ns);
+            let origin_stamp_ns = origin.get().map(|origin| {
+                *origin_stamp_ns.get_or_insert_with(|| {
+                    crate::sys::clock::realtime_ns() - origin.elapsed().as_nanos() as u64
+                })
+            });
+            let now_ns =
+                origin_stamp_ns.map(|o| crate::sys::clock::realtime_ns().saturating_sub(o));
             for i in 0..n {
-                let at_ns = match stamps_ns[i] {
-                    0 => now_ns,
-                    stamp if stamp < origin_stamp_ns => continue,
-                    stamp => stamp - origin_stamp_ns,
+                let at_ns = match (stamps_ns[i], origin_stamp_ns) {
+                    (_, None) => None,
+                    (0, Some(_)) => now_ns,
+                    (stamp, Some(o)) => stamp.checked_sub(o),
                 };
-                let k = report::measure::interval_of(at_ns, self.interval_ns);
-                let captured = &bufs[i][..lens[i].min(SNAP_BYTES)];
-                let ParsedFrame::Ipv4(ip) = parse_captured(captured, lens[i]) else {
-                    continue;
-                };
-                let Some(tenant) = self.classifier.tenant_of_source(ip.src) else {
-                    continue;
-                };
-                if k >= self.intervals {
-                    continue;
-                }
-                out.frames += 1;
-                let class = self.classifier.classify(tenant, &ip);
-                if let Some(c) = self.app_class[class.app.index()] {
-                    out.class_bytes[k][c] += u64::from(ip.len_bytes);
-                }
+                self.count(
+                    &mut out,
+                    &bufs[i][..lens[i].min(SNAP_BYTES)],
+                    lens[i],
+                    at_ns,
+                );
             }
         }
-        Ok(out)
+    }
+
+    /// Counts one frame of `wire_bytes` (its first bytes `captured`) that arrived
+    /// at `at_ns` after time zero, or before it (`None`).
+    fn count(&self, out: &mut Metered, captured: &[u8], wire_bytes: usize, at_ns: Option<u64>) {
+        let ParsedFrame::Ipv4(ip) = parse_captured(captured, wire_bytes) else {
+            return;
+        };
+        let Some(tenant) = self.classifier.tenant_of_source(ip.src) else {
+            return;
+        };
+        let bytes = u64::from(ip.len_bytes);
+        out.tenant_bytes[tenant.index()] += bytes;
+        let traffic = self.traffic.iter().position(|m| m.matches(tenant, &ip));
+        let app = self.classifier.classify(tenant, &ip).app.index();
+        if let Some(t) = traffic {
+            out.traffic_app_payload_bytes[t][app] +=
+                u64::from(payload_bytes(captured, &ip).unwrap_or(0));
+        }
+        let Some(k) = at_ns
+            .map(|at| report::measure::interval_of(at, self.interval_ns))
+            .filter(|&k| k < self.intervals)
+        else {
+            return;
+        };
+        out.frames += 1;
+        if let Some(c) = self.app_class[app] {
+            out.class_bytes[k][c] += bytes;
+        }
+        if let Some(t) = traffic {
+            out.traffic_app_bytes[t][app] += bytes;
+        }
     }
 }

@@ -29,9 +29,10 @@
 //! that the enforcer sees as many destination classes as the simulator does.
 
 use crate::LabError;
+use crate::classify::{Ipv4Header, PROTO_TCP, PROTO_UDP};
 use crate::generate::{MemcachedLoad, PoissonFlow, PoissonLoad, memcached_key};
 use crate::topology::Plan;
-use policy::{App, Proto, Scenario, SplitBy, TrafficKind};
+use policy::{App, Proto, Scenario, SplitBy, TenantId, TrafficKind};
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
@@ -92,10 +93,58 @@ impl Generator {
     }
 }
 
+/// Which side of a traffic's frames on the link carries its port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortSide {
+    /// The tenant is the client: the port is the frames' destination.
+    Destination(u16),
+    /// The tenant serves: the port is the frames' source.
+    Source(u16),
+}
+
+/// What tells a traffic's frames on the link (tenant to sink) from every other
+/// traffic's: what the plan chose for it. No two traffics share all of it: a port
+/// is taken once, and a traffic that shares its app's port has a sink address of
+/// its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameMatch {
+    pub tenant: TenantId,
+    pub proto: u8,
+    pub port: PortSide,
+    /// The sink addresses its frames go to; empty: any (the tenant serves, and the
+    /// sink's clients connect from its main address).
+    pub destinations: Vec<Ipv4Addr>,
+}
+
+impl FrameMatch {
+    pub fn matches(&self, tenant: TenantId, ip: &Ipv4Header) -> bool {
+        tenant == self.tenant
+            && ip.proto == self.proto
+            && match self.port {
+                PortSide::Destination(port) => ip.dst_port == port,
+                PortSide::Source(port) => ip.src_port == port,
+            }
+            && (self.destinations.is_empty() || self.destinations.contains(&ip.dst))
+    }
+}
+
+/// Where a traffic's own programs count what crossed the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// iperf3's JSON: its servers' logs (bytes received) and its clients' (sent).
+    Iperf3,
+    /// The sockperf clients' summaries, echoes of `message_bytes` each.
+    Sockperf { message_bytes: u32 },
+    /// The lab's own generator ([`crate::generate::Tally`]).
+    Generator,
+}
+
 #[derive(Clone, Debug)]
 pub struct TrafficPlan {
     pub traffic: usize,
     pub label: String,
+    pub frames: FrameMatch,
+    pub counted: Counted,
     pub servers: Vec<Command>,
     pub clients: Vec<Command>,
     /// Started with the clients, stopped with them.
@@ -211,9 +260,37 @@ pub fn plan(
         let tenant = &net.tenants[t.tenant.index()];
         let secs = seconds_ceil(t.stop_ns - t.start_ns) + 1;
         let log = |what: &str| dir.join(format!("{}.{what}.log", t.name));
+        let tcp_or_udp = |udp: bool| if udp { PROTO_UDP } else { PROTO_TCP };
+        let (proto, side, counted) = match t.kind {
+            TrafficKind::Bulk { .. } => (PROTO_TCP, PortSide::Destination(port), Counted::Iperf3),
+            TrafficKind::Udp { .. } => (PROTO_UDP, PortSide::Destination(port), Counted::Iperf3),
+            TrafficKind::Poisson { .. } => {
+                (PROTO_UDP, PortSide::Destination(port), Counted::Generator)
+            }
+            TrafficKind::Rpc { .. } if serves_memcached(app) => {
+                (PROTO_TCP, PortSide::Source(port), Counted::Generator)
+            }
+            TrafficKind::Rpc { response_bytes, .. } => (
+                tcp_or_udp(app.match_proto == Some(Proto::Udp)),
+                PortSide::Source(port),
+                Counted::Sockperf {
+                    message_bytes: sockperf_message_bytes(response_bytes),
+                },
+            ),
+        };
         let mut plan = TrafficPlan {
             traffic: i,
             label: t.name.clone(),
+            frames: FrameMatch {
+                tenant: t.tenant,
+                proto,
+                port: side,
+                destinations: match side {
+                    PortSide::Destination(_) => destinations.clone(),
+                    PortSide::Source(_) => Vec::new(),
+                },
+            },
+            counted,
             servers: Vec::new(),
             clients: Vec::new(),
             generator: None,
@@ -249,7 +326,19 @@ pub fn plan(
                 plan.servers.push(Command {
                     ns: net.sink_ns.clone(),
                     program: tools.iperf3.clone(),
-                    args: args(&["-s", "-B", &dst, "-p", &port.to_string()]),
+                    // One test, then it exits having written its JSON: the run
+                    // waits for that before it reads the bytes received.
+                    args: args(&[
+                        "-s",
+                        "-1",
+                        "-J",
+                        "-i",
+                        "0",
+                        "-B",
+                        &dst,
+                        "-p",
+                        &port.to_string(),
+                    ]),
                     log: log(&format!("{tag}server")),
                     realtime: false,
                 });
@@ -266,6 +355,7 @@ pub fn plan(
                     &secs.to_string(),
                     "-i",
                     "0",
+                    "-J",
                 ]);
                 client.extend_from_slice(extra);
                 plan.clients.push(Command {
@@ -408,7 +498,7 @@ pub fn plan(
                     log: log("server"),
                     realtime: true,
                 });
-                let size = response_bytes.clamp(14, 65_000);
+                let size = sockperf_message_bytes(response_bytes);
                 for c in 0..concurrency {
                     let full_log = dir.join(format!("{}.{c}.sockperf.csv", t.name));
                     let mut args: Vec<String> = [
@@ -450,6 +540,11 @@ pub fn plan(
     Ok(plans)
 }
 
+/// sockperf's message size for a response of `response_bytes`: within what it sends.
+fn sockperf_message_bytes(response_bytes: u32) -> u32 {
+    response_bytes.clamp(14, 65_000)
+}
+
 /// Round trips of a sockperf `--full-log`, in nanoseconds: receive time minus send
 /// time of every `packet, txTime(sec), rxTime(sec), latency(usec)` row.
 pub fn sockperf_round_trips_ns(log: &str) -> Vec<u64> {
@@ -464,9 +559,129 @@ pub fn sockperf_round_trips_ns(log: &str) -> Vec<u64> {
         .collect()
 }
 
+/// What one iperf3 end counted, from its `-J` output: bytes received (a server's
+/// `end.sum_received`), bytes and datagrams sent and the seconds it sent for (a
+/// client's `end.sum_sent`, and for UDP `end.sum.packets`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Iperf3Result {
+    pub received_bytes: u64,
+    pub sent_bytes: u64,
+    pub sent_datagrams: u64,
+    pub sent_seconds: f64,
+}
+
+/// The first JSON object of an iperf3 log, whatever precedes it; `None` without one
+/// (the program never got to write it) or without its `end`.
+pub fn iperf3_result(log: &str) -> Option<Iperf3Result> {
+    let json = &log[log.find('{')?..];
+    let value: serde_json::Value = serde_json::Deserializer::from_str(json)
+        .into_iter()
+        .next()?
+        .ok()?;
+    let end = value.get("end")?;
+    let u64_at = |path: &[&str]| {
+        path.iter()
+            .try_fold(end, |v, key| v.get(key))
+            .and_then(serde_json::Value::as_u64)
+    };
+    Some(Iperf3Result {
+        received_bytes: u64_at(&["sum_received", "bytes"])?,
+        sent_bytes: u64_at(&["sum_sent", "bytes"])?,
+        sent_datagrams: u64_at(&["sum", "packets"]).unwrap_or(0),
+        sent_seconds: end.get("sum_sent")?.get("seconds")?.as_f64()?,
+    })
+}
+
+/// Messages a sockperf ping-pong client received back, from its `[Total Run]`
+/// summary; `None` when it wrote none (sockperf writes it only when its own timer
+/// ends the test, not when it is interrupted).
+pub fn sockperf_received_messages(log: &str) -> Option<u64> {
+    let line = log.lines().find(|l| l.contains("[Total Run]"))?;
+    let field = line
+        .split(';')
+        .find_map(|f| f.trim().strip_prefix("ReceivedMessages="))?;
+    field.trim().parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_what_iperf3_and_sockperf_counted() {
+        let server = r#"warning: something
+{ "start": {}, "intervals": [],
+  "end": { "sum_sent": { "seconds": 1.0, "bytes": 0 },
+           "sum_received": { "seconds": 1.0, "bytes": 4876352, "packets": 78753 },
+           "sum": { "bytes": 0, "packets": 78753 } },
+  "error": "the client has terminated" }"#;
+        let result = iperf3_result(server).unwrap();
+        assert_eq!(result.received_bytes, 4_876_352);
+        let client = r#"{ "end": { "sum_sent": { "seconds": 1.531127, "bytes": 5049920 },
+            "sum_received": { "bytes": 0 }, "sum": { "packets": 78906 } } }"#;
+        let result = iperf3_result(client).unwrap();
+        assert_eq!(
+            (
+                result.sent_bytes,
+                result.sent_datagrams,
+                result.sent_seconds
+            ),
+            (5_049_920, 78_906, 1.531127)
+        );
+        assert_eq!(iperf3_result("iperf3: error - unable to connect"), None);
+        assert_eq!(iperf3_result(r#"{"start": {}}"#), None);
+        let sockperf = "sockperf: Test end (interrupted by timer)\n\
+sockperf: [Total Run] RunTime=1.000 sec; Warm up time=400 msec; SentMessages=24157; ReceivedMessages=24156\n\
+sockperf: [Valid Duration] RunTime=0.550 sec; SentMessages=13835; ReceivedMessages=13835\n";
+        assert_eq!(sockperf_received_messages(sockperf), Some(24_156));
+        assert_eq!(
+            sockperf_received_messages("sockperf: Test end (interrupted by user)\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn each_traffics_frames_are_told_apart() {
+        let s = scenario(
+            "policy:
+  link: { rate: 1Gbit }
+  tenants:
+    - name: t1
+      apps:
+        - { name: probe, priority: 0, match: { proto: tcp, ports: [11111] } }
+        - { name: batch }
+duration: 4s
+traffic:
+  - { name: bulk, tenant: t1, app: batch, kind: bulk, flows: 4 }
+  - { name: ping, tenant: t1, app: probe, kind: rpc }
+  - { name: flood, tenant: t1, app: batch, kind: udp, rate: 1Gbit }
+",
+        );
+        let mut net = Plan::new(&s.policy, 7).unwrap();
+        let plans = plan(&s, &mut net, &Tools::default(), Path::new("/tmp")).unwrap();
+        let frame = |proto, src_port, dst_port| Ipv4Header {
+            len_bytes: 100,
+            src: net.tenants[0].addr,
+            dst: net.sink_addr,
+            proto,
+            src_port,
+            dst_port,
+        };
+        let owner = |ip: &Ipv4Header| -> Vec<&str> {
+            plans
+                .iter()
+                .filter(|p| p.frames.matches(TenantId(0), ip))
+                .map(|p| p.label.as_str())
+                .collect()
+        };
+        assert_eq!(owner(&frame(PROTO_TCP, 40000, 5201)), ["bulk"]);
+        assert_eq!(owner(&frame(PROTO_TCP, 11111, 40000)), ["ping"]);
+        assert_eq!(owner(&frame(PROTO_UDP, 40000, 5202)), ["flood"]);
+        // iperf3's control connection of the UDP traffic is TCP: no traffic's bytes.
+        assert!(owner(&frame(PROTO_TCP, 40000, 5202)).is_empty());
+        assert_eq!(plans[0].counted, Counted::Iperf3);
+        assert_eq!(plans[1].counted, Counted::Sockperf { message_bytes: 64 });
+    }
 
     #[test]
     fn reads_sockperf_full_logs() {
@@ -575,12 +790,32 @@ traffic:
         let (first, second) = (&plans[0].servers[0].args, &plans[1].servers[0].args);
         assert_eq!(
             first,
-            &["-s", "-B", &net.sink_addr.to_string(), "-p", "11211"]
+            &[
+                "-s",
+                "-1",
+                "-J",
+                "-i",
+                "0",
+                "-B",
+                &net.sink_addr.to_string(),
+                "-p",
+                "11211"
+            ]
         );
         assert_eq!(net.sink_extra.len(), 1);
         assert_eq!(
             second,
-            &["-s", "-B", &net.sink_extra[0].to_string(), "-p", "11211"]
+            &[
+                "-s",
+                "-1",
+                "-J",
+                "-i",
+                "0",
+                "-B",
+                &net.sink_extra[0].to_string(),
+                "-p",
+                "11211"
+            ]
         );
         assert!(
             plans[1].clients[0]

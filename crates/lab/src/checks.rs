@@ -1,0 +1,548 @@
+//! The lab's self-checks ([`report::Check`]): whether a run's figures can be
+//! vouched for. The meter is judged against the programs' own counters per
+//! traffic, every traffic's bytes against the app the scenario gave it, and each
+//! open-loop generator's offered load against what the scenario asked (where one
+//! fell short, the ideal is recomputed for what it offered). The engine's byte
+//! ledgers (conservation, meter against the link) are checked with
+//! [`report::conservation`] and [`report::meter_against_link`].
+
+use crate::engine::EngineStats;
+use crate::generate::Tally;
+use crate::meter::Metered;
+use crate::traffic::{Counted, Load, TrafficPlan, iperf3_result, sockperf_received_messages};
+use policy::wire::UDP_HEADER_BYTES;
+use policy::{Scenario, TrafficKind};
+use report::{Check, RunRecord, measure};
+
+/// How far the meter and a program, or an offered load and the asked one, may
+/// differ: the frames in flight when a program stops counting, retransmissions,
+/// the programs' control messages on the same port.
+pub const TOLERANCE: f64 = 0.02;
+
+/// What a traffic's own programs counted of its payload crossing the link, or why
+/// nothing can be compared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProgramCount {
+    Bytes {
+        program: String,
+        bytes: u64,
+    },
+    /// A count that can only be short of what crossed the link: a receiver whose
+    /// socket dropped datagrams it read too late. The meter may count more, not less.
+    AtMost {
+        program: String,
+        bytes: u64,
+        why: String,
+    },
+    NotCompared(String),
+}
+
+fn traffic_name(scenario: &Scenario, i: usize) -> String {
+    let t = &scenario.traffic[i];
+    let app = scenario.policy.app(t.app);
+    format!(
+        "{} ({}/{})",
+        t.name,
+        scenario.policy.tenant(t.tenant).name,
+        app.name
+    )
+}
+
+/// Bytes in decimal units with the exact count, e.g. `835.2 MB (835234567 B)`.
+pub fn bytes_text(bytes: u64) -> String {
+    let b = bytes as f64;
+    match bytes {
+        0..1_000 => format!("{bytes} B"),
+        1_000..1_000_000 => format!("{:.1} kB ({bytes} B)", b / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB ({bytes} B)", b / 1e6),
+        _ => format!("{:.2} GB ({bytes} B)", b / 1e9),
+    }
+}
+
+pub fn rate_text(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.3} Gbit/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.1} Mbit/s", bps / 1e6)
+    } else {
+        format!("{:.1} kbit/s", bps / 1e3)
+    }
+}
+
+/// `meter-vs-programs`: per traffic, the transport payload the meter counted over
+/// the whole run in the app the scenario named for it (`payload_by_app`, per
+/// traffic and policy app) against what its programs counted, within
+/// [`TOLERANCE`] of the programs' count. A traffic whose programs gave no count
+/// is named, not failed.
+pub fn meter_vs_programs(
+    scenario: &Scenario,
+    payload_by_app: &[Vec<u64>],
+    counts: &[ProgramCount],
+) -> Check {
+    let (mut failed, mut compared, mut not_compared) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, (per_app, count)) in payload_by_app.iter().zip(counts).enumerate() {
+        let name = traffic_name(scenario, i);
+        let metered = per_app[scenario.traffic[i].app.index()];
+        match count {
+            ProgramCount::Bytes { program, bytes } => {
+                let line = format!(
+                    "{name}: payload at the sink {}, {program} {}",
+                    bytes_text(metered),
+                    bytes_text(*bytes)
+                );
+                if metered.abs_diff(*bytes) as f64 > TOLERANCE * *bytes as f64 {
+                    failed.push(line);
+                } else {
+                    compared.push(line);
+                }
+            }
+            ProgramCount::AtMost {
+                program,
+                bytes,
+                why,
+            } => {
+                let line = format!(
+                    "{name}: payload at the sink {}, {program} {} ({why})",
+                    bytes_text(metered),
+                    bytes_text(*bytes)
+                );
+                if (metered as f64) < (1.0 - TOLERANCE) * *bytes as f64 {
+                    failed.push(line);
+                } else {
+                    compared.push(line);
+                }
+            }
+            ProgramCount::NotCompared(why) => {
+                not_compared.push(format!("{name}: not compared: {why}"))
+            }
+        }
+    }
+    let ok = failed.is_empty();
+    let detail: Vec<String> = failed
+        .into_iter()
+        .chain(compared)
+        .chain(not_compared)
+        .collect();
+    Check::new("meter-vs-programs", ok, detail.join("; "))
+}
+
+/// `app-attribution`: every byte the meter gave a traffic (in the run's intervals)
+/// is in the app the scenario named for it.
+pub fn app_attribution(scenario: &Scenario, traffic_app_bytes: &[Vec<u64>]) -> Check {
+    let policy = &scenario.policy;
+    let mut failed = Vec::new();
+    let mut total = 0u64;
+    for (i, (t, per_app)) in scenario.traffic.iter().zip(traffic_app_bytes).enumerate() {
+        total += per_app.iter().sum::<u64>();
+        let elsewhere: Vec<String> = per_app
+            .iter()
+            .enumerate()
+            .filter(|&(a, &bytes)| a != t.app.index() && bytes > 0)
+            .map(|(a, &bytes)| {
+                let app = policy.app(policy::AppId(a as u32));
+                let tenant = &policy.tenant(app.tenant).name;
+                format!("{} in {tenant}/{}", bytes_text(bytes), app.name)
+            })
+            .collect();
+        if !elsewhere.is_empty() {
+            failed.push(format!(
+                "{}: {} in its app, {}",
+                traffic_name(scenario, i),
+                bytes_text(per_app[t.app.index()]),
+                elsewhere.join(", ")
+            ));
+        }
+    }
+    if failed.is_empty() {
+        Check::new(
+            "app-attribution",
+            true,
+            format!(
+                "every traffic's bytes in the app the scenario named ({} metered in all)",
+                bytes_text(total)
+            ),
+        )
+    } else {
+        Check::new("app-attribution", false, failed.join("; "))
+    }
+}
+
+/// `offered-demand`: what each open-loop generator offered, per flow in bit/s at
+/// L3 (`offered_bps`, `None` where not measured), against what the scenario asked
+/// (`asked_bps`, [`report::measure::asked_demands_bps`]). Returns the check and the
+/// demands the ideal is to use: the asked ones, with each generator that fell
+/// short by more than [`TOLERANCE`] at what it offered.
+pub fn offered_demand(
+    scenario: &Scenario,
+    asked_bps: &[f64],
+    offered_bps: &[Option<f64>],
+) -> (Check, Vec<f64>) {
+    let mut demands = asked_bps.to_vec();
+    let (mut short, mut met) = (Vec::new(), Vec::new());
+    for (i, t) in scenario.traffic.iter().enumerate() {
+        let Some(offered) = offered_bps[i] else {
+            continue;
+        };
+        let flows = f64::from(t.kind.flows());
+        let line = format!(
+            "{} asked {}, offered {} (at L3)",
+            t.name,
+            rate_text(asked_bps[i] * flows),
+            rate_text(offered * flows)
+        );
+        if offered < (1.0 - TOLERANCE) * asked_bps[i] {
+            demands[i] = offered;
+            short.push(format!("{line}; the ideal uses the offered load"));
+        } else {
+            met.push(line);
+        }
+    }
+    let check = if !short.is_empty() {
+        Check::new("offered-demand", false, short.join("; "))
+    } else if met.is_empty() {
+        Check::new(
+            "offered-demand",
+            true,
+            "not compared: no open-loop generator (udp, poisson) in the scenario",
+        )
+    } else {
+        Check::new("offered-demand", true, met.join("; "))
+    };
+    (check, demands)
+}
+
+/// What a lab run saw, beside its record.
+pub struct Observed<'a> {
+    pub plans: &'a [TrafficPlan],
+    pub metered: &'a Metered,
+    /// The engine's counters; `None` under the kernel's HTB.
+    pub engine: Option<&'a EngineStats>,
+    /// What each traffic's generator counted, if it has one.
+    pub tallies: &'a [Option<Tally>],
+    /// Datagrams the sink's UDP sockets dropped for want of buffer (`RcvbufErrors`
+    /// of its namespace), if it could be read.
+    pub sink_udp_drops: Option<u64>,
+}
+
+/// Every check of a lab run, in order. Where a generator offered less than asked,
+/// `record`'s ideals are recomputed for what it offered (its metered bytes stay).
+pub fn lab_checks(scenario: &Scenario, record: &mut RunRecord, seen: &Observed) -> Vec<Check> {
+    let counts: Vec<ProgramCount> = seen
+        .plans
+        .iter()
+        .zip(seen.tallies)
+        .map(|(p, tally)| program_count(scenario, p, tally.as_ref(), record, seen.sink_udp_drops))
+        .collect();
+    let asked = measure::asked_demands_bps(scenario, &measure::RpcPath::default());
+    let offered: Vec<Option<f64>> = seen
+        .plans
+        .iter()
+        .zip(seen.tallies)
+        .map(|(p, tally)| offered_bps(scenario, p, tally.as_ref()))
+        .collect();
+    let (demand, demands) = offered_demand(scenario, &asked, &offered);
+    if demands != asked {
+        let classes = measure::report_classes(scenario);
+        let ideal = measure::intervals(scenario, &demands, &classes);
+        for (interval, ideal) in record.intervals.iter_mut().zip(ideal) {
+            interval.class_ideal_bps = ideal.class_ideal_bps;
+            interval.tenant_ideal_bps = ideal.tenant_ideal_bps;
+        }
+    }
+    let mut checks = vec![
+        meter_vs_programs(scenario, &seen.metered.traffic_app_payload_bytes, &counts),
+        app_attribution(scenario, &seen.metered.traffic_app_bytes),
+        demand,
+    ];
+    match seen.engine {
+        Some(stats) => {
+            checks.push(report::conservation(&record.tenants, &stats.ledgers));
+            checks.push(report::meter_against_link(
+                &record.tenants,
+                &seen.metered.tenant_bytes,
+                &stats.uplink_bytes,
+                METER_LINK_TOLERANCE,
+            ));
+        }
+        None => checks.push(Check::new(
+            "conservation",
+            true,
+            "not compared: linux-htb forwards in the kernel, which keeps no per-tenant byte ledger",
+        )),
+    }
+    checks
+}
+
+/// The meter against what the engine sent, per tenant, over the whole run: the
+/// meter reads its socket dry after the engine has stopped, so only a frame still
+/// inside the sink's kernel then can be missing.
+const METER_LINK_TOLERANCE: f64 = 0.0;
+
+/// What the programs of the traffic of `plan` counted of its payload.
+fn program_count(
+    scenario: &Scenario,
+    plan: &TrafficPlan,
+    tally: Option<&Tally>,
+    record: &RunRecord,
+    sink_udp_drops: Option<u64>,
+) -> ProgramCount {
+    let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
+    match plan.counted {
+        Counted::Iperf3
+            if matches!(scenario.traffic[plan.traffic].kind, TrafficKind::Udp { .. }) =>
+        {
+            match (iperf3_count(plan), sink_udp_drops) {
+                (ProgramCount::Bytes { program, bytes }, Some(drops)) if drops > 0 => {
+                    ProgramCount::AtMost {
+                        program,
+                        bytes,
+                        why: format!(
+                            "a lower bound: the sink's UDP sockets dropped {drops} datagrams iperf3 read too late"
+                        ),
+                    }
+                }
+                (count, _) => count,
+            }
+        }
+        Counted::Iperf3 => iperf3_count(plan),
+        Counted::Sockperf { message_bytes } => {
+            let mut messages = 0;
+            for client in &plan.clients {
+                match sockperf_received_messages(&read(&client.log)) {
+                    Some(received) => messages += received,
+                    None => {
+                        return ProgramCount::NotCompared(format!(
+                            "a sockperf client wrote no summary (it does only when its own timer ends it) to {}",
+                            client.log.display()
+                        ));
+                    }
+                }
+            }
+            ProgramCount::Bytes {
+                program: format!(
+                    "sockperf clients received {messages} echoes of {message_bytes} B"
+                ),
+                bytes: messages * u64::from(message_bytes),
+            }
+        }
+        Counted::Generator => generator_count(plan, tally, record),
+    }
+}
+
+/// What the iperf3 servers of `plan` received, from their JSON.
+fn iperf3_count(plan: &TrafficPlan) -> ProgramCount {
+    let mut bytes = 0;
+    for server in &plan.servers {
+        let text = std::fs::read_to_string(&server.log).unwrap_or_default();
+        match iperf3_result(&text) {
+            Some(result) => bytes += result.received_bytes,
+            None => {
+                return ProgramCount::NotCompared(format!(
+                    "iperf3's server wrote no result to {}",
+                    server.log.display()
+                ));
+            }
+        }
+    }
+    ProgramCount::Bytes {
+        program: "iperf3 servers received".into(),
+        bytes,
+    }
+}
+
+fn generator_count(plan: &TrafficPlan, tally: Option<&Tally>, record: &RunRecord) -> ProgramCount {
+    let (Some(generator), Some(tally)) = (&plan.generator, tally) else {
+        return ProgramCount::NotCompared("its generator never ran".into());
+    };
+    match generator.load {
+        Load::Memcached(_) => ProgramCount::Bytes {
+            program: "memcached load generator read".into(),
+            bytes: tally.received_bytes,
+        },
+        Load::Poisson(_) => {
+            let tenant = plan.frames.tenant.index();
+            let drops = record.tenant_drops.get(tenant).copied().unwrap_or(0);
+            if drops > 0 {
+                ProgramCount::NotCompared(format!(
+                    "the poisson sender counts what it sent, and {drops} packets of its tenant were dropped on the way"
+                ))
+            } else {
+                ProgramCount::Bytes {
+                    program: "poisson sender sent".into(),
+                    bytes: tally.sent_bytes,
+                }
+            }
+        }
+    }
+}
+
+/// What an open-loop traffic offered, per flow in bit/s at L3: its payload and a
+/// UDP/IPv4 header per datagram, over the time it sent. `None` for closed-loop
+/// traffic and where the sender left no count.
+fn offered_bps(scenario: &Scenario, plan: &TrafficPlan, tally: Option<&Tally>) -> Option<f64> {
+    let flows = f64::from(scenario.traffic[plan.traffic].kind.flows());
+    let l3_bps = |bytes: u64, datagrams: u64, seconds: f64| {
+        (bytes + u64::from(UDP_HEADER_BYTES) * datagrams) as f64 * 8.0 / seconds
+    };
+    match scenario.traffic[plan.traffic].kind {
+        TrafficKind::Udp { .. } => {
+            let mut bps = 0.0;
+            for client in &plan.clients {
+                let text = std::fs::read_to_string(&client.log).ok()?;
+                let sent = iperf3_result(&text).filter(|r| r.sent_seconds > 0.0)?;
+                bps += l3_bps(sent.sent_bytes, sent.sent_datagrams, sent.sent_seconds);
+            }
+            Some(bps / flows)
+        }
+        TrafficKind::Poisson { .. } => {
+            let tally = tally.filter(|t| t.active_ns > 0)?;
+            let seconds = tally.active_ns as f64 / 1e9;
+            Some(l3_bps(tally.sent_bytes, tally.sent_datagrams, seconds) / flows)
+        }
+        TrafficKind::Bulk { .. } | TrafficKind::Rpc { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn scenario() -> Scenario {
+        policy::parse_scenario(
+            "policy:
+  link: { rate: 1Gbit }
+  tenants:
+    - name: svc
+      apps:
+        - { name: probe, priority: 0, match: { proto: tcp, ports: [11111] } }
+        - { name: batch, priority: 1 }
+    - name: flood
+duration: 4s
+traffic:
+  - { name: bulk, tenant: svc, app: batch, kind: bulk, flows: 4 }
+  - { name: flood-udp, tenant: flood, kind: udp, rate: 2Gbit, size: 64B, flows: 2 }
+",
+            "s.yaml",
+            Path::new("."),
+        )
+        .unwrap()
+    }
+
+    fn iperf3(bytes: u64) -> ProgramCount {
+        ProgramCount::Bytes {
+            program: "iperf3 servers received".into(),
+            bytes,
+        }
+    }
+
+    /// Payload per traffic and app as the meter hands it over: each traffic's in
+    /// its own app.
+    fn metered(s: &Scenario, payload: &[u64]) -> Vec<Vec<u64>> {
+        s.traffic
+            .iter()
+            .zip(payload)
+            .map(|(t, &bytes)| {
+                let mut per_app = vec![0; s.policy.apps.len()];
+                per_app[t.app.index()] = bytes;
+                per_app
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_meter_that_dropped_a_class_fails_against_the_programs() {
+        let s = scenario();
+        let counts = [iperf3(835_000_000), iperf3(16_000_000)];
+        let good = meter_vs_programs(&s, &metered(&s, &[836_000_000, 16_100_000]), &counts);
+        assert!(good.ok, "{}", good.detail);
+        // The meter lost svc/batch's bytes: it counted none of them.
+        let mut dropped = metered(&s, &[836_000_000, 16_100_000]);
+        dropped[0][s.traffic[0].app.index()] = 0;
+        let bad = meter_vs_programs(&s, &dropped, &counts);
+        assert!(!bad.ok);
+        assert!(
+            bad.detail.starts_with(
+                "bulk (svc/batch): payload at the sink 0 B, iperf3 servers received 835.0 MB"
+            ),
+            "{}",
+            bad.detail
+        );
+        // Or filed them in another app: the named one has none of them.
+        let mut misfiled = metered(&s, &[836_000_000, 16_100_000]);
+        let probe = s
+            .policy
+            .apps
+            .iter()
+            .position(|a| a.name == "probe")
+            .unwrap();
+        misfiled[0].swap(s.traffic[0].app.index(), probe);
+        assert!(!meter_vs_programs(&s, &misfiled, &counts).ok);
+        // 3% off is off; a program that counted nothing is compared too.
+        assert!(!meter_vs_programs(&s, &metered(&s, &[860_000_000, 16_000_000]), &counts).ok);
+        let silent = [counts[0].clone(), iperf3(0)];
+        assert!(!meter_vs_programs(&s, &metered(&s, &[835_000_000, 5]), &silent).ok);
+        let unknown = [
+            counts[0].clone(),
+            ProgramCount::NotCompared("no result in its log".into()),
+        ];
+        let check = meter_vs_programs(&s, &metered(&s, &[835_000_000, 0]), &unknown);
+        assert!(check.ok);
+        assert!(
+            check
+                .detail
+                .contains("flood-udp (flood/default): not compared: no result in its log"),
+            "{}",
+            check.detail
+        );
+    }
+
+    #[test]
+    fn bytes_in_another_app_are_named() {
+        let s = scenario();
+        let apps = s.policy.apps.len();
+        let batch = s.traffic[0].app.index();
+        let probe = s
+            .policy
+            .apps
+            .iter()
+            .position(|a| a.name == "probe")
+            .unwrap();
+        let mut per_app = vec![vec![0; apps]; 2];
+        per_app[0][batch] = 1000;
+        per_app[1][s.traffic[1].app.index()] = 10;
+        assert!(app_attribution(&s, &per_app).ok);
+        per_app[0][probe] = 561_000_000;
+        let check = app_attribution(&s, &per_app);
+        assert!(!check.ok);
+        assert_eq!(
+            check.detail,
+            "bulk (svc/batch): 1.0 kB (1000 B) in its app, 561.0 MB (561000000 B) in svc/probe"
+        );
+    }
+
+    #[test]
+    fn a_short_generator_moves_the_ideal_to_what_it_offered() {
+        let s = scenario();
+        let asked = report::measure::asked_demands_bps(&s, &Default::default());
+        // 2 Gbit/s of 64 B payload is 2.875 Gbit/s of IPv4 datagrams, per flow half.
+        assert!((asked[1] - 1.4375e9).abs() < 1.0);
+        let (check, demands) = offered_demand(&s, &asked, &[None, Some(65e6)]);
+        assert!(!check.ok);
+        assert_eq!(
+            check.detail,
+            "flood-udp asked 2.875 Gbit/s, offered 130.0 Mbit/s (at L3); the ideal uses the offered load"
+        );
+        assert_eq!(demands[1], 65e6);
+        assert_eq!(demands[0], asked[0]);
+        let (check, demands) = offered_demand(&s, &asked, &[None, Some(asked[1] * 0.99)]);
+        assert!(check.ok, "{}", check.detail);
+        assert_eq!(demands, asked);
+        assert!(
+            offered_demand(&s, &asked, &[None, None])
+                .0
+                .detail
+                .starts_with("not compared")
+        );
+    }
+}
