@@ -33,7 +33,6 @@
 use policy::{Policy, ideal_allocation};
 
 const RATE_FLOOR_BPS: f64 = 8_000.0;
-const QUANTUM_BYTES_MAX: u64 = 200_000;
 const LEAF_PACKETS: u32 = 1000;
 /// The minor of the class of what no filter matches, the qdisc's `default`.
 const UNCLASSIFIED_MINOR: u32 = 0xfffe;
@@ -158,8 +157,7 @@ pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[String]) -> 
     let link_bps = policy.link.rate_bps as f64;
     let all_backlogged: Vec<Vec<f64>> = vec![vec![f64::INFINITY]; policy.apps.len()];
     let ideal = ideal_allocation(policy, &all_backlogged);
-    let frame_bytes = u64::from(policy.link.mtu_bytes) + 14;
-    let quantum = |weight: u32| (frame_bytes * u64::from(weight)).min(QUANTUM_BYTES_MAX);
+    let quantum = |weight: u32| sched::htb::quantum_bytes(policy.link.mtu_bytes, weight);
     let mut s = String::new();
     s.push_str(&format!(
         "# nicsched policy as Linux HTB on {dev}: link {}, {} tenants, {} apps\n",

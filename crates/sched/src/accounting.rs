@@ -7,7 +7,7 @@
 //! class without a descriptor.
 
 use crate::{Packet, Refusal};
-use policy::{Policy, TenantId};
+use policy::{AppId, Policy, TenantId};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TenantCounters {
@@ -22,6 +22,7 @@ pub struct Accounting {
     tenant_buffered_bytes: Vec<u64>,
     tenant_cap_bytes: Vec<u64>,
     app_held_packets: Vec<u32>,
+    app_held_bytes: Vec<u64>,
     class_packets_max: u32,
     host_buffered_bytes: u64,
     host_cap_bytes: u64,
@@ -36,6 +37,7 @@ impl Accounting {
         Accounting {
             tenant_buffered_bytes: vec![0; tenants],
             app_held_packets: vec![0; policy.apps.len()],
+            app_held_bytes: vec![0; policy.apps.len()],
             class_packets_max,
             tenant_cap_bytes: policy
                 .tenants
@@ -73,6 +75,7 @@ impl Accounting {
                 counters.admitted_bytes += bytes;
                 self.tenant_buffered_bytes[t] += bytes;
                 self.app_held_packets[a] += 1;
+                self.app_held_bytes[a] += bytes;
                 self.host_buffered_bytes += bytes;
                 Ok(())
             }
@@ -94,6 +97,7 @@ impl Accounting {
         debug_assert!(self.host_buffered_bytes >= bytes);
         debug_assert!(self.app_held_packets[a] > 0);
         self.app_held_packets[a] -= 1;
+        self.app_held_bytes[a] -= bytes;
         self.tenant_buffered_bytes[t] -= bytes;
         self.host_buffered_bytes -= bytes;
     }
@@ -104,6 +108,11 @@ impl Accounting {
 
     pub fn buffered_bytes(&self, tenant: TenantId) -> u64 {
         self.tenant_buffered_bytes[tenant.index()]
+    }
+
+    /// Bytes app `app` holds, its split classes together.
+    pub fn app_buffered_bytes(&self, app: AppId) -> u64 {
+        self.app_held_bytes[app.index()]
     }
 
     pub fn host_buffered_bytes(&self) -> u64 {

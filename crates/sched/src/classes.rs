@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn split_keys_get_dense_stable_classes_up_to_the_bound() {
         let policy = policy::parse_policy(
-            "link: { rate: 1Gbit }\ntenants:\n  - name: a\n    apps:\n      - { name: d, split: { by: destination, max_rate: 1Mbit } }\n      - { name: f, split: { by: flow, max_rate: 1Mbit } }\n",
+            "link: { rate: 1Gbit }\ntenants:\n  - name: a\n    apps:\n      - { name: d, match: { proto: udp }, split: { by: destination, max_rate: 1Mbit } }\n      - { name: f, match: { proto: tcp }, split: { by: flow, max_rate: 1Mbit } }\n",
             "p.yaml",
         )
         .unwrap();

@@ -17,10 +17,11 @@
 //!   kept waiting behind a few of its neighbours' (516 µs each at 1 Gbit/s) lost
 //!   the tokens it earned meanwhile to a bucket of 1 ms + MTU, and held 0.6% under
 //!   its ceil for as long as it was backlogged (tests/overload.rs in `sim`).
-//! - `quantum`: tc's default rate / r2q with r2q = 10, clamped to 1000..200000 bytes
-//!   as the kernel does. tc divides the *rate*; we divide the class's weighted share
-//!   of the link instead, because our rate of a starved priority level is 0 and its
-//!   borrowing must still follow the weights.
+//! - `quantum`: weight × (MTU + 14 B), as `nicsched tc` writes it, so what a parent
+//!   lends is shared by weight. tc's default, rate / r2q clamped to 1000..200000
+//!   bytes, gives every class of 16 Mbit/s or more the same quantum: borrowing was
+//!   then equal whatever the weights, and an app of weight 1 beside one of weight
+//!   3 took 110.4 Mbit/s of an ideal 95.8 (tests/overload.rs in `sim`).
 //! - `prio`: the policy's priority (0 first); HTB has 8 levels, so priorities above 7
 //!   share level 7.
 //! - split classes: rate 0, ceil `split.max_rate`, quantum one MTU: all borrow from
@@ -55,10 +56,7 @@ use crate::tree::{self, Hierarchy, Layout, NodeParams, Selection};
 use crate::{Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
 use policy::{AppId, Policy, TenantId};
 
-/// tc's rate-to-quantum ratio (`r2q`).
-pub const R2Q: u64 = 10;
-/// The kernel's bounds on a class's quantum, bytes.
-pub const QUANTUM_BYTES_MIN: u64 = 1000;
+/// The largest quantum tc sets without a warning, bytes.
 pub const QUANTUM_BYTES_MAX: u64 = 200_000;
 /// tc's default burst is rate / HZ + MTU; HZ = 1000 on common kernels.
 pub const HZ: u64 = 1000;
@@ -69,8 +67,10 @@ fn tc_burst_bytes(rate_bps: u64, packet_bytes_max: u32) -> u64 {
     rate_bps / 8 / HZ + u64::from(packet_bytes_max)
 }
 
-fn tc_quantum_bytes(share_bps: f64) -> u32 {
-    ((share_bps / 8.0) as u64 / R2Q).clamp(QUANTUM_BYTES_MIN, QUANTUM_BYTES_MAX) as u32
+/// The DRR quantum of a class of `weight` on a link of `mtu_bytes`: one Ethernet
+/// frame (HTB counts L2 bytes) per unit of weight, at most [`QUANTUM_BYTES_MAX`].
+pub fn quantum_bytes(mtu_bytes: u32, weight: u32) -> u32 {
+    (u64::from(mtu_bytes + 14) * u64::from(weight)).min(QUANTUM_BYTES_MAX) as u32
 }
 
 pub struct Htb {
@@ -89,29 +89,33 @@ fn classes(policy: &Policy) -> (Vec<NodeParams>, Vec<Option<NodeParams>>) {
     let rates = tree::rates_for_bps(policy, |app| {
         !app.implicit || policy.tenant(app.tenant).apps.len() == 1
     });
-    let shares = tree::weighted_shares_bps(policy);
     let mtu = policy.link.mtu_bytes;
     let gso = policy::wire::TSO_BYTES_MAX.max(mtu);
     let link = policy.link.rate_bps;
-    let class = |x: usize, max_rate_bps: Option<u64>, priority: u8| {
+    let class = |x: usize, max_rate_bps: Option<u64>, weight: u32, priority: u8| {
         let rate_bps = rates[x].round() as u64;
         NodeParams {
             rate_bps,
             buffer_bytes: tc_burst_bytes(rate_bps, gso),
             ceil_bps: max_rate_bps,
             cbuffer_bytes: tc_burst_bytes(max_rate_bps.unwrap_or(link), gso),
-            quantum_bytes: tc_quantum_bytes(shares[x]),
+            quantum_bytes: quantum_bytes(mtu, weight),
             prio: priority,
         }
     };
-    let mut params = vec![class(0, None, 0)];
+    let mut params = vec![class(0, None, 1, 0)];
     for (t, tenant) in policy.tenants.iter().enumerate() {
         let x = layout.tenant(TenantId(t as u16));
-        params.push(class(x, tenant.max_rate_bps, tenant.priority));
+        params.push(class(
+            x,
+            tenant.max_rate_bps,
+            tenant.weight,
+            tenant.priority,
+        ));
     }
     for (a, app) in policy.apps.iter().enumerate() {
         let x = layout.app(AppId(a as u32));
-        params.push(class(x, app.max_rate_bps, app.priority));
+        params.push(class(x, app.max_rate_bps, app.weight, app.priority));
     }
     let split = policy
         .apps
@@ -173,11 +177,15 @@ pub fn approximation(policy: &Policy) -> Approximation {
         approximate: vec![
             "priorities, weights and guarantees when some classes are idle: the rates are fixed for the all-backlogged case; what an idle class leaves is borrowed by prio, then by DRR quanta proportional to weight, which matches the ideal between siblings but not the ideal's re-sharing of guarantees".into(),
             format!(
-                "bursts: a class may exceed its rate or ceil by tc's default burst (1 ms of rate + MTU, {} at the link rate)",
-                policy::format_size(tc_burst_bytes(policy.link.rate_bps, policy.link.mtu_bytes))
+                "bursts: a class may exceed its rate or ceil by tc's default burst (1 ms of rate + the largest send, {} at the link rate)",
+                policy::format_size(tc_burst_bytes(
+                    policy.link.rate_bps,
+                    policy::wire::TSO_BYTES_MAX.max(policy.link.mtu_bytes)
+                ))
             ),
             format!(
-                "weights beyond the quantum clamp: quantum = share / {R2Q} bytes within {QUANTUM_BYTES_MIN}..{QUANTUM_BYTES_MAX}"
+                "weights above {}: the quantum, weight × (MTU + 14 B), stops at {QUANTUM_BYTES_MAX} bytes",
+                QUANTUM_BYTES_MAX / u64::from(policy.link.mtu_bytes + 14)
             ),
         ],
         ignored: Vec::new(),

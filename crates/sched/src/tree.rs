@@ -293,29 +293,6 @@ pub fn rates_for_bps(policy: &Policy, backlogged: impl Fn(&policy::App) -> bool)
     out
 }
 
-/// Each fixed node's share of the link by weight alone, priorities and guarantees
-/// aside: what DRR quanta are proportioned to, so that borrowing follows weights.
-pub fn weighted_shares_bps(policy: &Policy) -> Vec<f64> {
-    let layout = Layout::new(policy);
-    let mut out = vec![0.0; layout.fixed()];
-    let link = policy.link.rate_bps as f64;
-    out[ROOT] = link;
-    let tenant_weights: f64 = policy.tenants.iter().map(|t| f64::from(t.weight)).sum();
-    for (t, tenant) in policy.tenants.iter().enumerate() {
-        let tenant_bps = link * f64::from(tenant.weight) / tenant_weights;
-        out[layout.tenant(TenantId(t as u16))] = tenant_bps;
-        let app_weights: f64 = tenant
-            .apps
-            .iter()
-            .map(|&a| f64::from(policy.app(a).weight))
-            .sum();
-        for &a in &tenant.apps {
-            out[layout.app(a)] = tenant_bps * f64::from(policy.app(a).weight) / app_weights;
-        }
-    }
-    out
-}
-
 /// A node's configuration.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NodeParams {
@@ -416,6 +393,12 @@ impl Node {
     }
 }
 
+/// The priority of ring `slot` when it is a borrowing ring.
+fn borrowing_prio(slot: u8) -> Option<usize> {
+    let slot = usize::from(slot);
+    (slot / PRIO_LEVELS == usize::from(BORROW)).then_some(slot % PRIO_LEVELS)
+}
+
 fn bytes_to_tokens(bytes: u64) -> i64 {
     i64::try_from(u128::from(bytes) * TOKENS_PER_BYTE as u128).unwrap_or(i64::MAX)
 }
@@ -437,6 +420,13 @@ pub struct Hierarchy {
     nodes: Vec<Node>,
     /// Ring heads of the fixed nodes, by (kind, priority).
     ring_head: Vec<[u32; RINGS]>,
+    /// Per fixed node and priority, the child that left its borrowing ring in the
+    /// middle of its turn while still holding packets (it turned green or red):
+    /// it gets the turn back when it returns. Without this a child that changes
+    /// mode often hands its turn to a sibling each time, and siblings whose token
+    /// refills keep one phase split what their parent lends by that phase, not by
+    /// weight (two equal apps at 4.4 against 26.1 MB of borrowed bytes, 9% apart).
+    resumes: Vec<[u32; PRIO_LEVELS]>,
     occupied: Vec<u32>,
     selection: Selection,
     slab: Vec<Packet>,
@@ -482,6 +472,7 @@ impl Hierarchy {
             split_params,
             nodes,
             ring_head: vec![[NONE; RINGS]; layout.fixed()],
+            resumes: vec![[NONE; PRIO_LEVELS]; layout.fixed()],
             occupied: vec![0; layout.fixed()],
             selection,
             slab: Vec::with_capacity(packets),
@@ -724,7 +715,7 @@ impl Hierarchy {
                 return;
             }
             if self.nodes[x].slot != NO_SLOT {
-                self.unlink(x);
+                self.unlink(x, has_work);
             }
             if want != NO_SLOT {
                 self.link(x, want);
@@ -733,9 +724,14 @@ impl Hierarchy {
         }
     }
 
-    /// Adds `x` at the tail of its parent's ring `slot`.
+    /// Adds `x` at the tail of its parent's ring `slot`, or at its head when `x`
+    /// left that borrowing ring in the middle of its turn.
     fn link(&mut self, x: usize, slot: u8) {
         let parent = self.nodes[x].parent as usize;
+        let resumes = borrowing_prio(slot).is_some_and(|p| {
+            let resumes = &mut self.resumes[parent][p];
+            std::mem::replace(resumes, NONE) == x as u32
+        });
         let head = self.ring_head[parent][slot as usize];
         if head == NONE {
             self.nodes[x].next = x as u32;
@@ -748,11 +744,15 @@ impl Hierarchy {
             self.nodes[x].prev = tail;
             self.nodes[x].next = head;
             self.nodes[head as usize].prev = x as u32;
+            if resumes {
+                self.ring_head[parent][slot as usize] = x as u32;
+            }
         }
         self.nodes[x].slot = slot;
     }
 
-    fn unlink(&mut self, x: usize) {
+    /// Takes `x` out of its parent's ring; `backlogged`: it still holds packets.
+    fn unlink(&mut self, x: usize, backlogged: bool) {
         let Node {
             parent,
             slot,
@@ -760,6 +760,11 @@ impl Hierarchy {
             prev,
             ..
         } = self.nodes[x];
+        if let Some(p) = borrowing_prio(slot).filter(|_| backlogged) {
+            if self.ring_head[parent as usize][slot as usize] == x as u32 {
+                self.resumes[parent as usize][p] = x as u32;
+            }
+        }
         let (parent, slot) = (parent as usize, slot as usize);
         if next == x as u32 {
             self.ring_head[parent][slot] = NONE;
@@ -792,6 +797,11 @@ impl Hierarchy {
     /// Bytes node `x` sent since the last call, which starts a new count.
     pub fn take_sent_bytes(&mut self, x: usize) -> u64 {
         std::mem::take(&mut self.nodes[x].sent_bytes)
+    }
+
+    /// Bytes app `app` holds, its split classes together.
+    pub fn app_buffered_bytes(&self, app: AppId) -> u64 {
+        self.accounting.app_buffered_bytes(app)
     }
 
     /// Whether node `x` holds packets in its subtree.

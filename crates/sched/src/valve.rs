@@ -140,10 +140,18 @@ impl Valve {
         for (a, app) in self.policy.apps.iter().enumerate() {
             let x = layout.app(AppId(a as u32));
             let consumed_bps = self.tree.take_sent_bytes(x) as f64 * 8e9 / elapsed_ns as f64;
-            let demand_bps = if self.tree.is_backlogged(x) {
+            // What it holds must leave within the next interval on top of what it
+            // sent; only a backlog its present rate cannot clear by then makes it
+            // hungry for all it can get. A class holding a packet or two at the
+            // instant of the update (a sender just under its share) is not: counted
+            // as such it took its share from a neighbour each time, and the
+            // neighbour's apps then lived on lent tokens.
+            let held_bps = self.tree.app_buffered_bytes(AppId(a as u32)) as f64 * 8e9
+                / self.interval_ns as f64;
+            let demand_bps = if held_bps > self.rates_bps[x] {
                 f64::INFINITY
             } else {
-                consumed_bps
+                consumed_bps + held_bps
             };
             self.app_demand_bps[a] =
                 demand_bps.min(app.max_rate_bps.map_or(f64::INFINITY, |r| r as f64));

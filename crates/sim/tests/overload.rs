@@ -271,6 +271,55 @@ struct AppSpec {
     bulk: bool,
 }
 
+/// Two equal apps of a tenant that lives partly on what a neighbour just under
+/// its share leaves (found by the tree property test): each gets half the
+/// tenant's rate, 191.6 Mbit/s, in every interval. They were 175.6 and 207.6
+/// under `valve` (the neighbour, holding a packet at a rate update, was counted
+/// hungry and took the tenant's share, which its apps then borrowed) and 173.9 and
+/// 209.3 under `htb` (the app whose tokens refilled first handed its turn at
+/// borrowing to its sibling each time).
+#[test]
+fn equal_apps_beside_a_neighbour_under_its_share_split_evenly() {
+    let text = "policy:
+  link: { rate: 1Gbit, queues: 8 }
+  tenants:
+    - name: t0
+      apps:
+        - { name: a0, priority: 1, weight: 3, match: { proto: udp, ports: [5000] } }
+        - { name: a1, priority: 1, weight: 3, match: { proto: udp, ports: [5001] } }
+    - name: t1
+      weight: 2
+      apps:
+        - { name: a0, priority: 1, weight: 3, match: { proto: udp, ports: [5000] }, min_rate: 70Mbit }
+duration: 6s
+interval: 1s
+seed: 619
+traffic:
+  - { tenant: t0, app: a0, kind: udp, rate: 600Mbit, size: 1000B, flows: 2 }
+  - { tenant: t0, app: a1, kind: udp, rate: 600Mbit, size: 1000B, flows: 2 }
+  - { tenant: t1, app: a0, kind: udp, rate: 600Mbit, size: 1000B, flows: 2 }
+";
+    let scenario = parse(text);
+    for enforcer in ["valve", "htb"] {
+        let record = run(&scenario, enforcer);
+        for interval in judged(&record) {
+            for (c, name) in record.classes.iter().enumerate() {
+                let (got, ideal) = (
+                    interval.class_throughput_bps(c),
+                    interval.class_ideal_bps(c),
+                );
+                assert!(
+                    (got - ideal).abs() <= 0.01 * ideal,
+                    "{enforcer}: {}/{} at {got} against {ideal} in the interval ending {} s",
+                    name.tenant,
+                    name.app,
+                    interval.end_s()
+                );
+            }
+        }
+    }
+}
+
 fn app() -> impl Strategy<Value = AppSpec> {
     (
         0u8..2,
@@ -336,11 +385,7 @@ proptest! {
 
     /// Trees with guarantees and priorities at both levels, every app overloaded:
     /// `valve` and `htb`, which express the whole policy, keep every tenant within
-    /// 2% of the ideal in every interval after the first, and every app within 8%.
-    /// (The apps' bar is looser because `valve` splits a tenant's rate between
-    /// equal sibling apps unevenly from one interval to the next, up to 6% apart
-    /// on a case found here: 180.8 and 203.0 Mbit/s against 191.6 each. Apps given
-    /// the wrong share by a broken limit, as 300 Mbit/s against 102.5, still fail.)
+    /// 2% of the ideal in every interval after the first, and every app as well.
     #[test]
     fn trees_with_guarantees_and_priorities_get_their_ideal(
         tenants in proptest::collection::vec(
@@ -371,7 +416,7 @@ proptest! {
                 for (c, name) in record.classes.iter().enumerate() {
                     let (got, ideal) = (interval.class_throughput_bps(c), interval.class_ideal_bps(c));
                     prop_assert!(
-                        (got - ideal).abs() <= 0.08 * ideal + send / interval.length_s(),
+                        (got - ideal).abs() <= 0.02 * ideal + send / interval.length_s(),
                         "{enforcer}: {}/{} at {got} against {ideal} in the interval ending {} s\n{text}",
                         name.tenant, name.app, interval.end_s()
                     );
