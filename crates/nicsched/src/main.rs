@@ -36,8 +36,8 @@ Start with:\n  \
 nicsched check scenarios/tonic/policy-equal.yaml --enforcer tonic\n  \
 nicsched explain scenarios/tonic/policy-weighted-case1.yaml\n  \
 nicsched sim scenarios/tonic/asymmetry-1-8.yaml\n\n\
-Policies and scenarios are YAML; see docs/policy.md, docs/scenario.md and docs/enforcers.md, \
-and the examples in scenarios/."
+Formats: docs/policy.md and docs/scenario.md in the repository (enforcers: docs/enforcers.md); \
+examples in scenarios/."
 )]
 struct Cli {
     #[command(subcommand)]
