@@ -20,8 +20,5 @@ pub fn meter_drops_app(scenario: &Scenario) -> Option<AppId> {
     let app = named
         .split_once('/')
         .and_then(|(tenant, app)| policy.app_by_name(policy.tenant_by_name(tenant)?, app));
-    match app {
-        Some(app) => Some(app),
-        None => panic!("{VARIABLE}={value}: no such app in the scenario"),
-    }
+    Some(app.unwrap_or_else(|| panic!("{VARIABLE}={value}: no such app in the scenario")))
 }
