@@ -21,12 +21,15 @@
 //!   latency);
 //! - `htb`: [`tc_script`], the policy as kernel HTB classes and u32 filters;
 //! - `bench`: [`run_bench`], frames per second through the engine (unpaced) under
-//!   each enforcer and through the kernel's bridge, with and without HTB.
+//!   each enforcer and through the kernel's bridge, with and without HTB;
+//! - `faults` (feature `faults`, tests only): figures made wrong on purpose.
 
 mod bench;
 mod checks;
 mod classify;
 mod engine;
+#[cfg(feature = "faults")]
+mod faults;
 mod generate;
 mod htb;
 mod meter;
@@ -630,6 +633,8 @@ fn start_measuring(
         traffic: plans.iter().map(|p| p.frames.clone()).collect(),
         apps: policy.apps.len(),
         tenants: policy.tenants.len(),
+        #[cfg(feature = "faults")]
+        drops_app: faults::meter_drops_app(scenario),
     };
     {
         let (stop, origin, realtime) =

@@ -30,6 +30,9 @@ pub struct Meter {
     pub traffic: Vec<FrameMatch>,
     pub apps: usize,
     pub tenants: usize,
+    /// An app whose frames go uncounted ([`crate::faults`]).
+    #[cfg(feature = "faults")]
+    pub drops_app: Option<policy::AppId>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -126,10 +129,15 @@ impl Meter {
         let Some(tenant) = self.classifier.tenant_of_source(ip.src) else {
             return;
         };
+        let app = self.classifier.classify(tenant, &ip).app;
+        #[cfg(feature = "faults")]
+        if self.drops_app == Some(app) {
+            return;
+        }
+        let app = app.index();
         let bytes = u64::from(ip.len_bytes);
         out.tenant_bytes[tenant.index()] += bytes;
         let traffic = self.traffic.iter().position(|m| m.matches(tenant, &ip));
-        let app = self.classifier.classify(tenant, &ip).app.index();
         if let Some(t) = traffic {
             out.traffic_app_payload_bytes[t][app] +=
                 u64::from(payload_bytes(captured, &ip).unwrap_or(0));

@@ -160,6 +160,10 @@ impl<'a> Engine<'a> {
         for (c, a) in classes.iter().enumerate() {
             app_class[a.index()] = Some(c);
         }
+        #[cfg(feature = "faults")]
+        crate::faults::blind_meter(scenario, &mut app_class);
+        #[cfg(feature = "faults")]
+        let enforcer = crate::faults::enforcer(scenario, enforcer);
         let mut latency = Vec::new();
         let traffic_latency = scenario
             .traffic

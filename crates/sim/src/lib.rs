@@ -10,9 +10,12 @@
 //! - `events`: the event queue.
 //! - `engine`: senders (bulk TCP-like flows placed on the tenant's cores, udp,
 //!   poisson, rpc), the link, completions.
+//! - `faults` (feature `faults`, tests only): figures made wrong on purpose.
 
 mod engine;
 mod events;
+#[cfg(feature = "faults")]
+mod faults;
 pub mod host;
 
 pub use host::HostModel;
