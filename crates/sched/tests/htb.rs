@@ -42,9 +42,9 @@ tenants:
   - name: t2
     weight: 3
     apps:
-      - { name: probe, priority: 0 }
-      - { name: kvs, priority: 0 }
-      - { name: bulk, priority: 1 }
+      - { name: probe, priority: 0, match: { ports: [5001] } }
+      - { name: kvs, priority: 0, match: { ports: [5002] } }
+      - { name: bulk, priority: 1, match: { ports: [5003] } }
 ";
 
 /// For each probe: bytes the link sends between its arrival and its departure.

@@ -35,8 +35,8 @@ link: { rate: 10Gbit }
 tenants:
   - name: t
     apps:
-      - { name: c1, max_rate: 4Gbit }
-      - { name: c2, max_rate: 2Gbit }
+      - { name: c1, max_rate: 4Gbit, match: { ports: [5001] } }
+      - { name: c2, max_rate: 2Gbit, match: { ports: [5002] } }
 ";
 
 /// SENIC Fig. 4: w1 = 0.4, w2 = 0.2, 1500 B packets. Per 7500 byte-times (6 µs at
@@ -77,7 +77,7 @@ link: { rate: 10Gbit }
 tenants:
   - name: t
     apps:
-      - { name: limited, max_rate: 3.3Gbit }
+      - { name: limited, max_rate: 3.3Gbit, match: { ports: [5001] } }
 ",
     );
     let mut wf2q = sched::build("wf2q", &p).unwrap();
@@ -112,9 +112,9 @@ link: { rate: 10Gbit }
 tenants:
   - name: t
     apps:
-      - { name: a, max_rate: 6Gbit }
-      - { name: b, max_rate: 4Gbit }
-      - { name: c, max_rate: 2Gbit }
+      - { name: a, max_rate: 6Gbit, match: { ports: [5001] } }
+      - { name: b, max_rate: 4Gbit, match: { ports: [5002] } }
+      - { name: c, max_rate: 2Gbit, match: { ports: [5003] } }
 ",
     ] {
         let p = policy(yaml);
@@ -198,6 +198,7 @@ tenants:
   - name: t
     apps:
       - name: bulk
+        match: { ports: [5001] }
         max_rate: 2Gbit
         split: { by: destination, max_rate: 300Mbit }
 ",
@@ -291,8 +292,8 @@ tenants:
   - name: t1
   - name: t2
     apps:
-      - { name: probe, priority: 0 }
-      - { name: bulk, priority: 1 }
+      - { name: probe, priority: 0, match: { ports: [5001] } }
+      - { name: bulk, priority: 1, match: { ports: [5002] } }
 ";
 
 /// TSO-sized sends, as the simulator's bulk senders make them.
@@ -461,9 +462,9 @@ tenants:
   - name: t1
   - name: t2
     apps:
-      - { name: high, priority: 0 }
-      - { name: mid, priority: 1 }
-      - { name: low, priority: 2 }
+      - { name: high, priority: 0, match: { ports: [5001] } }
+      - { name: mid, priority: 1, match: { ports: [5002] } }
+      - { name: low, priority: 2, match: { ports: [5003] } }
 ",
     );
     let duration_ns = 20_000_000;
@@ -509,8 +510,8 @@ tenants:
   - name: t
     max_rate: 3Gbit
     apps:
-      - { name: urgent, priority: 0 }
-      - { name: bulk, priority: 1 }
+      - { name: urgent, priority: 0, match: { ports: [5001] } }
+      - { name: bulk, priority: 1, match: { ports: [5002] } }
   - name: other
 ",
     );
@@ -561,8 +562,11 @@ mod invariants {
             }
             yaml += "    apps:\n";
             for (a, (weight, cap, priority)) in apps.iter().enumerate() {
+                // Each app its own port, so that none is a catch-all: the tenant keeps
+                // its implicit `default` app.
                 yaml += &format!(
-                    "      - name: a{a}\n        weight: {weight}\n        priority: {priority}\n"
+                    "      - name: a{a}\n        weight: {weight}\n        priority: {priority}\n        match: {{ ports: [{}] }}\n",
+                    5001 + a
                 );
                 if let Some(cap) = cap {
                     yaml += &format!("        max_rate: {cap}Mbit\n");

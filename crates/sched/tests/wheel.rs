@@ -111,7 +111,7 @@ link: { rate: 10Gbit }
 tenants:
   - name: t
     apps:
-      - { name: capped, max_rate: 3.3Gbit }
+      - { name: capped, max_rate: 3.3Gbit, match: { ports: [5001] } }
 ",
     );
     let mut wheel = sched::build("wheel", &p).unwrap();
@@ -135,12 +135,12 @@ tenants:
   - name: loose
     max_rate: 5Gbit
     apps:
-      - { name: tight, max_rate: 2Gbit }
+      - { name: tight, max_rate: 2Gbit, match: { ports: [5001] } }
   - name: tight
     max_rate: 3Gbit
     apps:
-      - { name: a, max_rate: 4Gbit }
-      - { name: b, max_rate: 4Gbit }
+      - { name: a, max_rate: 4Gbit, match: { ports: [5001] } }
+      - { name: b, max_rate: 4Gbit, match: { ports: [5002] } }
 ",
     );
     let mut wheel = sched::build("wheel", &p).unwrap();
@@ -174,6 +174,7 @@ tenants:
   - name: t
     apps:
       - name: bulk
+        match: { ports: [5001] }
         split: { by: destination, max_rate: 500Mbit }
 ",
     );

@@ -14,6 +14,7 @@ policy:
       apps:
         - name: rpc
           priority: 0
+          match: { proto: tcp, ports: [5001] }
 duration: 300ms
 interval: 50ms
 traffic:

@@ -142,7 +142,7 @@ fn unseen_policies_stay_within_two_percent_of_the_ideal() {
     let cases = [
         "tenants:\n    - { name: a, weight: 5 }\n    - { name: b, weight: 1, max_rate: 1Gbit }\n    - { name: c, weight: 2, min_rate: 4Gbit }\n",
         "tenants:\n    - { name: a, priority: 0, max_rate: 3Gbit }\n    - { name: b, weight: 3 }\n    - { name: c, weight: 1 }\n",
-        "tenants:\n    - name: a\n      weight: 2\n      apps:\n        - { name: x, priority: 0, max_rate: 2Gbit }\n        - { name: y, weight: 3 }\n        - { name: z, weight: 1, min_rate: 1Gbit }\n    - { name: b, weight: 1, max_rate: 5Gbit }\n",
+        "tenants:\n    - name: a\n      weight: 2\n      apps:\n        - { name: x, priority: 0, max_rate: 2Gbit, match: { ports: [5001] } }\n        - { name: y, weight: 3, match: { ports: [5002] } }\n        - { name: z, weight: 1, min_rate: 1Gbit, match: { ports: [5003] } }\n    - { name: b, weight: 1, max_rate: 5Gbit }\n",
     ];
     for (k, tenants) in cases.iter().enumerate() {
         let mut text = format!(

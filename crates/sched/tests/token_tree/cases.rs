@@ -25,8 +25,8 @@ tenants:
   - name: vm1
     weight: 1
     apps:
-      - { name: kvs, priority: 0 }
-      - { name: ml, priority: 1, min_rate: 2Gbit }
+      - { name: kvs, priority: 0, match: { ports: [5001] } }
+      - { name: ml, priority: 1, min_rate: 2Gbit, match: { ports: [5002] } }
   - name: vm2
     weight: 2
 ";
@@ -255,6 +255,7 @@ tenants:
   - name: t
     apps:
       - name: batch
+        match: { ports: [5001] }
         max_rate: 4Gbit
         split: { by: destination, max_rate: 50Mbit }
   - { name: u }
