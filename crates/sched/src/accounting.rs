@@ -23,6 +23,9 @@ pub struct Accounting {
     tenant_cap_bytes: Vec<u64>,
     app_held_packets: Vec<u32>,
     app_held_bytes: Vec<u64>,
+    /// Per app: whether it held nothing at some moment since the last
+    /// [`Accounting::take_app_emptied`].
+    app_emptied: Vec<bool>,
     class_packets_max: u32,
     host_buffered_bytes: u64,
     host_cap_bytes: u64,
@@ -38,6 +41,7 @@ impl Accounting {
             tenant_buffered_bytes: vec![0; tenants],
             app_held_packets: vec![0; policy.apps.len()],
             app_held_bytes: vec![0; policy.apps.len()],
+            app_emptied: vec![true; policy.apps.len()],
             class_packets_max,
             tenant_cap_bytes: policy
                 .tenants
@@ -98,6 +102,9 @@ impl Accounting {
         debug_assert!(self.app_held_packets[a] > 0);
         self.app_held_packets[a] -= 1;
         self.app_held_bytes[a] -= bytes;
+        if self.app_held_packets[a] == 0 {
+            self.app_emptied[a] = true;
+        }
         self.tenant_buffered_bytes[t] -= bytes;
         self.host_buffered_bytes -= bytes;
     }
@@ -113,6 +120,13 @@ impl Accounting {
     /// Bytes app `app` holds, its split classes together.
     pub fn app_buffered_bytes(&self, app: AppId) -> u64 {
         self.app_held_bytes[app.index()]
+    }
+
+    /// Whether app `app` held nothing at some moment since the last call; starts
+    /// a new watch.
+    pub fn take_app_emptied(&mut self, app: AppId) -> bool {
+        let held = self.app_held_packets[app.index()] > 0;
+        std::mem::replace(&mut self.app_emptied[app.index()], !held)
     }
 
     pub fn host_buffered_bytes(&self) -> u64 {

@@ -804,6 +804,11 @@ impl Hierarchy {
         self.accounting.app_buffered_bytes(app)
     }
 
+    /// Whether app `app` held nothing at some moment since the last call.
+    pub fn take_app_emptied(&mut self, app: AppId) -> bool {
+        self.accounting.take_app_emptied(app)
+    }
+
     /// Whether node `x` holds packets in its subtree.
     pub fn is_backlogged(&self, x: usize) -> bool {
         self.nodes[x].queued > 0

@@ -140,18 +140,17 @@ impl Valve {
         for (a, app) in self.policy.apps.iter().enumerate() {
             let x = layout.app(AppId(a as u32));
             let consumed_bps = self.tree.take_sent_bytes(x) as f64 * 8e9 / elapsed_ns as f64;
-            // What it holds must leave within the next interval on top of what it
-            // sent; only a backlog its present rate cannot clear by then makes it
-            // hungry for all it can get. A class holding a packet or two at the
-            // instant of the update (a sender just under its share) is not: counted
-            // as such it took its share from a neighbour each time, and the
-            // neighbour's apps then lived on lent tokens.
-            let held_bps = self.tree.app_buffered_bytes(AppId(a as u32)) as f64 * 8e9
-                / self.interval_ns as f64;
-            let demand_bps = if held_bps > self.rates_bps[x] {
+            // A class that held packets the whole interval is hungry for all it can
+            // get. Any other class wants what it sent plus what it holds now: a
+            // sender just under its share that happened to hold a packet at the
+            // update, counted hungry, took its share from its neighbour for a whole
+            // interval, and the neighbour's apps lived on lent tokens meanwhile.
+            let emptied = self.tree.take_app_emptied(AppId(a as u32));
+            let demand_bps = if self.tree.is_backlogged(x) && !emptied {
                 f64::INFINITY
             } else {
-                consumed_bps + held_bps
+                let held_bytes = self.tree.app_buffered_bytes(AppId(a as u32));
+                consumed_bps + held_bytes as f64 * 8e9 / self.interval_ns as f64
             };
             self.app_demand_bps[a] =
                 demand_bps.min(app.max_rate_bps.map_or(f64::INFINITY, |r| r as f64));
@@ -227,6 +226,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
                     update_interval_ns(policy.link.rate_bps)
                 ))
             ),
+            "apps of a tenant that lives partly on lent tokens: each app can be up to 12% off its ideal share (a parent lends to whichever children borrow at the moment, which depends on the phase of their own token refills)".into(),
             "split classes share their app by equal turns up to split.max_rate (max-min fair, as the ideal) rather than by a token rate of their own".into(),
         ],
         ignored: Vec::new(),
