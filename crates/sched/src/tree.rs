@@ -760,10 +760,10 @@ impl Hierarchy {
             prev,
             ..
         } = self.nodes[x];
-        if let Some(p) = borrowing_prio(slot).filter(|_| backlogged) {
-            if self.ring_head[parent as usize][slot as usize] == x as u32 {
-                self.resumes[parent as usize][p] = x as u32;
-            }
+        if let Some(p) = borrowing_prio(slot).filter(|_| backlogged)
+            && self.ring_head[parent as usize][slot as usize] == x as u32
+        {
+            self.resumes[parent as usize][p] = x as u32;
         }
         let (parent, slot) = (parent as usize, slot as usize);
         if next == x as u32 {
