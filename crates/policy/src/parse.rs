@@ -8,8 +8,8 @@
 
 use crate::limits::{
     APPS_MAX, DATAGRAM_BYTES_MAX, DURATION_NS_MAX, FLOWS_MAX, INTERVAL_CELLS_MAX, INTERVALS_MAX,
-    MESSAGE_BYTES_MAX, RATE_BPS_MAX, REQUESTS_PER_S_MAX, SIM_PACKETS_MAX, TENANTS_MAX,
-    traffic_packets_estimate,
+    MESSAGE_BYTES_MAX, RATE_BPS_MAX, REQUESTS_PER_S_MAX, RETRIES_PER_PACKET, SENDER_RETRIES_PER_S,
+    SIM_PACKETS_MAX, TENANTS_MAX, traffic_packets_estimate,
 };
 use crate::units::{self, UnitError};
 use crate::{
@@ -1123,11 +1123,11 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
         return ctx.err(
             &items[largest],
             format!(
-                "the traffic offers about {packets:.3e} packets over the run (this one {:.3e}), above the bound",
+                "the traffic costs the simulator about {packets:.3e} packets over the run (this one {:.3e}), above the bound",
                 estimates[largest]
             ),
             Some(format!(
-                "a simulated run offers at most {SIM_PACKETS_MAX:.0e} packets (SIM_PACKETS_MAX): lower a rate, enlarge `size`, or shorten the traffic"
+                "a simulated run costs at most {SIM_PACKETS_MAX:.0e} packets (SIM_PACKETS_MAX; refused senders retry {SENDER_RETRIES_PER_S} times a second, {RETRIES_PER_PACKET} retries to a packet): lower a rate, enlarge `size`, open fewer flows, guarantee an open-loop rpc's responses a min_rate, or shorten the traffic"
             )),
         );
     }
