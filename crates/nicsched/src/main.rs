@@ -23,6 +23,42 @@ const LAB_ONLY_ENFORCER: &str = lab::LINUX_HTB;
 /// The lab's emulated link when the scenario's is faster: what one engine thread
 /// forwards on a small machine.
 const LAB_LINK_RATE_BPS_DEFAULT: u64 = 1_000_000_000;
+/// The slowest emulated link of the lab: below it a full-sized frame takes longer
+/// on the wire than TCP waits before it retransmits.
+const LAB_LINK_RATE_BPS_MIN: u64 = 1_000_000;
+/// `--queue-limit` and `--class-limit`: the engine holds room for every packet the
+/// limits admit, per Tx queue or per app, so they size its memory.
+const HOST_LIMIT_PACKETS_MAX: i64 = 65_536;
+/// `bench --classes`: an enforcer holds a few hundred bytes per class (measured:
+/// up to about 240), so a million stays well inside a gigabyte.
+const BENCH_CLASSES_MAX: i64 = 1_000_000;
+/// `--seconds` of `bench` and `lab-bench`: a measurement, not a soak test.
+const MEASURED_SECONDS_MAX: f64 = 600.0;
+const LAB_BENCH_ROUNDS_MAX: i64 = 100;
+
+fn lab_link_rate(text: &str) -> Result<u64, String> {
+    let bps = policy::parse_rate(text)?;
+    let max = policy::limits::RATE_BPS_MAX;
+    if (LAB_LINK_RATE_BPS_MIN..=max).contains(&bps) {
+        Ok(bps)
+    } else {
+        Err(format!(
+            "{} is outside {}..={}",
+            policy::format_rate(bps as f64),
+            policy::format_rate(LAB_LINK_RATE_BPS_MIN as f64),
+            policy::format_rate(max as f64)
+        ))
+    }
+}
+
+fn measured_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= MEASURED_SECONDS_MAX => Ok(s),
+        _ => Err(format!(
+            "seconds are a number above 0 and at most {MEASURED_SECONDS_MAX}"
+        )),
+    }
+}
 
 #[derive(Parser)]
 #[command(
@@ -113,8 +149,8 @@ enum Command {
         /// Emulated link rate; every rate of the scenario is scaled by the same
         /// factor so the ideal keeps its shape. Default: 1Gbit, or the scenario's
         /// link rate when that is lower.
-        #[arg(long, value_name = "RATE")]
-        link_rate: Option<String>,
+        #[arg(long, value_name = "RATE", value_parser = lab_link_rate)]
+        link_rate: Option<u64>,
         /// Leave the namespaces in place after the run (prints how to remove them).
         #[arg(long)]
         keep: bool,
@@ -123,7 +159,7 @@ enum Command {
         /// packet that finds its queue full is dropped and counted against its
         /// tenant, as `txqueuelen` drops it on a host.
         #[arg(long, value_name = "PACKETS", default_value_t = lab::LAB_HOST_LIMITS.queue_packets,
-              value_parser = clap::value_parser!(u32).range(1..))]
+              value_parser = clap::value_parser!(u32).range(1..=HOST_LIMIT_PACKETS_MAX))]
         queue_limit: u32,
         /// The packets each app (leaf class, its split classes together) may hold in
         /// the engine in front of the software schedulers (`wf2q`, `valve`, `htb`,
@@ -131,7 +167,7 @@ enum Command {
         /// their own. A packet beyond it is dropped and counted against its tenant.
         #[arg(long, visible_alias = "tenant-limit", value_name = "PACKETS",
               default_value_t = lab::LAB_HOST_LIMITS.class_packets,
-              value_parser = clap::value_parser!(u32).range(1..))]
+              value_parser = clap::value_parser!(u32).range(1..=HOST_LIMIT_PACKETS_MAX))]
         class_limit: u32,
         /// Run the meter and the latency probes (sockperf, memcached) at normal
         /// priority. By default they run at SCHED_FIFO 10, so that on a machine
@@ -177,18 +213,21 @@ enum Command {
         #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
         enforcers: Vec<String>,
         /// Seconds of load per path (per round).
-        #[arg(long, value_name = "S", default_value_t = 3.0)]
+        #[arg(long, value_name = "S", default_value_t = 3.0, value_parser = measured_seconds)]
         seconds: f64,
         /// Run every path this many times, round after round, adding up the counts;
         /// the table then shows each path's lowest and highest round. On a machine
         /// shared with other work, 3 or more make the paths' ratios trustworthy.
-        #[arg(long, value_name = "N", default_value_t = 1)]
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..=LAB_BENCH_ROUNDS_MAX))]
         rounds: u32,
         /// UDP payload of each datagram, in bytes (64 B payload = 106 B frames).
-        #[arg(long, value_name = "BYTES", default_value_t = 64)]
+        #[arg(long, value_name = "BYTES", default_value_t = 64,
+              value_parser = clap::value_parser!(u16).range(1..=i64::from(lab::PAYLOAD_BYTES_MAX)))]
         size: u16,
         /// UDP flows (source ports) per tenant.
-        #[arg(long, value_name = "N", default_value_t = 4)]
+        #[arg(long, value_name = "N", default_value_t = 4,
+              value_parser = clap::value_parser!(u16).range(1..))]
         flows: u16,
         /// Also write the result as DIR/lab-bench.json.
         #[arg(long, value_name = "DIR")]
@@ -224,13 +263,14 @@ enum Command {
         #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
         enforcer: String,
         /// Number of classes (rounded up to a multiple of 16).
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N",
+              value_parser = clap::value_parser!(u32).range(1..=BENCH_CLASSES_MAX))]
         classes: u32,
         /// Fraction of the classes that are backlogged.
         #[arg(long, value_name = "F", default_value_t = 1.0)]
         active: f64,
         /// Wall-clock seconds to measure for.
-        #[arg(long, value_name = "S", default_value_t = 1.0)]
+        #[arg(long, value_name = "S", default_value_t = 1.0, value_parser = measured_seconds)]
         seconds: f64,
         /// Also measure a peer scheduler in the same run: `rte_sched`.
         #[arg(long, value_name = "PEER")]
@@ -291,7 +331,7 @@ fn main() -> ExitCode {
             &scenario,
             &enforcers,
             out,
-            link_rate.as_deref(),
+            link_rate,
             lab::LabOptions {
                 keep,
                 realtime: !no_realtime,
@@ -678,18 +718,14 @@ fn run_lab(
     path: &Path,
     enforcers: &[String],
     out: Option<PathBuf>,
-    link_rate: Option<&str>,
+    link_rate: Option<u64>,
     options: lab::LabOptions,
     quiet: bool,
 ) -> Result<(), Failure> {
     lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
     let scenario: Scenario = policy::load_scenario(path)?;
-    let link_rate_bps = match link_rate {
-        Some(text) => {
-            policy::parse_rate(text).map_err(|e| Failure::input(format!("--link-rate: {e}")))?
-        }
-        None => scenario.policy.link.rate_bps.min(LAB_LINK_RATE_BPS_DEFAULT),
-    };
+    let link_rate_bps =
+        link_rate.unwrap_or_else(|| scenario.policy.link.rate_bps.min(LAB_LINK_RATE_BPS_DEFAULT));
     let scenario = scenario.scaled_to_link_rate(link_rate_bps);
     let enforcers: Vec<String> = if enforcers.is_empty() {
         scenario.enforcers.clone()
@@ -807,18 +843,6 @@ fn lab_bench(
             "built-in (2 tenants, weights 1:3)".to_string(),
         ),
     };
-    if !(seconds.is_finite() && seconds > 0.0) {
-        return Err(Failure::input("--seconds must be positive"));
-    }
-    if size == 0 || size > lab::PAYLOAD_BYTES_MAX {
-        return Err(Failure::input(format!(
-            "--size must be 1 to {} bytes (one unfragmented IPv4 packet)",
-            lab::PAYLOAD_BYTES_MAX
-        )));
-    }
-    if flows == 0 || rounds == 0 {
-        return Err(Failure::input("--flows and --rounds must be at least 1"));
-    }
     let paths = lab_bench_paths(enforcers);
     let scaled = policy.scaled_to_link_rate(lab::BENCH_LINK_RATE_BPS);
     for name in paths
@@ -894,9 +918,6 @@ fn bench(
         return Err(Failure::input(
             "--active must be in (0, 1], e.g. 0.01 for 1% of the classes",
         ));
-    }
-    if classes == 0 || seconds.is_nan() || seconds <= 0.0 {
-        return Err(Failure::input("--classes and --seconds must be positive"));
     }
     let peer = match vs {
         None => None,

@@ -8,8 +8,8 @@
 
 use crate::limits::{
     APPS_MAX, DATAGRAM_BYTES_MAX, DURATION_NS_MAX, FLOWS_MAX, INTERVAL_CELLS_MAX, INTERVALS_MAX,
-    MESSAGE_BYTES_MAX, RATE_BPS_MAX, REQUESTS_PER_S_MAX, SIM_PACKETS_MAX, TENANTS_MAX,
-    traffic_packets_estimate,
+    MESSAGE_BYTES_MAX, RATE_BPS_MAX, REQUESTS_PER_S_MAX, RETRIES_PER_PACKET, SENDER_RETRIES_PER_S,
+    SIM_PACKETS_MAX, TENANTS_MAX, traffic_packets_estimate,
 };
 use crate::units::{self, UnitError};
 use crate::{
@@ -112,6 +112,21 @@ fn describe(node: &Node) -> &'static str {
     }
 }
 
+/// What to do about a YAML error, by the parser's words for it.
+fn yaml_hint(message: &str) -> &'static str {
+    if message.contains("budget breached") {
+        "a file is read into at most 250000 nodes, an alias counting its anchor's nodes each time it is used: no policy needs that many"
+    } else if message.contains("recursion limit") {
+        "lists and mappings nest a few levels deep in a policy; close the brackets"
+    } else if message.contains("non-finite") {
+        "write a finite number with its unit, e.g. `10Gbit`"
+    } else if message.contains("tab") {
+        "indent with spaces"
+    } else {
+        "see the YAML at this position: indent with spaces, close every bracket and quote"
+    }
+}
+
 /// Reports mistakes of one file.
 #[derive(Clone, Copy)]
 struct Ctx<'a> {
@@ -178,7 +193,7 @@ impl Ctx<'_> {
                 line: u32::try_from(line).unwrap_or(u32::MAX),
                 column: u32::try_from(column).unwrap_or(u32::MAX),
                 message: format!("not valid YAML: {message}"),
-                hint: None,
+                hint: Some(yaml_hint(message).into()),
             }
         })
     }
@@ -215,7 +230,11 @@ impl Ctx<'_> {
                 );
             }
             if fields.entries.iter().any(|(k, _, _)| *k == name) {
-                return self.err(key, format!("duplicate key `{name}` in {what}"), None);
+                return self.err(
+                    key,
+                    format!("duplicate key `{name}` in {what}"),
+                    Some("a key appears once in a mapping: remove one".into()),
+                );
             }
             fields.entries.push((name.as_str(), key, value));
         }
@@ -227,7 +246,7 @@ impl Ctx<'_> {
             self.at(
                 &fields.at.referenced,
                 format!("missing required key `{key}` in {what}"),
-                None,
+                Some(format!("add `{key}:` to {what}")),
             )
         })
     }
@@ -244,7 +263,7 @@ impl Ctx<'_> {
             Some(v) => self.err(
                 node,
                 format!("{key} {v} is out of range {min}..={max}"),
-                None,
+                Some(format!("write a whole number in {min}..={max}")),
             ),
             None => self.err(
                 node,
@@ -260,7 +279,7 @@ impl Ctx<'_> {
             other => self.err(
                 node,
                 format!("{key} must be a string, found {}", describe(other)),
-                None,
+                Some("write a word, quoted if it could read as something else".into()),
             ),
         }
     }
@@ -274,10 +293,17 @@ impl Ctx<'_> {
                 return self.err(
                     node,
                     format!("{key} must be a name, found {}", describe(other)),
-                    None,
+                    Some(NAME_HINT.into()),
                 );
             }
         };
+        if name.len() > NAME_BYTES_MAX {
+            return self.err(
+                node,
+                format!("{key} of {} bytes is too long", name.len()),
+                Some(NAME_HINT.into()),
+            );
+        }
         if name.is_empty()
             || !name
                 .bytes()
@@ -286,7 +312,7 @@ impl Ctx<'_> {
             return self.err(
                 node,
                 format!("invalid {key} `{name}`"),
-                Some("names use only a-z, 0-9, `_` and `-`".into()),
+                Some(NAME_HINT.into()),
             );
         }
         Ok(name)
@@ -305,7 +331,7 @@ impl Ctx<'_> {
                     "{key} must be a quantity with a unit, found {}",
                     describe(other)
                 ),
-                None,
+                Some("write a number and its unit, e.g. `10Gbit`, `1500B` or `500ms`".into()),
             ),
         }
     }
@@ -331,7 +357,11 @@ impl Ctx<'_> {
 
     fn positive_rate(&self, node: &Sp, key: &str) -> Res<u64> {
         match self.rate(node, key)? {
-            0 => self.err(node, format!("{key} must be above 0"), None),
+            0 => self.err(
+                node,
+                format!("{key} must be above 0"),
+                Some("write a rate above 0, e.g. `10Mbit`; leave a cap out for none".into()),
+            ),
             rate => Ok(rate),
         }
     }
@@ -352,7 +382,11 @@ impl Ctx<'_> {
                     units::format_size(min),
                     units::format_size(max)
                 ),
-                None,
+                Some(format!(
+                    "write a size in {}..={}",
+                    units::format_size(min),
+                    units::format_size(max)
+                )),
             );
         }
         Ok(bytes as u32)
@@ -369,7 +403,7 @@ impl Ctx<'_> {
             other => self.err(
                 node,
                 format!("{key} must be a list, found {}", describe(other)),
-                None,
+                Some("write `[a, b]`, or one `- item` a line".into()),
             ),
         }
     }
@@ -388,6 +422,11 @@ impl<'n> Fields<'n> {
             .map(|&(_, _, value)| value)
     }
 }
+
+/// Names of tenants, apps, traffic and scenarios: they label table columns, files
+/// and lab interfaces.
+const NAME_BYTES_MAX: usize = 64;
+const NAME_HINT: &str = "names have 1 to 64 characters of a-z, 0-9, `_` and `-`";
 
 const POLICY_KEYS: &[&str] = &["link", "buffer", "tenants"];
 const LINK_KEYS: &[&str] = &["rate", "queues", "mtu"];
@@ -452,7 +491,11 @@ fn policy_draft<'n>(ctx: Ctx<'n>, root: &'n Sp) -> Res<Draft<'n>> {
     let tenants_node = ctx.require(&top, "tenants", "the policy")?;
     let tenant_nodes = ctx.seq(tenants_node, "tenants")?;
     if tenant_nodes.is_empty() {
-        return ctx.err(tenants_node, "a policy needs at least one tenant", None);
+        return ctx.err(
+            tenants_node,
+            "a policy needs at least one tenant",
+            Some("list tenants as `- name: t1`".into()),
+        );
     }
     if tenant_nodes.len() > TENANTS_MAX {
         return ctx.err(
@@ -499,7 +542,7 @@ fn rate_bounds(ctx: Ctx, fields: &Fields) -> Res<(Option<u64>, Option<u64>)> {
                 units::format_rate(min as f64),
                 units::format_rate(max as f64)
             ),
-            None,
+            Some("lower min_rate or raise max_rate".into()),
         );
     }
     Ok((min, max))
@@ -532,7 +575,11 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
     let name_node = ctx.require(&fields, "name", "tenant")?;
     let name = ctx.name(name_node, "tenant name")?;
     if draft.tenants.iter().any(|t| t.name == name) {
-        return ctx.err(name_node, format!("duplicate tenant name `{name}`"), None);
+        return ctx.err(
+            name_node,
+            format!("duplicate tenant name `{name}`"),
+            Some("tenant names are unique in a policy".into()),
+        );
     }
     let (weight, priority) = weight_priority(ctx, &fields)?;
     let (min_rate_bps, max_rate_bps) = rate_bounds(ctx, &fields)?;
@@ -550,7 +597,11 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
         for item in items {
             let core = ctx.integer(item, "core index", 0, u64::from(CORE_INDEX_MAX))? as u16;
             if cores.contains(&core) {
-                return ctx.err(item, format!("core {core} is listed twice"), None);
+                return ctx.err(
+                    item,
+                    format!("core {core} is listed twice"),
+                    Some("list each core once".into()),
+                );
             }
             cores.push(core);
         }
@@ -649,7 +700,11 @@ fn app<'n>(draft: &mut Draft<'n>, tenant: TenantId, first_app: usize, node: &'n 
     let name_node = ctx.require(&fields, "name", "app")?;
     let name = ctx.name(name_node, "app name")?;
     if draft.apps[first_app..].iter().any(|a| a.name == name) {
-        return ctx.err(name_node, format!("duplicate app name `{name}`"), None);
+        return ctx.err(
+            name_node,
+            format!("duplicate app name `{name}`"),
+            Some("app names are unique within their tenant".into()),
+        );
     }
     let (weight, priority) = weight_priority(ctx, &fields)?;
     let (min_rate_bps, max_rate_bps) = rate_bounds(ctx, &fields)?;
@@ -875,7 +930,7 @@ fn read_file(path: &Path) -> Result<String, PolicyError> {
         line: 1,
         column: 1,
         message: format!("cannot read the file: {e}"),
-        hint: None,
+        hint: Some("a policy or scenario is a readable UTF-8 text file".into()),
     })
 }
 
@@ -942,11 +997,14 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
     let name = match top.get("name") {
         Some(node) => {
             let name = ctx.unit_text(node, "name")?;
-            if name.trim().is_empty() || name.contains(['/', '\\']) {
+            if name.trim().is_empty() || name.contains(['/', '\\']) || name.len() > NAME_BYTES_MAX {
+                let shown: String = name.chars().take(NAME_BYTES_MAX).collect();
                 return ctx.err(
                     node,
-                    format!("invalid scenario name `{name}`"),
-                    Some("the name becomes a folder: no `/`, not empty".into()),
+                    format!("invalid scenario name `{shown}`"),
+                    Some(format!(
+                        "the name becomes a folder: no `/`, not empty, at most {NAME_BYTES_MAX} bytes"
+                    )),
                 );
             }
             name
@@ -969,7 +1027,7 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
                 ctx.at(
                     &policy_node.referenced,
                     format!("cannot read policy file {policy_file}: {e}"),
-                    None,
+                    Some("a `policy:` path is relative to the scenario's folder".into()),
                 )
             })?;
             let policy_ctx = Ctx { file: &policy_file };
@@ -984,7 +1042,7 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
                     "policy must be a path or a mapping, found {}",
                     describe(other)
                 ),
-                None,
+                Some("write a file name, or the policy's keys indented below `policy:`".into()),
             );
         }
     };
@@ -1001,7 +1059,11 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
     let duration_node = ctx.require(&top, "duration", "the scenario")?;
     let duration_ns = ctx.time(duration_node, "duration")?;
     if duration_ns == 0 {
-        return ctx.err(duration_node, "duration must be above 0", None);
+        return ctx.err(
+            duration_node,
+            "duration must be above 0",
+            Some("write e.g. `10s`".into()),
+        );
     }
     if duration_ns > DURATION_NS_MAX {
         return ctx.err(
@@ -1027,7 +1089,7 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
                         units::format_time(interval),
                         units::format_time(duration_ns)
                     ),
-                    None,
+                    Some("write an interval above 0 and at most the duration, e.g. `500ms`".into()),
                 );
             }
             interval
@@ -1068,7 +1130,11 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
     let traffic_node = ctx.require(&top, "traffic", "the scenario")?;
     let items = ctx.seq(traffic_node, "traffic")?;
     if items.is_empty() {
-        return ctx.err(traffic_node, "a scenario needs at least one traffic", None);
+        return ctx.err(
+            traffic_node,
+            "a scenario needs at least one traffic",
+            Some("list traffic as `- { tenant: t1, kind: bulk }`".into()),
+        );
     }
     let mut traffic: Vec<Traffic> = Vec::new();
     let mut flows: u64 = 0;
@@ -1089,7 +1155,7 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
             return ctx.err(
                 fields.get("name").unwrap_or(item),
                 format!("duplicate traffic name `{}`", entry.name),
-                None,
+                Some("give each traffic its own `name`".into()),
             );
         }
         traffic.push(entry);
@@ -1123,11 +1189,11 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
         return ctx.err(
             &items[largest],
             format!(
-                "the traffic offers about {packets:.3e} packets over the run (this one {:.3e}), above the bound",
+                "the traffic costs the simulator about {packets:.3e} packets over the run (this one {:.3e}), above the bound",
                 estimates[largest]
             ),
             Some(format!(
-                "a simulated run offers at most {SIM_PACKETS_MAX:.0e} packets (SIM_PACKETS_MAX): lower a rate, enlarge `size`, or shorten the traffic"
+                "a simulated run costs at most {SIM_PACKETS_MAX:.0e} packets (SIM_PACKETS_MAX; refused senders retry {SENDER_RETRIES_PER_S} times a second, {RETRIES_PER_PACKET} retries to a packet): lower a rate, enlarge `size`, open fewer flows, guarantee an open-loop rpc's responses a min_rate, or shorten the traffic"
             )),
         );
     }
@@ -1163,7 +1229,11 @@ fn enforcers(ctx: Ctx, node: &Sp) -> Res<Vec<String>> {
             );
         }
         if names.iter().any(|n| n == name) {
-            return ctx.err(item, format!("enforcer `{name}` is listed twice"), None);
+            return ctx.err(
+                item,
+                format!("enforcer `{name}` is listed twice"),
+                Some("list each enforcer once".into()),
+            );
         }
         names.push(name.to_owned());
     }
@@ -1395,7 +1465,7 @@ fn traffic_entry(
                 units::format_time(stop_ns),
                 units::format_time(duration_ns)
             ),
-            None,
+            Some("write start and stop within 0s..=duration, start first".into()),
         );
     }
 

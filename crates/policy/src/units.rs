@@ -65,7 +65,10 @@ fn split_number(text: &str, what: &str, example: &str) -> Result<(f64, String), 
         ));
     }
     if text.starts_with('-') {
-        return Err(UnitError::new(format!("negative {what} `{text}`"), None));
+        return Err(UnitError::new(
+            format!("negative {what} `{text}`"),
+            Some(format!("a {what} is at least 0, e.g. `{example}`")),
+        ));
     }
     let digits_end = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+'))
@@ -86,7 +89,9 @@ fn split_number(text: &str, what: &str, example: &str) -> Result<(f64, String), 
     if !value.is_finite() {
         return Err(UnitError::new(
             format!("{what} `{text}` is out of range"),
-            None,
+            Some(format!(
+                "write a finite number and a unit, e.g. `{example}`"
+            )),
         ));
     }
     Ok((value, unit.trim().to_owned()))
@@ -104,15 +109,12 @@ fn scale(
     if let Ok(whole) = number.trim().trim_start_matches('+').parse::<u64>() {
         return whole
             .checked_mul(factor as u64)
-            .ok_or_else(|| UnitError::new(format!("{what} `{text}` is too large"), None));
+            .ok_or_else(|| too_large(text, what));
     }
     let scaled = value * factor;
     // u64::MAX is not representable in f64; 2^64 is the first value past it.
     if !scaled.is_finite() || scaled >= 18_446_744_073_709_551_616.0 {
-        return Err(UnitError::new(
-            format!("{what} `{text}` is too large"),
-            None,
-        ));
+        return Err(too_large(text, what));
     }
     let rounded = scaled.round();
     // Decimal fractions such as 0.1 are inexact in binary; only a real fraction of the
@@ -120,10 +122,19 @@ fn scale(
     if (scaled - rounded).abs() > 1e-6 * scaled.max(1.0) {
         return Err(UnitError::new(
             format!("{what} `{text}` is not a whole number of {base_unit}"),
-            None,
+            Some(format!("round it to whole {base_unit}")),
         ));
     }
     Ok(rounded as u64)
+}
+
+fn too_large(text: &str, what: &str) -> UnitError {
+    UnitError::new(
+        format!("{what} `{text}` is too large"),
+        Some(format!(
+            "a {what} in its base unit must fit in 64 bits, and the policy's bounds are far below that"
+        )),
+    )
 }
 
 fn missing_unit(text: &str, what: &str, units: &str, example: &str) -> UnitError {

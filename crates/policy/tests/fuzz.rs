@@ -201,3 +201,104 @@ fn deep_nesting_and_alias_bombs_are_refused() {
     }
     both(&bomb);
 }
+
+/// Spellings of numbers at the edges: zero, signs, the edges of u32 and u64, past
+/// f64, not numbers at all.
+const EXTREMES: &[&str] = &[
+    "0",
+    "-1",
+    "1",
+    "0.5",
+    "1e-9",
+    "65535",
+    "65536",
+    "4294967295",
+    "4294967296",
+    "18446744073709551615",
+    "18446744073709551616",
+    "99999999999999999999999999",
+    "1e300",
+    "1e400",
+    ".nan",
+    ".inf",
+    "-.inf",
+    "NaN",
+];
+
+fn extreme(units: &'static [&'static str]) -> impl Strategy<Value = String> {
+    (0..EXTREMES.len(), 0..units.len())
+        .prop_map(move |(n, u)| format!("{}{}", EXTREMES[n], units[u]))
+}
+
+const RATE: &[&str] = &["", "bit", "Mbit", "Tbit"];
+const SIZE: &[&str] = &["", "B", "KiB", "GiB"];
+const TIME: &[&str] = &["", "ns", "ms", "s"];
+const COUNT: &[&str] = &[""];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Every numeric field of a policy and a scenario at once at an extreme: the
+    /// parser returns a located error or a scenario inside every bound.
+    #[test]
+    fn extreme_numbers_are_refused_or_within_bounds(
+        link in (extreme(RATE), extreme(COUNT), extreme(SIZE), extreme(SIZE)),
+        tenant in (extreme(COUNT), extreme(COUNT), extreme(RATE), extreme(RATE), extreme(COUNT)),
+        app in (extreme(RATE), extreme(RATE)),
+        run in (extreme(TIME), extreme(TIME), extreme(COUNT), extreme(TIME), extreme(TIME)),
+        datagram in (extreme(RATE), extreme(SIZE), extreme(COUNT)),
+        rpc in (extreme(SIZE), extreme(SIZE), extreme(COUNT), extreme(COUNT)),
+        bulk_flows in extreme(COUNT),
+        // Each field is the extreme only sometimes, so that later checks are reached.
+        keep in proptest::collection::vec(any::<bool>(), 25),
+    ) {
+        let mut k = keep.into_iter();
+        let mut pick = |value: &str, fallback: &str| -> String {
+            if k.next().unwrap_or(false) { value.to_owned() } else { fallback.to_owned() }
+        };
+        let text = format!(
+            "policy:
+  link: {{ rate: {}, queues: {}, mtu: {} }}
+  buffer: {}
+  tenants:
+    - name: t1
+      weight: {}
+      priority: {}
+      min_rate: {}
+      max_rate: {}
+      cores: [{}]
+      apps:
+        - {{ name: a, max_rate: {}, split: {{ by: flow, max_rate: {} }} }}
+    - {{ name: t2 }}
+duration: {}
+interval: {}
+seed: {}
+traffic:
+  - {{ tenant: t1, kind: bulk, flows: {}, start: {}, stop: {} }}
+  - {{ tenant: t2, kind: udp, rate: {}, size: {}, flows: {} }}
+  - {{ tenant: t2, kind: rpc, request: {}, response: {}, concurrency: {}, rate: {} }}
+",
+            pick(&link.0, "10Gbit"), pick(&link.1, "16"), pick(&link.2, "1500B"), pick(&link.3, "16MB"),
+            pick(&tenant.0, "1"), pick(&tenant.1, "1"), pick(&tenant.2, "1Gbit"), pick(&tenant.3, "5Gbit"),
+            pick(&tenant.4, "0"), pick(&app.0, "4Gbit"), pick(&app.1, "50Mbit"),
+            pick(&run.0, "2s"), pick(&run.1, "100ms"), pick(&run.2, "1"),
+            pick(&bulk_flows, "4"), pick(&run.3, "0s"), pick(&run.4, "1s"),
+            pick(&datagram.0, "1Gbit"), pick(&datagram.1, "1470B"), pick(&datagram.2, "2"),
+            pick(&rpc.0, "64B"), pick(&rpc.1, "1KiB"), pick(&rpc.2, "2"), pick(&rpc.3, "1000"),
+        );
+        let result = parse_scenario(&text, "f.yaml", Path::new("/nonexistent"));
+        match &result {
+            Ok(s) => {
+                use policy::limits::*;
+                prop_assert!(s.duration_ns <= DURATION_NS_MAX);
+                prop_assert!(s.duration_ns.div_ceil(s.interval_ns) <= INTERVALS_MAX);
+                let flows: u64 = s.traffic.iter().map(|t| u64::from(t.kind.flows())).sum();
+                prop_assert!(flows <= FLOWS_MAX);
+                prop_assert!(s.policy.link.rate_bps <= RATE_BPS_MAX);
+                prop_assert!(sim_packets_estimate(s) <= SIM_PACKETS_MAX);
+            }
+            Err(e) => prop_assert!(e.hint.is_some(), "{e}"),
+        }
+        check(result, &text);
+    }
+}

@@ -39,7 +39,8 @@ impl Default for HostModel {
             pacing_ratio: 1.2,
             tx_completion_delay_ns: 20_000,
             path: report::measure::RpcPath::default(),
-            refused_retry_ns: 100_000,
+            // The bound on a scenario's work counts these retries (policy::limits).
+            refused_retry_ns: (1e9 / policy::limits::SENDER_RETRIES_PER_S) as u64,
             limits: sched::HostLimits::LINUX,
         }
     }
