@@ -643,7 +643,7 @@ fn run_path(
             tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
             uplink: plan.uplink.clone(),
             link_rate_bps: None,
-            buffer: HostBuffer::new(path, policy, options.qdisc),
+            buffer: HostBuffer::new(path, policy, options.qdisc)?,
         };
         let (stop, name, policy, classifier) = (
             engine.stop.clone(),

@@ -30,6 +30,7 @@
 //! The engine's buffer stands for the host's qdiscs ([`HostBuffer`]), on top of the
 //! policy's own buffer caps that the enforcer applies.
 
+use crate::LabError;
 use crate::classify::{Classifier, ParsedFrame, parse};
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket, Poller, VNET_HDR_BYTES};
 use policy::wire::serialisation_ns;
@@ -81,27 +82,44 @@ pub struct HostBuffer {
     pub slab_slots: u32,
 }
 
+/// Frame slots the engine may keep: each holds up to a frame once used, so this
+/// bounds the engine's memory (about 400 MB of 1514 B frames).
+pub const SLAB_SLOTS_MAX: u64 = 1 << 18;
+
 impl HostBuffer {
-    pub fn new(enforcer: &str, policy: &Policy, limits: sched::HostLimits) -> HostBuffer {
+    /// Refuses a policy and limits whose slots would pass [`SLAB_SLOTS_MAX`] (a
+    /// multiqueue NIC of thousands of queues, each with its qdisc and ring).
+    pub fn new(
+        enforcer: &str,
+        policy: &Policy,
+        limits: sched::HostLimits,
+    ) -> Result<HostBuffer, LabError> {
         // Room beyond the bounds for the frames an enforcer holds outside them.
         const SPARE_SLOTS: u32 = 64;
         let capacity = sched::Capacity::for_host(enforcer, limits);
         let slab_slots = match sched::multiqueue::Driver::from_name(enforcer) {
             Some(driver) => {
-                let queues = u32::from(driver.queues(policy));
+                let queues = u64::from(driver.queues(policy));
                 // Descriptor rings hold packets beyond the qdiscs: up to
                 // `ring_bytes_max` bytes of the smallest IPv4 packets each.
                 let ring_bytes =
                     sched::nic::ring_bytes_max(policy.link.rate_bps, policy.link.mtu_bytes);
                 let ring_packets = ring_bytes.div_ceil(MIN_IPV4_PACKET_BYTES) + 1;
-                queues * (limits.queue_packets + ring_packets)
+                queues * u64::from(limits.queue_packets + ring_packets)
             }
-            None => capacity.class_packets_max(policy.apps.len()) * policy.apps.len() as u32,
+            None => {
+                u64::from(capacity.class_packets_max(policy.apps.len())) * policy.apps.len() as u64
+            }
         };
-        HostBuffer {
-            capacity,
-            slab_slots: slab_slots + SPARE_SLOTS,
+        if slab_slots > SLAB_SLOTS_MAX {
+            return Err(LabError::Unsupported(format!(
+                "`{enforcer}` would hold up to {slab_slots} frames in the engine, above its bound of {SLAB_SLOTS_MAX}: lower --queue-limit or --class-limit, or use fewer queues or apps"
+            )));
         }
+        Ok(HostBuffer {
+            capacity,
+            slab_slots: slab_slots as u32 + SPARE_SLOTS,
+        })
     }
 }
 
@@ -475,15 +493,26 @@ mod tests {
             class_packets: 100,
         };
         // 6553 B of ring at 1 Gbit/s hold at most 328 IPv4 headers, one more to spare.
-        let hash = HostBuffer::new("hash", &policy, limits);
+        let hash = HostBuffer::new("hash", &policy, limits).unwrap();
         assert_eq!(hash.capacity.qdisc_packets, Some(10));
         assert_eq!(hash.capacity.class_packets, None);
         assert_eq!(hash.slab_slots, 4 * (10 + 329) + 64);
-        let fifo = HostBuffer::new("fifo", &policy, limits);
+        let fifo = HostBuffer::new("fifo", &policy, limits).unwrap();
         assert_eq!(fifo.slab_slots, 10 + 329 + 64, "fifo drives one queue");
-        let wf2q = HostBuffer::new("wf2q", &policy, limits);
+        let wf2q = HostBuffer::new("wf2q", &policy, limits).unwrap();
         assert_eq!(wf2q.capacity.qdisc_packets, None);
         assert_eq!(wf2q.capacity.class_packets_max(2), 100);
         assert_eq!(wf2q.slab_slots, 2 * 100 + 64);
+        let deep = sched::HostLimits {
+            queue_packets: 65_536,
+            class_packets: 65_536,
+        };
+        assert!(
+            matches!(
+                HostBuffer::new("hash", &policy, deep),
+                Err(LabError::Unsupported(_))
+            ),
+            "4 queues of 65536 packets pass the bound"
+        );
     }
 }

@@ -478,6 +478,7 @@ pub fn run_with_engine_stats(
     if !kernel_htb {
         // Built here to refuse early; the engine thread builds its own.
         sched::build(enforcer, policy).map_err(LabError::Enforcer)?;
+        engine::HostBuffer::new(enforcer, policy, options.qdisc)?;
     }
     let mut plan = topology::Plan::new(policy, run_id()?)?;
     let (dir, temporary) = match &options.out {
@@ -656,7 +657,7 @@ fn start_measuring(
             tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
             uplink: plan.uplink.clone(),
             link_rate_bps: Some(policy.link.rate_bps),
-            buffer: engine::HostBuffer::new(enforcer, policy, options.qdisc),
+            buffer: engine::HostBuffer::new(enforcer, policy, options.qdisc)?,
         };
         let stop = workers.stop.clone();
         let (name, policy) = (enforcer.to_string(), policy.clone());

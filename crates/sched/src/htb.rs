@@ -183,7 +183,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
                     policy::wire::TSO_BYTES_MAX.max(policy.link.mtu_bytes)
                 ))
             ),
-"apps of a tenant that lives partly on lent tokens: each app can be up to 12% off its ideal share (a parent lends to whichever children borrow at the moment, which depends on the phase of their own token refills)".into(),
+"apps of a tenant that lives partly on lent tokens: each app can be off its ideal share by up to 12% of it, or 3% of its tenant's where that is more (a parent lends to whichever children borrow at the moment, which depends on the phase of their own token refills)".into(),
                         format!(
                 "weights above {}: the quantum, weight × (MTU + 14 B), stops at {QUANTUM_BYTES_MAX} bytes",
                 QUANTUM_BYTES_MAX / u64::from(policy.link.mtu_bytes + 14)

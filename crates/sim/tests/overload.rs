@@ -386,8 +386,8 @@ proptest! {
     /// Trees with guarantees and priorities at both levels, every app overloaded:
     /// `valve` and `htb`, which express the whole policy, keep every tenant within
     /// 2% of the ideal in every interval after the first, and every app within
-    /// the 12% their `check` states for apps of a tenant that lives partly on lent
-    /// tokens (what a parent lends goes to whichever children are borrowing at the
+    /// what their `check` states for apps of a tenant that lives partly on lent
+    /// tokens, 12% of its share or 3% of its tenant's (what a parent lends goes to whichever children are borrowing at the
     /// moment, and when that is depends on the phase of their own token refills:
     /// three equal siblings under `htb` at 150.8, 171.5 and 164.1 against 164.2).
     /// Apps given the wrong share by a broken limit, as 300 Mbit/s against 102.5,
@@ -407,6 +407,13 @@ proptest! {
         prop_assume!(guaranteed <= 60);
         let text = write_tree(&tenants, seed);
         let scenario = parse(&text);
+        // `htb`'s rates are the allocation with every app backlogged, where a
+        // tenant a higher priority starves has nothing: its apps only borrow, in
+        // proportion to their weights, and their guarantees are not re-shared when
+        // the starving tenant leaves some over (as its `check` states). Those apps
+        // are judged through their tenant alone under `htb`.
+        let backlogged = vec![vec![f64::INFINITY]; scenario.policy.apps.len()];
+        let starved = policy::ideal_allocation(&scenario.policy, &backlogged).tenant_bps;
         for enforcer in ["valve", "htb"] {
             let record = run(&scenario, enforcer);
             let send = send_bits(Load::Bulk { flows: 1 });
@@ -420,9 +427,14 @@ proptest! {
                     );
                 }
                 for (c, name) in record.classes.iter().enumerate() {
+                    let tenant = scenario.policy.tenants.iter().position(|t| t.name == name.tenant);
+                    if enforcer == "htb" && tenant.is_some_and(|t| starved[t] == 0.0) {
+                        continue;
+                    }
                     let (got, ideal) = (interval.class_throughput_bps(c), interval.class_ideal_bps(c));
+                    let tenant_ideal = tenant.map_or(0.0, |t| interval.tenant_ideal_bps(t));
                     prop_assert!(
-                        (got - ideal).abs() <= 0.12 * ideal + send / interval.length_s(),
+                        (got - ideal).abs() <= (0.12 * ideal).max(0.03 * tenant_ideal) + send / interval.length_s(),
                         "{enforcer}: {}/{} at {got} against {ideal} in the interval ending {} s\n{text}",
                         name.tenant, name.app, interval.end_s()
                     );
