@@ -200,6 +200,8 @@ impl PathResult {
                     .collect(),
                 loops: a.loops + b.loops,
                 held_waits: a.held_waits + b.held_waits,
+                lost_link_ns: a.lost_link_ns + b.lost_link_ns,
+                run_ns: a.run_ns + b.run_ns,
                 split_classes: a.split_classes.max(b.split_classes),
             }),
             (a, b) => a.or(b),

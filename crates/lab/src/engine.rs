@@ -163,6 +163,11 @@ pub struct EngineStats {
     /// Of those, ending with the link free and packets held that the enforcer would
     /// not yet release (a shaper's or a departure time's wait).
     pub held_waits: u64,
+    /// Link time lost while the enforcer had a frame ready: the engine came back
+    /// later than [`CATCH_UP_NS`] after the link freed (it waited for a core).
+    pub lost_link_ns: u64,
+    /// How long the engine ran.
+    pub run_ns: u64,
 }
 
 /// Frame bytes of every packet the enforcer holds, one slot per packet. A slot keeps
@@ -278,6 +283,8 @@ impl Engine {
         let mut bufs = vec![[0u8; FRAME_BYTES_MAX]; BATCH];
         let mut lens = [0usize; BATCH];
         let mut link_free_ns = 0u64;
+        // Whether the enforcer had a frame ready when the link was last busy.
+        let mut ready_when_free = false;
         let mut unsent: Option<sched::Frame> = None;
         let rate = self.config.link_rate_bps;
         while !stop.load(Ordering::Relaxed) {
@@ -315,13 +322,21 @@ impl Engine {
                 self.stats.ledgers[t].sent_bytes += u64::from(frame.bytes);
                 // Unpaced, `link_free_ns` stays 0: the link is always free.
                 if let Some(rate) = rate {
-                    let start_ns = link_free_ns.max(now_ns.saturating_sub(CATCH_UP_NS));
+                    let caught_up_ns = now_ns.saturating_sub(CATCH_UP_NS);
+                    if std::mem::take(&mut ready_when_free) && caught_up_ns > link_free_ns {
+                        self.stats.lost_link_ns += caught_up_ns - link_free_ns;
+                    }
+                    let start_ns = link_free_ns.max(caught_up_ns);
                     link_free_ns = start_ns + serialisation_ns(frame.bytes, rate);
                 }
             }
 
             let backlogged = self.enforcer.backlog_packets() > 0;
             let link_busy = link_free_ns > now_ns + WAKE_AHEAD_NS;
+            ready_when_free = unsent.is_some()
+                || (backlogged
+                    && link_free_ns > now_ns
+                    && self.enforcer.next_ready_ns(now_ns) == Some(now_ns));
             let wait_ns = if unsent.is_some() {
                 20_000
             } else if backlogged {
@@ -349,7 +364,8 @@ impl Engine {
         if let Some(frame) = unsent {
             self.stats.ledgers[frame.packet.tenant.index()].held_bytes += u64::from(frame.bytes);
         }
-        self.drain_held(clock.elapsed().as_nanos() as u64);
+        self.stats.run_ns = clock.elapsed().as_nanos() as u64;
+        self.drain_held(self.stats.run_ns);
         Ok(self.stats)
     }
 

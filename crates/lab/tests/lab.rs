@@ -683,12 +683,13 @@ fn check<'a>(record: &'a report::RunRecord, name: &str) -> &'a report::Check {
         .unwrap_or_else(|| panic!("no {name} check among {:?}", record.checks))
 }
 
-const LAB_CHECKS: [&str; 5] = [
+const LAB_CHECKS: [&str; 6] = [
     "meter-vs-programs",
     "app-attribution",
     "offered-demand",
     "conservation",
     "meter",
+    "engine",
 ];
 
 #[test]
