@@ -997,13 +997,21 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
     let name = match top.get("name") {
         Some(node) => {
             let name = ctx.unit_text(node, "name")?;
-            if name.trim().is_empty() || name.contains(['/', '\\']) || name.len() > NAME_BYTES_MAX {
+            // The name becomes a folder under the results: `.` and `..` would put
+            // a run's results in the current folder or above it.
+            if name.trim().is_empty()
+                || name == "."
+                || name == ".."
+                || name.contains(['/', '\\'])
+                || name.chars().any(char::is_control)
+                || name.len() > NAME_BYTES_MAX
+            {
                 let shown: String = name.chars().take(NAME_BYTES_MAX).collect();
                 return ctx.err(
                     node,
                     format!("invalid scenario name `{shown}`"),
                     Some(format!(
-                        "the name becomes a folder: no `/`, not empty, at most {NAME_BYTES_MAX} bytes"
+                        "the name becomes a folder: not empty, not `.` or `..`, no `/`, `\\` or control characters, at most {NAME_BYTES_MAX} bytes"
                     )),
                 );
             }

@@ -334,3 +334,14 @@ fn shipped_scenarios_classify_their_traffic_to_its_app() {
         assert!(limits::sim_packets_estimate(s) <= limits::SIM_PACKETS_MAX);
     }
 }
+
+#[test]
+fn names_that_are_not_a_folder_of_their_own_are_refused() {
+    for name in ["..", ".", "a/b", "\"tab\\there\""] {
+        let text = format!(
+            "name: {name}\n{}",
+            inline("duration: 1s\ntraffic:\n  - {tenant: t1, kind: bulk}\n")
+        );
+        fails(&text, 1, 7, "invalid scenario name");
+    }
+}
