@@ -105,6 +105,24 @@ pub struct Cidr {
     pub prefix_len: u8,
 }
 
+impl Cidr {
+    /// Whether some address is in both prefixes (one contains the other).
+    pub fn overlaps(&self, other: &Cidr) -> bool {
+        let len = u32::from(self.prefix_len.min(other.prefix_len));
+        match (self.addr, other.addr) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => {
+                let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+                u32::from(a) & mask == u32::from(b) & mask
+            }
+            (IpAddr::V6(a), IpAddr::V6(b)) => {
+                let mask = u128::MAX.checked_shl(128 - len).unwrap_or(0);
+                u128::from(a) & mask == u128::from(b) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
 impl Policy {
     pub fn tenant(&self, id: TenantId) -> &Tenant {
         &self.tenants[id.index()]

@@ -615,7 +615,25 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
     if let Some(match_node) = fields.get("match") {
         let m = ctx.fields(match_node, "tenant match", TENANT_MATCH_KEYS)?;
         if let Some(src) = m.get("src") {
-            match_src = Some(cidr(ctx, src)?);
+            let prefix = cidr(ctx, src)?;
+            // A frame is classified by its source alone: in overlapping prefixes it
+            // would belong to two tenants, and one took all (99.3 Mbit/s against
+            // a cap of 20, the other 0).
+            let overlapped = draft
+                .tenants
+                .iter()
+                .find(|t| t.match_src.is_some_and(|other| other.overlaps(&prefix)));
+            if let Some(other) = overlapped {
+                return ctx.err(
+                    src,
+                    format!("match.src overlaps tenant `{}`'s", other.name),
+                    Some(
+                        "tenants' source prefixes must be disjoint: a frame belongs to one tenant"
+                            .into(),
+                    ),
+                );
+            }
+            match_src = Some(prefix);
         }
         if let Some(port) = m.get("port") {
             let port_name = ctx.string(port, "match.port")?;

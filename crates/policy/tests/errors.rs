@@ -339,3 +339,27 @@ fn priority_proto_split() {
         "missing required key `max_rate` in split",
     );
 }
+
+#[test]
+fn overlapping_source_prefixes() {
+    fails(
+        &format!(
+            "{LINK}tenants:\n  - {{name: a, match: {{src: 10.92.0.0/16}}}}\n  - {{name: b, match: {{src: 10.92.1.0/24}}}}\n"
+        ),
+        4,
+        28,
+        "overlaps tenant `a`'s",
+    );
+    fails(
+        &format!(
+            "{LINK}tenants:\n  - {{name: a, match: {{src: 2001:db8:1::/48}}}}\n  - {{name: b, match: {{src: 2001:db8::/32}}}}\n"
+        ),
+        4,
+        28,
+        "overlaps tenant `a`'s",
+    );
+    let disjoint = format!(
+        "{LINK}tenants:\n  - {{name: a, match: {{src: 10.92.0.0/24}}}}\n  - {{name: b, match: {{src: 10.92.1.0/24}}}}\n  - {{name: c, match: {{src: 2001:db8::/32}}}}\n"
+    );
+    assert!(parse_policy(&disjoint, "p.yaml").is_ok());
+}
