@@ -164,7 +164,7 @@ impl PathResult {
                 rx_frames: a.rx_frames + b.rx_frames,
                 tx_frames: a.tx_frames + b.tx_frames,
                 tx_bytes: a.tx_bytes + b.tx_bytes,
-                unscheduled_frames: a.unscheduled_frames + b.unscheduled_frames,
+                other_frames: a.other_frames + b.other_frames,
                 return_frames: a.return_frames + b.return_frames,
                 malformed_frames: a.malformed_frames + b.malformed_frames,
                 truncated_frames: a.truncated_frames + b.truncated_frames,

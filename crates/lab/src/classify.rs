@@ -9,6 +9,8 @@ use sched::multiqueue::flow_hash;
 use std::net::Ipv4Addr;
 
 pub const ETHERNET_HEADER_BYTES: usize = 14;
+/// Ethernet's shortest frame without its FCS: shorter ones are padded to it.
+const ETHERNET_FRAME_BYTES_MIN: usize = 60;
 const ETHERTYPE_IPV4: u16 = 0x0800;
 pub const PROTO_TCP: u8 = 6;
 pub const PROTO_UDP: u8 = 17;
@@ -16,8 +18,12 @@ pub const PROTO_UDP: u8 = 17;
 /// What an IPv4 frame carries, as the classifier needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ipv4Header {
-    /// IPv4 total length: the bytes the link's rate and the measurements count.
+    /// The bytes the frame really carries past its Ethernet header: what the
+    /// link's rate, the enforcer and the measurements charge, whatever the header
+    /// claims (a 1514 B frame claiming 28 took 1500 B of the link, not 28).
     pub len_bytes: u32,
+    /// The header's total length: what the programs at either end count.
+    pub total_bytes: u32,
     pub src: Ipv4Addr,
     pub dst: Ipv4Addr,
     pub proto: u8,
@@ -29,8 +35,11 @@ pub struct Ipv4Header {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParsedFrame {
     Ipv4(Ipv4Header),
-    /// ARP, IPv6, anything else: forwarded unscheduled.
-    NotIpv4,
+    /// ARP, IPv6, anything else, of `len_bytes` past the Ethernet header: scheduled
+    /// and measured as its tenant's traffic of no protocol the policy names.
+    NotIpv4 {
+        len_bytes: u32,
+    },
     /// Too short, a bad IPv4 header, or a length that disagrees with the frame.
     Malformed,
 }
@@ -51,7 +60,9 @@ pub fn parse_captured(frame: &[u8], wire_bytes: usize) -> ParsedFrame {
         return ParsedFrame::Malformed;
     }
     if u16_at(frame, 12) != ETHERTYPE_IPV4 {
-        return ParsedFrame::NotIpv4;
+        return ParsedFrame::NotIpv4 {
+            len_bytes: (wire_bytes - ETHERNET_HEADER_BYTES) as u32,
+        };
     }
     let ip = &frame[ETHERNET_HEADER_BYTES..];
     let ip_wire_bytes = wire_bytes - ETHERNET_HEADER_BYTES;
@@ -73,8 +84,16 @@ pub fn parse_captured(frame: &[u8], wire_bytes: usize) -> ParsedFrame {
         src_port = u16_at(ip, header_bytes);
         dst_port = u16_at(ip, header_bytes + 2);
     }
+    // Frames shorter than Ethernet's minimum are padded up to it: there the
+    // header's length is the packet's.
+    let len_bytes = if wire_bytes > ETHERNET_FRAME_BYTES_MIN {
+        ip_wire_bytes
+    } else {
+        total_bytes
+    };
     ParsedFrame::Ipv4(Ipv4Header {
-        len_bytes: total_bytes as u32,
+        len_bytes: len_bytes as u32,
+        total_bytes: total_bytes as u32,
         src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
         dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
         proto,
@@ -99,7 +118,7 @@ pub fn payload_bytes(frame: &[u8], ip: &Ipv4Header) -> Option<u32> {
         PROTO_UDP if first_fragment => 8,
         _ => 0,
     };
-    ip.len_bytes
+    ip.total_bytes
         .checked_sub(ip_header_bytes + transport_header_bytes)
 }
 
@@ -185,6 +204,18 @@ impl Classifier {
             .iter()
             .position(|p| p.contains(src))
             .map(|i| TenantId(i as u16))
+    }
+
+    /// The class of a frame of `tenant` that is not IPv4: its catch-all app (the
+    /// one that takes a packet of no protocol the policy names), on its first core.
+    pub fn classify_other(&self, tenant: TenantId) -> Class {
+        Class {
+            tenant,
+            app: self.policy.app_for_packet(tenant, None, 0, 0),
+            flow: 0,
+            destination: 0,
+            core: self.cores[tenant.index()][0],
+        }
     }
 
     /// Classes of a frame of `tenant`; split classes by `split_by` use the flow or
@@ -341,12 +372,42 @@ tenants:
     }
 
     #[test]
+    fn a_frame_is_charged_what_it_carries_not_what_its_header_claims() {
+        let mut lying = test_frame([10, 0, 0, 1], [10, 0, 0, 2], PROTO_UDP, (5000, 5000), 1472);
+        assert_eq!(lying.len(), 1514);
+        lying[ETHERNET_HEADER_BYTES + 2..ETHERNET_HEADER_BYTES + 4]
+            .copy_from_slice(&28u16.to_be_bytes());
+        let h = ip(&lying);
+        assert_eq!((h.len_bytes, h.total_bytes), (1500, 28));
+        assert_eq!(
+            payload_bytes(&lying, &h),
+            Some(0),
+            "programs count the claim"
+        );
+        let mut other = lying.clone();
+        other[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+        assert_eq!(parse(&other), ParsedFrame::NotIpv4 { len_bytes: 1500 });
+        let mut padded = test_frame([10, 0, 0, 1], [10, 0, 0, 2], PROTO_UDP, (1, 2), 0);
+        padded.resize(60, 0);
+        assert_eq!(
+            ip(&padded).len_bytes,
+            28,
+            "Ethernet's padding is not charged"
+        );
+    }
+
+    #[test]
     fn odd_frames_are_named_not_crashed_on() {
         assert_eq!(parse(&[]), ParsedFrame::Malformed);
         assert_eq!(parse(&[0; 13]), ParsedFrame::Malformed);
         let mut arp = vec![0u8; 42];
         arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
-        assert_eq!(parse(&arp), ParsedFrame::NotIpv4);
+        assert_eq!(
+            parse(&arp),
+            ParsedFrame::NotIpv4 {
+                len_bytes: (arp.len() - 14) as u32
+            }
+        );
         let good = test_frame([10, 0, 1, 2], [10, 66, 0, 1], PROTO_TCP, (1, 2), 100);
         // Truncated: the IP total length says more than the frame holds.
         assert_eq!(parse(&good[..good.len() - 1]), ParsedFrame::Malformed);

@@ -634,6 +634,7 @@ fn start_measuring(
         traffic: plans.iter().map(|p| p.frames.clone()).collect(),
         apps: policy.apps.len(),
         tenants: policy.tenants.len(),
+        tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
         #[cfg(feature = "faults")]
         drops_app: faults::meter_drops_app(scenario),
     };

@@ -15,6 +15,7 @@
 use crate::classify::{Classifier, ParsedFrame, parse_captured, payload_bytes};
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket};
 use crate::traffic::FrameMatch;
+use policy::TenantId;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -30,6 +31,8 @@ pub struct Meter {
     pub traffic: Vec<FrameMatch>,
     pub apps: usize,
     pub tenants: usize,
+    /// Each tenant's MAC address: how a frame that is not IPv4 is told to be its.
+    pub tenant_macs: Vec<[u8; 6]>,
     /// An app whose frames go uncounted ([`crate::faults`]).
     #[cfg(feature = "faults")]
     pub drops_app: Option<policy::AppId>,
@@ -123,25 +126,47 @@ impl Meter {
     /// Counts one frame of `wire_bytes` (its first bytes `captured`) that arrived
     /// at `at_ns` after time zero, or before it (`None`).
     fn count(&self, out: &mut Metered, captured: &[u8], wire_bytes: usize, at_ns: Option<u64>) {
-        let ParsedFrame::Ipv4(ip) = parse_captured(captured, wire_bytes) else {
-            return;
+        let (tenant, app, bytes, ip) = match parse_captured(captured, wire_bytes) {
+            ParsedFrame::Ipv4(ip) => {
+                let Some(tenant) = self.classifier.tenant_of_source(ip.src) else {
+                    return;
+                };
+                let app = self.classifier.classify(tenant, &ip).app;
+                (tenant, app, ip.len_bytes, Some(ip))
+            }
+            // The engine schedules these as their tenant's; the meter counts them
+            // alike, by the source address they carry on the link.
+            ParsedFrame::NotIpv4 { len_bytes } => {
+                let Some(t) = self
+                    .tenant_macs
+                    .iter()
+                    .position(|m| captured[6..12] == m[..])
+                else {
+                    return;
+                };
+                let tenant = TenantId(t as u16);
+                (
+                    tenant,
+                    self.classifier.classify_other(tenant).app,
+                    len_bytes,
+                    None,
+                )
+            }
+            ParsedFrame::Malformed => return,
         };
-        let Some(tenant) = self.classifier.tenant_of_source(ip.src) else {
-            return;
-        };
-        let app = self.classifier.classify(tenant, &ip).app;
         #[cfg(feature = "faults")]
         if self.drops_app == Some(app) {
             return;
         }
         let app = app.index();
-        let bytes = u64::from(ip.len_bytes);
+        let bytes = u64::from(bytes);
         out.tenant_bytes[tenant.index()] += bytes;
-        let traffic = self.traffic.iter().position(|m| m.matches(tenant, &ip));
-        if let Some(t) = traffic {
+        let traffic = ip.and_then(|ip| {
+            let t = self.traffic.iter().position(|m| m.matches(tenant, &ip))?;
             out.traffic_app_payload_bytes[t][app] +=
                 u64::from(payload_bytes(captured, &ip).unwrap_or(0));
-        }
+            Some(t)
+        });
         let Some(k) = at_ns
             .map(|at| report::measure::interval_of(at, self.interval_ns))
             .filter(|&k| k < self.intervals)

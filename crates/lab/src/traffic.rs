@@ -661,6 +661,7 @@ traffic:
         let plans = plan(&s, &mut net, &Tools::default(), Path::new("/tmp")).unwrap();
         let frame = |proto, src_port, dst_port| Ipv4Header {
             len_bytes: 100,
+            total_bytes: 100,
             src: net.tenants[0].addr,
             dst: net.sink_addr,
             proto,
