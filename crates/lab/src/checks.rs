@@ -256,6 +256,7 @@ pub fn lab_checks(scenario: &Scenario, record: &mut RunRecord, seen: &Observed) 
         meter_vs_programs(scenario, &seen.metered.traffic_app_payload_bytes, &counts),
         app_attribution(scenario, &seen.metered.traffic_app_bytes),
         demand,
+        undeclared(scenario, seen.metered),
     ];
     match seen.engine {
         Some(stats) => {
@@ -275,6 +276,41 @@ pub fn lab_checks(scenario: &Scenario, record: &mut RunRecord, seen: &Observed) 
         )),
     }
     checks
+}
+
+/// Bytes of a tenant's frames that no traffic of the scenario explains, beyond
+/// which its figures are not the scenario's: the larger of this and
+/// [`UNDECLARED_SHARE_MAX`] of its bytes (its programs' control connections and
+/// ARP are a few kB).
+const UNDECLARED_BYTES_MAX: u64 = 1 << 20;
+const UNDECLARED_SHARE_MAX: f64 = 0.01;
+
+/// `undeclared`: what reached the sink from each tenant is the scenario's
+/// traffic. A tenant that also sends what its programs do not (raw frames,
+/// another program) is judged against an ideal that does not know that load.
+fn undeclared(scenario: &Scenario, metered: &Metered) -> Check {
+    let mut over = Vec::new();
+    for (t, tenant) in scenario.policy.tenants.iter().enumerate() {
+        let (extra, all) = (metered.undeclared_bytes[t], metered.tenant_bytes[t]);
+        let allowed = UNDECLARED_BYTES_MAX.max((UNDECLARED_SHARE_MAX * all as f64) as u64);
+        if extra > allowed {
+            over.push(format!(
+                "{}: {} of its {} at the sink belong to no traffic of the scenario",
+                tenant.name,
+                bytes_text(extra),
+                bytes_text(all)
+            ));
+        }
+    }
+    if over.is_empty() {
+        Check::new(
+            "undeclared",
+            true,
+            "every tenant's bytes at the sink are its traffic's",
+        )
+    } else {
+        Check::new("undeclared", false, over.join("; "))
+    }
 }
 
 /// The most link time the engine may lose, as a share of the run, while the

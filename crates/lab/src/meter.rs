@@ -53,6 +53,10 @@ pub struct Metered {
     pub traffic_app_payload_bytes: Vec<Vec<u64>>,
     /// Per tenant, L3 bytes from the meter's start to its stop.
     pub tenant_bytes: Vec<u64>,
+    /// Per tenant, of those, the bytes of frames no traffic of the scenario
+    /// explains (raw frames, another program's, the programs' own control
+    /// connections, ARP).
+    pub undeclared_bytes: Vec<u64>,
 }
 
 const RCVBUF_BYTES: usize = 8 << 20;
@@ -79,6 +83,7 @@ impl Meter {
             traffic_app_bytes: vec![vec![0; self.apps]; self.traffic.len()],
             traffic_app_payload_bytes: vec![vec![0; self.apps]; self.traffic.len()],
             tenant_bytes: vec![0; self.tenants],
+            undeclared_bytes: vec![0; self.tenants],
         };
         let mut bufs = vec![[0u8; FRAME_BYTES_MAX]; BATCH];
         let mut lens = [0usize; BATCH];
@@ -126,25 +131,28 @@ impl Meter {
     /// Counts one frame of `wire_bytes` (its first bytes `captured`) that arrived
     /// at `at_ns` after time zero, or before it (`None`).
     fn count(&self, out: &mut Metered, captured: &[u8], wire_bytes: usize, at_ns: Option<u64>) {
+        // The tenant whose port the frame came in by, known by the source
+        // address it carries on the link (the engine forwards frames as they
+        // are); else, for IPv4, by its source prefix (the kernel's forwarding
+        // under `linux-htb` rewrites the former).
+        let by_mac = self
+            .tenant_macs
+            .iter()
+            .position(|m| captured[6..12] == m[..])
+            .map(|t| TenantId(t as u16));
         let (tenant, app, bytes, ip) = match parse_captured(captured, wire_bytes) {
             ParsedFrame::Ipv4(ip) => {
-                let Some(tenant) = self.classifier.tenant_of_source(ip.src) else {
+                let Some(tenant) = by_mac.or_else(|| self.classifier.tenant_of_source(ip.src))
+                else {
                     return;
                 };
                 let app = self.classifier.classify(tenant, &ip).app;
                 (tenant, app, ip.len_bytes, Some(ip))
             }
-            // The engine schedules these as their tenant's; the meter counts them
-            // alike, by the source address they carry on the link.
             ParsedFrame::NotIpv4 { len_bytes } => {
-                let Some(t) = self
-                    .tenant_macs
-                    .iter()
-                    .position(|m| captured[6..12] == m[..])
-                else {
+                let Some(tenant) = by_mac else {
                     return;
                 };
-                let tenant = TenantId(t as u16);
                 (
                     tenant,
                     self.classifier.classify_other(tenant).app,
@@ -167,6 +175,9 @@ impl Meter {
                 u64::from(payload_bytes(captured, &ip).unwrap_or(0));
             Some(t)
         });
+        if traffic.is_none() {
+            out.undeclared_bytes[tenant.index()] += bytes;
+        }
         let Some(k) = at_ns
             .map(|at| report::measure::interval_of(at, self.interval_ns))
             .filter(|&k| k < self.intervals)

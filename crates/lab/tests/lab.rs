@@ -683,10 +683,11 @@ fn check<'a>(record: &'a report::RunRecord, name: &str) -> &'a report::Check {
         .unwrap_or_else(|| panic!("no {name} check among {:?}", record.checks))
 }
 
-const LAB_CHECKS: [&str; 6] = [
+const LAB_CHECKS: [&str; 7] = [
     "meter-vs-programs",
     "app-attribution",
     "offered-demand",
+    "undeclared",
     "conservation",
     "meter",
     "engine",
