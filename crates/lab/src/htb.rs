@@ -79,6 +79,8 @@ pub enum TcScriptError {
     Device(String),
     /// A tenant without `match.src`: no filter could send its traffic to its class.
     Unmatched { tenant: String, has_port: bool },
+    /// A tenant whose `match.src` is IPv6: the script's filters match IPv4.
+    Ipv6 { tenant: String },
     /// More tenants or apps than HTB's minor numbers leave room for.
     TooLarge(String),
 }
@@ -98,6 +100,10 @@ impl std::fmt::Display for TcScriptError {
                 } else {
                     ""
                 }
+            ),
+            TcScriptError::Ipv6 { tenant } => write!(
+                f,
+                "tenant `{tenant}`'s `match.src` is IPv6, and the script's u32 filters match IPv4 headers: tc would refuse it halfway through (hint: give tenant {tenant} the IPv4 prefix its traffic leaves from)"
             ),
             TcScriptError::TooLarge(what) => write!(f, "{what}"),
         }
@@ -128,6 +134,9 @@ pub fn tc_script(policy: &Policy, dev: &str) -> Result<String, TcScriptError> {
         .tenants
         .iter()
         .map(|t| match t.match_src {
+            Some(c) if c.addr.is_ipv6() => Err(TcScriptError::Ipv6 {
+                tenant: t.name.clone(),
+            }),
             Some(c) => Ok(format!("{}/{}", c.addr, c.prefix_len)),
             None => Err(TcScriptError::Unmatched {
                 tenant: t.name.clone(),
@@ -497,6 +506,18 @@ tenants:
             classes.len() - 1,
             policy.tenants.len() + policy.apps.len() + 2
         );
+    }
+
+    #[test]
+    fn an_ipv6_source_prefix_is_refused_before_any_command() {
+        let v6 = policy::parse_policy(
+            "link: { rate: 1Gbit }\ntenants:\n  - { name: a, match: { src: 10.0.0.0/8 } }\n  - { name: b, match: { src: 2001:db8::/32 } }\n",
+            "p.yaml",
+        )
+        .unwrap();
+        let error = tc_script(&v6, "eth0").unwrap_err();
+        assert_eq!(error, TcScriptError::Ipv6 { tenant: "b".into() });
+        assert!(error.to_string().contains("hint: "), "{error}");
     }
 
     #[test]
