@@ -1,5 +1,6 @@
-//! SIGINT and SIGTERM set a flag that the run loop polls; the previous handlers come
-//! back when the guard goes.
+//! SIGINT, SIGTERM and SIGHUP (a closed terminal) set a flag that the run loop
+//! polls; the previous handlers come back when the guard goes. Unhandled, SIGHUP
+//! killed the run outright and left its namespaces and a UDP iperf3 spinning.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -22,7 +23,7 @@ impl SignalGuard {
     pub fn install() -> SignalGuard {
         INTERRUPTED.store(false, Ordering::SeqCst);
         let mut previous = Vec::new();
-        for signal in [libc::SIGINT, libc::SIGTERM] {
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
             // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; the
             // handler is async-signal-safe (one atomic store).
             unsafe {
