@@ -157,9 +157,10 @@ fn hash_favours_the_tenant_with_more_flows_and_tonic_does_not() {
         bytes(0) / (bytes(0) + bytes(1))
     };
     // Measured 0.28-0.33 over the second half (10 s runs, CUBIC, 64 packets per
-    // Tx queue); the tenants' ideal is 0.5.
+    // Tx queue), once 0.444 on a busy CI machine; the tenants' ideal is 0.5, and
+    // an even split lands within 0.45-0.55 (as tonic's below).
     let hash = share_of_few("hash");
-    assert!(hash < 0.4, "hash gave the 8 flows {hash:.3} of the link");
+    assert!(hash < 0.45, "hash gave the 8 flows {hash:.3} of the link");
     let tonic = share_of_few("tonic");
     assert!(
         (tonic - 0.5).abs() < 0.05,
