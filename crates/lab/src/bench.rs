@@ -164,10 +164,14 @@ impl PathResult {
                 rx_frames: a.rx_frames + b.rx_frames,
                 tx_frames: a.tx_frames + b.tx_frames,
                 tx_bytes: a.tx_bytes + b.tx_bytes,
-                other_frames: a.other_frames + b.other_frames,
+                frames: a
+                    .frames
+                    .iter()
+                    .zip(&b.frames)
+                    .map(|(x, y)| x.merged(y))
+                    .collect(),
                 return_frames: a.return_frames + b.return_frames,
-                malformed_frames: a.malformed_frames + b.malformed_frames,
-                truncated_frames: a.truncated_frames + b.truncated_frames,
+                return_malformed: a.return_malformed + b.return_malformed,
                 buffer_drops: a
                     .buffer_drops
                     .iter()

@@ -1,17 +1,24 @@
-//! Frames to classes: parse an Ethernet frame once at the edge (anything short,
-//! odd or not IPv4 is said so, never a panic), then map the IPv4 header to the
-//! policy's tenant, app, flow and destination. The engine classifies at its tenant
-//! ports (tenant by port), the sink meter at the end of the link (tenant by source
-//! prefix), with the same rules, so every enforcer is measured alike.
+//! Frames to classes: parse an Ethernet frame once at the edge (anything short or
+//! odd is named, never a panic), then map its IP header to the policy's tenant, app,
+//! flow and destination. IPv4 and IPv6 are classified by the same rules (protocol and
+//! ports); any other ethertype is its tenant's catch-all traffic. The engine
+//! classifies at its tenant ports (tenant by port), the sink meter at the end of the
+//! link (tenant by source MAC, else IPv4 source prefix), with the same rules, so every
+//! enforcer is measured alike. A frame is charged the bytes it really carries past
+//! its Ethernet header, whatever its headers claim.
 
 use policy::{AppId, Policy, Proto, TenantId};
 use sched::multiqueue::flow_hash;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 pub const ETHERNET_HEADER_BYTES: usize = 14;
-/// Ethernet's shortest frame without its FCS: shorter ones are padded to it.
-const ETHERNET_FRAME_BYTES_MIN: usize = 60;
 const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+const IPV6_HEADER_BYTES: usize = 40;
+/// IPv6 extension headers walked to find the transport's ports; a chain longer than
+/// any real stack sends makes the frame malformed rather than a loop an adversary
+/// chooses the length of.
+const IPV6_EXTENSION_HEADERS_MAX: usize = 8;
 pub const PROTO_TCP: u8 = 6;
 pub const PROTO_UDP: u8 = 17;
 
@@ -32,16 +39,49 @@ pub struct Ipv4Header {
     pub dst_port: u16,
 }
 
+/// What an IPv6 frame carries, as the classifier needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv6Header {
+    /// The bytes the frame really carries past its Ethernet header.
+    pub len_bytes: u32,
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    /// The transport after any extension headers.
+    pub proto: u8,
+    /// Ports of TCP and UDP; 0 for other protocols and non-first fragments.
+    pub src_port: u16,
+    pub dst_port: u16,
+}
+
+/// Why a frame was dropped before the enforcer: every kind is counted per tenant
+/// and reported in summary.json.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Malformed {
+    /// Shorter than its Ethernet header (or the virtio-net header before it).
+    Runt,
+    /// An IP header that is cut short, of the wrong version for its ethertype, or
+    /// with a header length below 20 bytes.
+    BadHeader,
+    /// An IP length field that says more than the frame holds.
+    LengthBeyondFrame,
+    /// A TCP or UDP header whose ports are cut off, or an IPv6 extension header
+    /// chain that runs past the frame or past [`IPV6_EXTENSION_HEADERS_MAX`].
+    TruncatedTransport,
+    /// Longer than the engine's receive buffer: longer than any frame a port with
+    /// the lab's MTU and GSO can carry.
+    Oversize,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParsedFrame {
     Ipv4(Ipv4Header),
-    /// ARP, IPv6, anything else, of `len_bytes` past the Ethernet header: scheduled
-    /// and measured as its tenant's traffic of no protocol the policy names.
-    NotIpv4 {
+    Ipv6(Ipv6Header),
+    /// ARP, VLAN-tagged, anything else, of `len_bytes` past the Ethernet header:
+    /// scheduled and measured as its tenant's traffic of no protocol the policy names.
+    Other {
         len_bytes: u32,
     },
-    /// Too short, a bad IPv4 header, or a length that disagrees with the frame.
-    Malformed,
+    Malformed(Malformed),
 }
 
 fn u16_at(bytes: &[u8], at: usize) -> u16 {
@@ -57,45 +97,102 @@ pub fn parse(frame: &[u8]) -> ParsedFrame {
 /// short on purpose, as the meter reads only headers).
 pub fn parse_captured(frame: &[u8], wire_bytes: usize) -> ParsedFrame {
     if frame.len() < ETHERNET_HEADER_BYTES || wire_bytes < frame.len() {
-        return ParsedFrame::Malformed;
-    }
-    if u16_at(frame, 12) != ETHERTYPE_IPV4 {
-        return ParsedFrame::NotIpv4 {
-            len_bytes: (wire_bytes - ETHERNET_HEADER_BYTES) as u32,
-        };
+        return ParsedFrame::Malformed(Malformed::Runt);
     }
     let ip = &frame[ETHERNET_HEADER_BYTES..];
-    let ip_wire_bytes = wire_bytes - ETHERNET_HEADER_BYTES;
+    let len_bytes = wire_bytes - ETHERNET_HEADER_BYTES;
+    match u16_at(frame, 12) {
+        ETHERTYPE_IPV4 => parse_ipv4(ip, len_bytes),
+        ETHERTYPE_IPV6 => parse_ipv6(ip, len_bytes),
+        _ => ParsedFrame::Other {
+            len_bytes: len_bytes as u32,
+        },
+    }
+}
+
+/// The ports of a TCP or UDP header at `at`, or what a frame too short for them is.
+fn ports_at(ip: &[u8], at: usize, claimed_end: usize) -> Result<(u16, u16), Malformed> {
+    if claimed_end < at + 4 || ip.len() < at + 4 {
+        return Err(Malformed::TruncatedTransport);
+    }
+    Ok((u16_at(ip, at), u16_at(ip, at + 2)))
+}
+
+fn parse_ipv4(ip: &[u8], len_bytes: usize) -> ParsedFrame {
     if ip.len() < 20 || ip[0] >> 4 != 4 {
-        return ParsedFrame::Malformed;
+        return ParsedFrame::Malformed(Malformed::BadHeader);
     }
     let header_bytes = usize::from(ip[0] & 0x0f) * 4;
     let total_bytes = usize::from(u16_at(ip, 2));
-    if header_bytes < 20 || total_bytes < header_bytes || total_bytes > ip_wire_bytes {
-        return ParsedFrame::Malformed;
+    if header_bytes < 20 || total_bytes < header_bytes {
+        return ParsedFrame::Malformed(Malformed::BadHeader);
+    }
+    if total_bytes > len_bytes {
+        return ParsedFrame::Malformed(Malformed::LengthBeyondFrame);
     }
     let proto = ip[9];
     let fragment_offset = u16_at(ip, 6) & 0x1fff;
     let (mut src_port, mut dst_port) = (0, 0);
     if (proto == PROTO_TCP || proto == PROTO_UDP) && fragment_offset == 0 {
-        if total_bytes < header_bytes + 4 || ip.len() < header_bytes + 4 {
-            return ParsedFrame::Malformed;
+        match ports_at(ip, header_bytes, total_bytes) {
+            Ok(ports) => (src_port, dst_port) = ports,
+            Err(kind) => return ParsedFrame::Malformed(kind),
         }
-        src_port = u16_at(ip, header_bytes);
-        dst_port = u16_at(ip, header_bytes + 2);
     }
-    // Frames shorter than Ethernet's minimum are padded up to it: there the
-    // header's length is the packet's.
-    let len_bytes = if wire_bytes > ETHERNET_FRAME_BYTES_MIN {
-        ip_wire_bytes
-    } else {
-        total_bytes
-    };
     ParsedFrame::Ipv4(Ipv4Header {
         len_bytes: len_bytes as u32,
         total_bytes: total_bytes as u32,
         src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
         dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+        proto,
+        src_port,
+        dst_port,
+    })
+}
+
+fn parse_ipv6(ip: &[u8], len_bytes: usize) -> ParsedFrame {
+    if ip.len() < IPV6_HEADER_BYTES || ip[0] >> 4 != 6 {
+        return ParsedFrame::Malformed(Malformed::BadHeader);
+    }
+    let end = IPV6_HEADER_BYTES + usize::from(u16_at(ip, 4));
+    if end > len_bytes {
+        return ParsedFrame::Malformed(Malformed::LengthBeyondFrame);
+    }
+    let (mut proto, mut at) = (ip[6], IPV6_HEADER_BYTES);
+    let mut first_fragment = true;
+    for _ in 0..=IPV6_EXTENSION_HEADERS_MAX {
+        // Hop-by-hop, routing, fragment and destination options: the chains a stack
+        // puts before the transport.
+        let ext_bytes = match proto {
+            0 | 43 | 60 if ip.len() >= at + 2 && end >= at + 2 => usize::from(ip[at + 1]) * 8 + 8,
+            44 if ip.len() >= at + 8 && end >= at + 8 => {
+                first_fragment = u16_at(ip, at + 2) >> 3 == 0;
+                8
+            }
+            0 | 43 | 44 | 60 => return ParsedFrame::Malformed(Malformed::TruncatedTransport),
+            _ => break,
+        };
+        proto = ip[at];
+        at += ext_bytes;
+    }
+    if matches!(proto, 0 | 43 | 44 | 60) {
+        return ParsedFrame::Malformed(Malformed::TruncatedTransport);
+    }
+    let (mut src_port, mut dst_port) = (0, 0);
+    if (proto == PROTO_TCP || proto == PROTO_UDP) && first_fragment {
+        match ports_at(ip, at, end) {
+            Ok(ports) => (src_port, dst_port) = ports,
+            Err(kind) => return ParsedFrame::Malformed(kind),
+        }
+    }
+    let addr = |at: usize| {
+        let bytes: [u8; 16] = ip[at..at + 16].try_into().expect("16 bytes");
+        Ipv6Addr::from(bytes)
+    };
+    ParsedFrame::Ipv6(Ipv6Header {
+        len_bytes: len_bytes as u32,
+        src: addr(8),
+        dst: addr(24),
         proto,
         src_port,
         dst_port,
@@ -218,33 +315,67 @@ impl Classifier {
         }
     }
 
-    /// Classes of a frame of `tenant`; split classes by `split_by` use the flow or
-    /// destination id the enforcer keys them on.
+    /// Classes of an IPv4 frame of `tenant`; split classes by `split_by` use the
+    /// flow or destination id the enforcer keys them on.
     pub fn classify(&self, tenant: TenantId, ip: &Ipv4Header) -> Class {
-        let t = tenant.index();
-        let proto = match ip.proto {
+        self.class_of(
+            tenant,
+            ip.proto,
+            (ip.src_port, ip.dst_port),
+            &[u32::from(ip.src), u32::from(ip.dst)],
+            &[u32::from(ip.dst)],
+        )
+    }
+
+    /// Classes of an IPv6 frame of `tenant`, by the rules IPv4 frames follow.
+    pub fn classify_ipv6(&self, tenant: TenantId, ip: &Ipv6Header) -> Class {
+        let words = |addr: Ipv6Addr| {
+            let bits = addr.to_bits();
+            [96, 64, 32, 0].map(|shift| (bits >> shift) as u32)
+        };
+        let (src, dst) = (words(ip.src), words(ip.dst));
+        let mut addresses = [0u32; 8];
+        addresses[..4].copy_from_slice(&src);
+        addresses[4..].copy_from_slice(&dst);
+        self.class_of(
+            tenant,
+            ip.proto,
+            (ip.src_port, ip.dst_port),
+            &addresses,
+            &dst,
+        )
+    }
+
+    fn class_of(
+        &self,
+        tenant: TenantId,
+        proto: u8,
+        (src_port, dst_port): (u16, u16),
+        addresses: &[u32],
+        destination: &[u32],
+    ) -> Class {
+        let policy_proto = match proto {
             PROTO_TCP => Some(Proto::Tcp),
             PROTO_UDP => Some(Proto::Udp),
             _ => None,
         };
         let app = self
             .policy
-            .app_for_packet(tenant, proto, ip.src_port, ip.dst_port);
-        let flow = mix(&[
-            u32::from(ip.src),
-            u32::from(ip.dst),
-            u32::from(ip.proto),
-            (u32::from(ip.src_port) << 16) | u32::from(ip.dst_port),
-        ]);
-        let destination = mix(&[u32::from(ip.dst)]);
-        let cores = &self.cores[t];
-        let core = cores[(flow_hash(flow) as usize) % cores.len()];
+            .app_for_packet(tenant, policy_proto, src_port, dst_port);
+        // Two IPv6 addresses and the rest of the 5-tuple, on the stack: this runs per frame.
+        let mut words = [0u32; 10];
+        let n = addresses.len();
+        words[..n].copy_from_slice(addresses);
+        words[n] = u32::from(proto);
+        words[n + 1] = (u32::from(src_port) << 16) | u32::from(dst_port);
+        let flow = mix(&words[..n + 2]);
+        let cores = &self.cores[tenant.index()];
         Class {
             tenant,
             app,
             flow,
-            destination,
-            core,
+            destination: mix(destination),
+            core: cores[(flow_hash(flow) as usize) % cores.len()],
         }
     }
 }
@@ -273,6 +404,37 @@ pub(crate) fn test_frame(
     ip[16..20].copy_from_slice(&dst);
     ip[20..22].copy_from_slice(&ports.0.to_be_bytes());
     ip[22..24].copy_from_slice(&ports.1.to_be_bytes());
+    f
+}
+
+/// Test frames: an Ethernet II + IPv6 frame whose `extensions` (each a next-header
+/// number and its 8 bytes) come before a TCP or UDP header with `ports`.
+#[cfg(test)]
+pub(crate) fn test_frame_ipv6(
+    extensions: &[u8],
+    proto: u8,
+    ports: (u16, u16),
+    payload: usize,
+) -> Vec<u8> {
+    let l4 = if proto == PROTO_TCP { 20 } else { 8 };
+    let ip_payload = extensions.len() * 8 + l4 + payload;
+    let mut f = vec![0u8; ETHERNET_HEADER_BYTES + IPV6_HEADER_BYTES + ip_payload];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+    let ip = &mut f[ETHERNET_HEADER_BYTES..];
+    ip[0] = 0x60;
+    ip[4..6].copy_from_slice(&(ip_payload as u16).to_be_bytes());
+    ip[6] = extensions.first().copied().unwrap_or(proto);
+    ip[8..24].copy_from_slice(&"2001:db8::1".parse::<Ipv6Addr>().unwrap().octets());
+    ip[24..40].copy_from_slice(&"2001:db8::2".parse::<Ipv6Addr>().unwrap().octets());
+    let mut at = IPV6_HEADER_BYTES;
+    for (i, _) in extensions.iter().enumerate() {
+        ip[at] = extensions.get(i + 1).copied().unwrap_or(proto);
+        at += 8;
+    }
+    ip[at..at + 2].copy_from_slice(&ports.0.to_be_bytes());
+    ip[at + 2..at + 4].copy_from_slice(&ports.1.to_be_bytes());
     f
 }
 
@@ -386,41 +548,43 @@ tenants:
         );
         let mut other = lying.clone();
         other[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
-        assert_eq!(parse(&other), ParsedFrame::NotIpv4 { len_bytes: 1500 });
+        assert_eq!(parse(&other), ParsedFrame::Other { len_bytes: 1500 });
+        // Padding past the header's claim is bytes on the wire all the same: a
+        // tenant of 60 B frames claiming 20 takes 46 B of the link per frame.
         let mut padded = test_frame([10, 0, 0, 1], [10, 0, 0, 2], PROTO_UDP, (1, 2), 0);
         padded.resize(60, 0);
-        assert_eq!(
-            ip(&padded).len_bytes,
-            28,
-            "Ethernet's padding is not charged"
-        );
+        assert_eq!(ip(&padded).len_bytes, 46);
     }
 
     #[test]
     fn odd_frames_are_named_not_crashed_on() {
-        assert_eq!(parse(&[]), ParsedFrame::Malformed);
-        assert_eq!(parse(&[0; 13]), ParsedFrame::Malformed);
+        let malformed = ParsedFrame::Malformed;
+        assert_eq!(parse(&[]), malformed(Malformed::Runt));
+        assert_eq!(parse(&[0; 13]), malformed(Malformed::Runt));
         let mut arp = vec![0u8; 42];
         arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
         assert_eq!(
             parse(&arp),
-            ParsedFrame::NotIpv4 {
+            ParsedFrame::Other {
                 len_bytes: (arp.len() - 14) as u32
             }
         );
         let good = test_frame([10, 0, 1, 2], [10, 66, 0, 1], PROTO_TCP, (1, 2), 100);
         // Truncated: the IP total length says more than the frame holds.
-        assert_eq!(parse(&good[..good.len() - 1]), ParsedFrame::Malformed);
+        assert_eq!(
+            parse(&good[..good.len() - 1]),
+            malformed(Malformed::LengthBeyondFrame)
+        );
         // Header length below 20 bytes.
         let mut bad = good.clone();
         bad[14] = 0x44;
-        assert_eq!(parse(&bad), ParsedFrame::Malformed);
+        assert_eq!(parse(&bad), malformed(Malformed::BadHeader));
         // Not version 4.
         let mut v6 = good.clone();
         v6[14] = 0x65;
-        assert_eq!(parse(&v6), ParsedFrame::Malformed);
+        assert_eq!(parse(&v6), malformed(Malformed::BadHeader));
         // Only the Ethernet header and part of an IP header.
-        assert_eq!(parse(&good[..20]), ParsedFrame::Malformed);
+        assert_eq!(parse(&good[..20]), malformed(Malformed::BadHeader));
         // Every prefix of a good frame parses to something without panicking.
         for n in 0..good.len() {
             let _ = parse(&good[..n]);
@@ -433,11 +597,11 @@ tenants:
         );
         assert_eq!(
             parse_captured(&good[..54], good.len() - 1),
-            ParsedFrame::Malformed
+            malformed(Malformed::LengthBeyondFrame)
         );
         assert_eq!(
             parse_captured(&good[..36], good.len()),
-            ParsedFrame::Malformed
+            malformed(Malformed::TruncatedTransport)
         );
         // A non-first fragment has no ports.
         let mut frag = good.clone();
@@ -560,5 +724,60 @@ tenants:
             }
             .contains(Ipv4Addr::new(1, 2, 3, 4))
         );
+    }
+    #[test]
+    fn ipv6_is_classified_by_the_rules_ipv4_follows() {
+        let p = policy();
+        let c = classifier(&p);
+        let tcp = test_frame_ipv6(&[], PROTO_TCP, (40000, 11111), 1000);
+        let ParsedFrame::Ipv6(h) = parse(&tcp) else {
+            panic!("{:?}", parse(&tcp))
+        };
+        assert_eq!(h.len_bytes, 40 + 20 + 1000);
+        assert_eq!((h.proto, h.src_port, h.dst_port), (PROTO_TCP, 40000, 11111));
+        let app = |frame: &[u8]| match parse(frame) {
+            ParsedFrame::Ipv6(h) => p.app(c.classify_ipv6(TenantId(1), &h).app).name.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(app(&tcp), "probe");
+        assert_eq!(app(&test_frame_ipv6(&[], PROTO_UDP, (53, 9), 10)), "dns");
+        // Behind hop-by-hop and destination options, the ports still decide.
+        assert_eq!(
+            app(&test_frame_ipv6(&[0, 60], PROTO_TCP, (5202, 9), 10)),
+            "bulk"
+        );
+        // A non-first fragment has no ports: the catch-all takes it.
+        let mut fragment = test_frame_ipv6(&[44], PROTO_TCP, (5202, 9), 10);
+        fragment[ETHERNET_HEADER_BYTES + 40 + 2..ETHERNET_HEADER_BYTES + 40 + 4]
+            .copy_from_slice(&(100u16 << 3).to_be_bytes());
+        assert_eq!(app(&fragment), "default");
+        // A payload length past the frame, a chain longer than any stack sends,
+        // and ports cut off are named.
+        let mut lying = tcp.clone();
+        lying[ETHERNET_HEADER_BYTES + 4..ETHERNET_HEADER_BYTES + 6]
+            .copy_from_slice(&u16::MAX.to_be_bytes());
+        assert_eq!(
+            parse(&lying),
+            ParsedFrame::Malformed(Malformed::LengthBeyondFrame)
+        );
+        let chain = test_frame_ipv6(&[60; 12], PROTO_UDP, (53, 9), 0);
+        assert_eq!(
+            parse(&chain),
+            ParsedFrame::Malformed(Malformed::TruncatedTransport)
+        );
+        let short = &tcp[..ETHERNET_HEADER_BYTES + 40 + 2];
+        assert_eq!(
+            parse_captured(short, tcp.len()),
+            ParsedFrame::Malformed(Malformed::TruncatedTransport)
+        );
+        let mut v4_in_v6 = tcp.clone();
+        v4_in_v6[ETHERNET_HEADER_BYTES] = 0x45;
+        assert_eq!(
+            parse(&v4_in_v6),
+            ParsedFrame::Malformed(Malformed::BadHeader)
+        );
+        for n in 0..tcp.len() {
+            let _ = parse(&tcp[..n]);
+        }
     }
 }

@@ -5,8 +5,10 @@
 //! 1. read the monotonic clock once (`now_ns`, passed to everything below);
 //! 2. read frames from the tenant ports in batches; each IPv4 frame is copied into a
 //!    preallocated slab slot, classified and offered to the enforcer with the slot
-//!    as its `handle`; a refused frame frees its slot (a drop of its tenant); non-IPv4
-//!    frames go out on the uplink at once, unscheduled; malformed ones are dropped;
+//!    as its `handle`; a refused frame frees its slot (a drop of its tenant). IPv4
+//!    and IPv6 frames are classified by the policy's rules, any other ethertype is
+//!    its tenant's catch-all traffic: nothing a tenant sends reaches the link
+//!    unscheduled. Malformed frames ([`Malformed`]) are dropped and counted by kind;
 //! 3. read the uplink and send each frame back to the tenant port its destination
 //!    MAC names (flooded when none does), unscheduled: the reverse path is not the
 //!    link under study;
@@ -26,12 +28,13 @@
 //! copies, the syscalls, the sink's TCP receive run in the engine's `send`) are paid
 //! once per send instead of once per MTU.
 //!
-//! The link counts L3 bytes (IPv4 total length), as the simulator and the ideal do.
+//! The link counts L3 bytes (what a frame carries past its Ethernet header, whatever
+//! its IP header claims), as the simulator and the ideal do.
 //! The engine's buffer stands for the host's qdiscs ([`HostBuffer`]), on top of the
 //! policy's own buffer caps that the enforcer applies.
 
 use crate::LabError;
-use crate::classify::{Classifier, ParsedFrame, parse};
+use crate::classify::{Classifier, Malformed, ParsedFrame, parse};
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket, Poller, VNET_HDR_BYTES};
 use policy::wire::serialisation_ns;
 use policy::{Policy, TenantId};
@@ -126,6 +129,23 @@ impl HostBuffer {
 /// An IPv4 header alone; no frame the engine schedules is shorter.
 const MIN_IPV4_PACKET_BYTES: u32 = 20;
 
+#[derive(Clone, Copy)]
+enum FrameKind {
+    Ipv4,
+    Ipv6,
+    Other,
+}
+
+fn count_malformed(counts: &mut report::MalformedFrames, why: Malformed) {
+    *match why {
+        Malformed::Runt => &mut counts.runt,
+        Malformed::BadHeader => &mut counts.bad_header,
+        Malformed::LengthBeyondFrame => &mut counts.length_beyond_frame,
+        Malformed::TruncatedTransport => &mut counts.truncated_transport,
+        Malformed::Oversize => &mut counts.oversize,
+    } += 1;
+}
+
 /// Per-frame counters of one engine run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineStats {
@@ -133,14 +153,12 @@ pub struct EngineStats {
     /// Frames scheduled and sent on the uplink, and their L3 bytes.
     pub tx_frames: u64,
     pub tx_bytes: u64,
-    /// Frames that are not IPv4 (ARP, IPv6, other ethertypes), scheduled as their
-    /// tenant's catch-all traffic.
-    pub other_frames: u64,
+    /// Per tenant, its frames by fate: scheduled by kind, refused, malformed by kind.
+    pub frames: Vec<report::TenantFrames>,
     /// Frames from the sink sent back to tenant ports.
     pub return_frames: u64,
-    pub malformed_frames: u64,
-    /// Frames longer than a receive buffer.
-    pub truncated_frames: u64,
+    /// Frames from the sink too short to carry a destination MAC.
+    pub return_malformed: u64,
     /// Dropped because the tenant's engine buffer or the slab was full, per tenant.
     pub buffer_drops: Vec<u64>,
     /// Refused by the enforcer (packet accounting), per tenant.
@@ -249,6 +267,7 @@ impl Engine {
             stats: EngineStats {
                 buffer_drops: vec![0; tenants],
                 refused: vec![0; tenants],
+                frames: vec![report::TenantFrames::default(); tenants],
                 ledgers: vec![report::TenantLedger::default(); tenants],
                 uplink_bytes: vec![0; tenants],
                 ..EngineStats::default()
@@ -360,6 +379,7 @@ impl Engine {
         }
         for (t, c) in self.enforcer.counters().iter().enumerate() {
             self.stats.refused[t] = c.refused_packets;
+            self.stats.frames[t].refused = c.refused_packets + self.stats.buffer_drops[t];
         }
         self.stats.split_classes = self.enforcer.classes().map(|c| c - self.apps);
         if let Some(frame) = unsent {
@@ -396,31 +416,40 @@ impl Engine {
 
     fn on_tenant_frame(&mut self, tenant: TenantId, buf: &[u8], len: usize, now_ns: u64) {
         self.stats.rx_frames += 1;
-        if len > buf.len() {
-            self.stats.truncated_frames += 1;
-            return;
-        }
-        if len < VNET_HDR_BYTES {
-            self.stats.malformed_frames += 1;
-            return;
-        }
-        // The virtio-net header travels with the frame, into the slab and out again.
-        let frame = &buf[..len];
-        let (len_bytes, class) = match parse(&frame[VNET_HDR_BYTES..]) {
-            ParsedFrame::Ipv4(ip) => (ip.len_bytes, self.classifier.classify(tenant, &ip)),
-            // Whatever a tenant sends takes the link: a frame the classifier cannot
-            // read is its tenant's all the same, not a way past the enforcer (raw
-            // frames of another ethertype once took 135 Mbit/s past a 10 Mbit/s cap).
-            ParsedFrame::NotIpv4 { len_bytes } => {
-                self.stats.other_frames += 1;
-                (len_bytes, self.classifier.classify_other(tenant))
-            }
-            ParsedFrame::Malformed => {
-                self.stats.malformed_frames += 1;
+        let t = tenant.index();
+        let parsed = if len > buf.len() {
+            ParsedFrame::Malformed(Malformed::Oversize)
+        } else if len < VNET_HDR_BYTES {
+            ParsedFrame::Malformed(Malformed::Runt)
+        } else {
+            parse(&buf[VNET_HDR_BYTES..len])
+        };
+        // Whatever a tenant sends takes the link: a frame the policy's rules cannot
+        // place is its tenant's catch-all traffic, not a way past the enforcer (raw
+        // frames of another ethertype once took 135 Mbit/s past a 10 Mbit/s cap).
+        let (len_bytes, class, kind) = match parsed {
+            ParsedFrame::Ipv4(ip) => (
+                ip.len_bytes,
+                self.classifier.classify(tenant, &ip),
+                FrameKind::Ipv4,
+            ),
+            ParsedFrame::Ipv6(ip) => (
+                ip.len_bytes,
+                self.classifier.classify_ipv6(tenant, &ip),
+                FrameKind::Ipv6,
+            ),
+            ParsedFrame::Other { len_bytes } => (
+                len_bytes,
+                self.classifier.classify_other(tenant),
+                FrameKind::Other,
+            ),
+            ParsedFrame::Malformed(why) => {
+                count_malformed(&mut self.stats.frames[t].malformed, why);
                 return;
             }
         };
-        let t = tenant.index();
+        // The virtio-net header travels with the frame, into the slab and out again.
+        let frame = &buf[..len];
         self.stats.ledgers[t].offered_bytes += u64::from(len_bytes);
         let Some(slot) = self.slab.store(frame) else {
             self.stats.buffer_drops[t] += 1;
@@ -437,9 +466,19 @@ impl Engine {
             arrival_ns: now_ns,
             handle: u64::from(slot),
         };
-        if let Err((packet, _reason)) = self.enforcer.enqueue(now_ns, packet) {
-            self.stats.ledgers[t].refused_bytes += u64::from(packet.len_bytes);
-            self.slab.release(packet.handle as u32);
+        match self.enforcer.enqueue(now_ns, packet) {
+            Ok(()) => {
+                let scheduled = &mut self.stats.frames[t].scheduled;
+                *match kind {
+                    FrameKind::Ipv4 => &mut scheduled.ipv4,
+                    FrameKind::Ipv6 => &mut scheduled.ipv6,
+                    FrameKind::Other => &mut scheduled.other,
+                } += 1;
+            }
+            Err((packet, _reason)) => {
+                self.stats.ledgers[t].refused_bytes += u64::from(packet.len_bytes);
+                self.slab.release(packet.handle as u32);
+            }
         }
     }
 
@@ -450,7 +489,7 @@ impl Engine {
         ports: &[PacketSocket],
     ) -> std::io::Result<()> {
         if len > buf.len() || len < VNET_HDR_BYTES + 14 {
-            self.stats.malformed_frames += 1;
+            self.stats.return_malformed += 1;
             return Ok(());
         }
         let frame = &buf[..len];

@@ -27,6 +27,7 @@
 mod bench;
 mod checks;
 mod classify;
+mod crafted;
 mod engine;
 #[cfg(feature = "faults")]
 mod faults;
@@ -41,7 +42,10 @@ pub use bench::{
     BENCH_LINK_RATE_BPS, BenchOptions, BenchReport, DEFAULT_ENFORCERS, KERNEL_FORWARDING,
     PAYLOAD_BYTES_MAX, PathKind, PathResult, default_paths, default_policy, json_path, run_bench,
 };
-pub use classify::{Class, Classifier, Ipv4Header, ParsedFrame, Prefix, parse};
+pub use classify::{
+    Class, Classifier, Ipv4Header, Ipv6Header, Malformed, ParsedFrame, Prefix, parse,
+};
+pub use crafted::CraftedFrames;
 pub use engine::{EngineStats, LAB_HOST_LIMITS};
 pub use htb::{TcScriptError, tc_script};
 pub use topology::Leftovers;
@@ -85,6 +89,10 @@ pub struct LabOptions {
     /// senders needed (SENIC's Fig. 4 at 1 Gbit/s: 350 of 420 Mbit/s sent).
     pub realtime: bool,
     pub tools: Tools,
+    /// Raw frames sent from tenants' namespaces for the whole run, beside the
+    /// scenario's traffic: an adversarial tenant's, to see the engine hold them to
+    /// the policy. Refused under `linux-htb`, whose kernel path is not nicsched's.
+    pub crafted: Vec<CraftedFrames>,
 }
 
 impl LabOptions {
@@ -111,6 +119,7 @@ impl Default for LabOptions {
             qdisc: LAB_HOST_LIMITS,
             realtime: true,
             tools: Tools::default(),
+            crafted: Vec::new(),
         }
     }
 }
@@ -236,12 +245,19 @@ struct Workers {
     meter_stop: Arc<AtomicBool>,
     engine: Option<JoinHandle<std::io::Result<EngineStats>>>,
     meter: Option<JoinHandle<std::io::Result<meter::Metered>>>,
+    /// Senders of crafted frames, in the tenants' namespaces; they stop with the engine.
+    crafted: Vec<JoinHandle<std::io::Result<()>>>,
 }
 
 impl Workers {
     fn join(&mut self) -> Result<(Option<EngineStats>, meter::Metered), LabError> {
         self.stop.store(true, Ordering::SeqCst);
         let fail = |what: &str, e: String| LabError::Datapath(format!("{what}: {e}"));
+        for h in self.crafted.drain(..) {
+            h.join()
+                .map_err(|_| fail("crafted frames", "panicked".into()))?
+                .map_err(|e| fail("crafted frames", e.to_string()))?;
+        }
         let engine = match self.engine.take() {
             Some(h) => Some(
                 h.join()
@@ -266,6 +282,9 @@ impl Drop for Workers {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         self.meter_stop.store(true, Ordering::SeqCst);
+        for h in self.crafted.drain(..) {
+            let _ = h.join();
+        }
         if let Some(h) = self.engine.take() {
             let _ = h.join();
         }
@@ -475,6 +494,11 @@ pub fn run_with_engine_stats(
     }
     let policy = &scenario.policy;
     let kernel_htb = enforcer == LINUX_HTB;
+    if kernel_htb && !options.crafted.is_empty() {
+        return Err(LabError::Datapath(
+            "crafted frames go through nicsched's engine, which linux-htb does not run".into(),
+        ));
+    }
     if !kernel_htb {
         // Built here to refuse early; the engine thread builds its own.
         sched::build(enforcer, policy).map_err(LabError::Enforcer)?;
@@ -572,6 +596,10 @@ fn run_in(
         ),
         (None, drops) => (drops.unwrap_or_else(|| vec![0; tenants]), metered.frames),
     };
+    record.tenant_frames = engine_stats
+        .as_ref()
+        .map(|s| s.frames.clone())
+        .unwrap_or_default();
     let observed = checks::Observed {
         plans,
         metered: &metered,
@@ -624,6 +652,7 @@ fn start_measuring(
         meter_stop: Arc::new(AtomicBool::new(false)),
         engine: None,
         meter: None,
+        crafted: Vec::new(),
     };
     let meter = meter::Meter {
         classifier: classifier.clone(),
@@ -670,6 +699,25 @@ fn start_measuring(
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
                 engine::Engine::new(config, classifier, &policy, built).run(&stop, ready)
             },
+        )?);
+    }
+    for crafted in &options.crafted {
+        let tenant = plan.tenants.get(crafted.tenant).ok_or_else(|| {
+            LabError::Datapath(format!(
+                "crafted frames: no tenant {} in a policy of {}",
+                crafted.tenant,
+                plan.tenants.len()
+            ))
+        })?;
+        let (crafted, stop, macs) = (
+            crafted.clone(),
+            workers.stop.clone(),
+            (tenant.mac, plan.sink_mac),
+        );
+        workers.crafted.push(spawn_worker(
+            "nicsched-crafted",
+            tenant.ns.clone(),
+            move |ready| crafted::send(&crafted, "eth0", macs, &stop, ready),
         )?);
     }
     Ok(Measuring {

@@ -12,7 +12,9 @@
 //! them in, and their payload over the whole run (warm-up and the tail after the
 //! window included, as the programs count it).
 
-use crate::classify::{Classifier, ParsedFrame, parse_captured, payload_bytes};
+use crate::classify::{
+    Classifier, ETHERNET_HEADER_BYTES, ParsedFrame, parse_captured, payload_bytes,
+};
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket};
 use crate::traffic::FrameMatch;
 use policy::TenantId;
@@ -138,7 +140,7 @@ impl Meter {
         let by_mac = self
             .tenant_macs
             .iter()
-            .position(|m| captured[6..12] == m[..])
+            .position(|m| captured.get(6..12) == Some(&m[..]))
             .map(|t| TenantId(t as u16));
         let (tenant, app, bytes, ip) = match parse_captured(captured, wire_bytes) {
             ParsedFrame::Ipv4(ip) => {
@@ -149,10 +151,21 @@ impl Meter {
                 let app = self.classifier.classify(tenant, &ip).app;
                 (tenant, app, ip.len_bytes, Some(ip))
             }
-            ParsedFrame::NotIpv4 { len_bytes } => {
+            ParsedFrame::Ipv6(ip) => {
                 let Some(tenant) = by_mac else {
                     return;
                 };
+                let app = self.classifier.classify_ipv6(tenant, &ip).app;
+                (tenant, app, ip.len_bytes, None)
+            }
+            // The engine forwards only what it scheduled: a frame from a tenant's
+            // port that this capture of its headers cannot read (an IPv6 extension
+            // chain past the snap length) is that tenant's bytes all the same.
+            ParsedFrame::Other { .. } | ParsedFrame::Malformed(_) => {
+                let Some(tenant) = by_mac else {
+                    return;
+                };
+                let len_bytes = wire_bytes.saturating_sub(ETHERNET_HEADER_BYTES) as u32;
                 (
                     tenant,
                     self.classifier.classify_other(tenant).app,
@@ -160,7 +173,6 @@ impl Meter {
                     None,
                 )
             }
-            ParsedFrame::Malformed => return,
         };
         #[cfg(feature = "faults")]
         if self.drops_app == Some(app) {

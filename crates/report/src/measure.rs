@@ -232,6 +232,7 @@ pub fn empty_record(
         latency: Vec::new(),
         pacing: Vec::new(),
         tenant_drops: vec![0; policy.tenants.len()],
+        tenant_frames: Vec::new(),
         frames_sent: 0,
         checks: Vec::new(),
         provenance: Default::default(),

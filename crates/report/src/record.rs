@@ -21,6 +21,60 @@ impl Mode {
     }
 }
 
+/// What became of the frames one tenant sent into the lab's engine, counted at the
+/// engine's port before anything else looks at them: every frame is in exactly one
+/// of these (or still held when the run ended).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantFrames {
+    /// Taken by the enforcer, by what they carry.
+    pub scheduled: ScheduledFrames,
+    /// Refused by the enforcer's packet accounting or for want of a buffer.
+    pub refused: u64,
+    /// Dropped before the enforcer, by why.
+    pub malformed: MalformedFrames,
+}
+
+impl TenantFrames {
+    /// The counts of two runs together.
+    pub fn merged(&self, other: &TenantFrames) -> TenantFrames {
+        let (a, b) = (&self.malformed, &other.malformed);
+        TenantFrames {
+            scheduled: ScheduledFrames {
+                ipv4: self.scheduled.ipv4 + other.scheduled.ipv4,
+                ipv6: self.scheduled.ipv6 + other.scheduled.ipv6,
+                other: self.scheduled.other + other.scheduled.other,
+            },
+            refused: self.refused + other.refused,
+            malformed: MalformedFrames {
+                runt: a.runt + b.runt,
+                bad_header: a.bad_header + b.bad_header,
+                length_beyond_frame: a.length_beyond_frame + b.length_beyond_frame,
+                truncated_transport: a.truncated_transport + b.truncated_transport,
+                oversize: a.oversize + b.oversize,
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledFrames {
+    pub ipv4: u64,
+    pub ipv6: u64,
+    /// Any other ethertype (ARP, VLAN-tagged, raw): the tenant's catch-all app.
+    pub other: u64,
+}
+
+/// Frames dropped as malformed, by kind (docs/scenario.md names each).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct MalformedFrames {
+    pub runt: u64,
+    pub bad_header: u64,
+    pub length_beyond_frame: u64,
+    pub truncated_transport: u64,
+    pub oversize: u64,
+}
+
 /// One class of the report: an app of a tenant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClassName {
@@ -162,6 +216,9 @@ pub struct RunRecord {
     pub pacing: Vec<PacingRecord>,
     /// Packets refused at admission, per tenant.
     pub tenant_drops: Vec<u64>,
+    /// Per tenant, its frames by fate; empty where no engine of nicsched's counted
+    /// them (the simulator, `linux-htb`).
+    pub tenant_frames: Vec<TenantFrames>,
     /// Frames that left on the link over the whole run.
     pub frames_sent: u64,
     /// The run's self-checks, in the order they were made.

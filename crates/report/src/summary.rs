@@ -78,6 +78,9 @@ pub struct TenantSummary {
     pub rel_error_mean: f64,
     pub rel_error_max: f64,
     pub drops: u64,
+    /// The lab engine's count of the tenant's frames by fate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<crate::TenantFrames>,
     pub apps: Vec<AppSummary>,
 }
 
@@ -294,6 +297,7 @@ fn tenant_summary(run: &RunRecord, steady: &[&Interval], tenant: usize) -> Tenan
         rel_error_mean: error.mean_or(0.0),
         rel_error_max: error.max_or(0.0),
         drops: run.tenant_drops.get(tenant).copied().unwrap_or(0),
+        frames: run.tenant_frames.get(tenant).cloned(),
         apps,
     }
 }

@@ -127,6 +127,7 @@ fn two_tenants() -> RunRecord {
             ],
         }],
         tenant_drops: vec![3, 0],
+        tenant_frames: Vec::new(),
         frames_sent: 123_456,
         checks: Vec::new(),
         provenance: Default::default(),

@@ -107,6 +107,12 @@ impl PacketSocket {
         Self::open_with(name, rcvbuf_bytes, true)
     }
 
+    /// A socket bound to interface `name` that sends frames as they are, with no
+    /// header before them: a tenant's crafted frames.
+    pub fn open_plain(name: &str, rcvbuf_bytes: usize) -> io::Result<PacketSocket> {
+        Self::open_with(name, rcvbuf_bytes, false)
+    }
+
     fn open_with(name: &str, rcvbuf_bytes: usize, vnet_hdr: bool) -> io::Result<PacketSocket> {
         let index = ifindex(name)?;
         let protocol = (libc::ETH_P_ALL as u16).to_be();
