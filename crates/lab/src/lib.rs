@@ -48,6 +48,11 @@ pub use classify::{
 pub use crafted::CraftedFrames;
 pub use engine::{EngineStats, LAB_HOST_LIMITS};
 pub use htb::{TcScriptError, tc_script};
+/// Stop signals (INT, TERM, HUP, QUIT) caught for as long as it is held; a command
+/// that makes several runs holds one across them all, so that a signal between two
+/// runs stops the next ([`interrupted`]).
+pub use sys::signal::SignalGuard as StopSignals;
+pub use sys::signal::interrupted;
 pub use topology::Leftovers;
 pub use traffic::Tools;
 
@@ -486,6 +491,10 @@ pub fn run_with_engine_stats(
     options: &LabOptions,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(RunRecord, Option<EngineStats>), LabError> {
+    let _signals = sys::signal::SignalGuard::install();
+    if sys::signal::interrupted() {
+        return Err(LabError::Interrupted);
+    }
     remove_leftovers(&mut |line| eprintln!("nicsched lab: {line}"))?;
     let started = Instant::now();
     let mut scenario = scenario.clone();
@@ -533,7 +542,6 @@ pub fn run_with_engine_stats(
     std::fs::create_dir_all(&dir)
         .map_err(|e| LabError::Io(format!("cannot create {}: {e}", dir.display())))?;
 
-    let _signals = sys::signal::SignalGuard::install();
     // Declared first, dropped last: the namespaces go after the threads and
     // programs inside them.
     let mut topology = topology::Topology::create(plan.clone(), kernel_htb)?;

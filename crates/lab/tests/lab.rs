@@ -313,6 +313,37 @@ fn sigint_stops_the_run_and_tears_down() {
     assert_nothing_left(&before);
 }
 
+/// A command that makes several runs holds the stop signals across them: a signal
+/// that arrives between two runs (or during one's teardown) stops the next before
+/// it builds anything, for each of INT, TERM, HUP and QUIT.
+#[test]
+fn a_stop_signal_between_runs_stops_the_next() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("a_stop_signal_between_runs_stops_the_next") {
+        return;
+    }
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+        let before = our_namespaces();
+        let session = lab::StopSignals::install();
+        // SAFETY: raise delivers the signal to this thread before it returns; the
+        // handler the guard installed only sets a flag.
+        assert_eq!(unsafe { libc::raise(signal) }, 0);
+        assert!(lab::interrupted(), "signal {signal} was caught");
+        let result = lab::run(&two_tenants(), "tonic", &LabOptions::default(), &mut |_| {});
+        assert!(
+            matches!(result, Err(LabError::Interrupted)),
+            "signal {signal}: {:?}",
+            result.map(|_| ())
+        );
+        assert!(
+            lab::interrupted(),
+            "signal {signal}: still set for the run after"
+        );
+        drop(session);
+        assert_nothing_left(&before);
+    }
+}
+
 #[test]
 fn rate_limiters_hold_a_tenant_to_its_cap() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

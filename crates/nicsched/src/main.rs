@@ -18,6 +18,8 @@ const EXIT_INPUT: u8 = 2;
 const EXIT_FAILURE: u8 = 1;
 /// Everything was written, but a run's self-checks failed: its figures are flagged.
 const EXIT_CHECKS_FAILED: u8 = 3;
+/// 128 + SIGINT, as a shell reports a command a signal stopped.
+const EXIT_INTERRUPTED: u8 = 130;
 /// The kernel's HTB compiled from the policy: there is no model of it to simulate.
 const LAB_ONLY_ENFORCER: &str = lab::LINUX_HTB;
 /// The lab's emulated link when the scenario's is faster: what one engine thread
@@ -424,6 +426,17 @@ impl Failure {
             status: EXIT_FAILURE,
         }
     }
+
+    /// A lab run's error; an interrupted run exits as a stopped command does.
+    fn lab(context: &str, error: lab::LabError) -> Self {
+        Failure {
+            status: match error {
+                lab::LabError::Interrupted => EXIT_INTERRUPTED,
+                _ => EXIT_FAILURE,
+            },
+            message: format!("{context}: {error}"),
+        }
+    }
 }
 
 impl From<PolicyError> for Failure {
@@ -755,8 +768,14 @@ fn run_lab(
         ProgressStyle::with_template("{prefix:>11} [{bar:30}] {pos:>6}/{len} ms  {elapsed}")
             .expect("constant template")
             .progress_chars("=> ");
+    // Held across every enforcer's run: a signal during one run's teardown, or
+    // between two runs, stops the next instead of being cleared by its own guard.
+    let _signals = lab::StopSignals::install();
     let mut runs = Vec::new();
     for name in &enforcers {
+        if lab::interrupted() {
+            return Err(Failure::lab(name, lab::LabError::Interrupted));
+        }
         let bar = if quiet {
             ProgressBar::hidden()
         } else {
@@ -767,7 +786,7 @@ fn run_lab(
         let record = lab::run(&scenario, name, &options, &mut |ns| {
             bar.set_position(ns / 1_000_000)
         })
-        .map_err(|e| Failure::runtime(format!("{name}: {e}")))?;
+        .map_err(|e| Failure::lab(name, e))?;
         bar.finish();
         let mut record = record;
         stamp(&mut record, &provenance);
@@ -881,7 +900,7 @@ fn lab_bench(
         bar.set_message(path.to_string());
         bar.set_position(step as u64 * per_path_ms + (fraction * per_path_ms as f64) as u64);
     })
-    .map_err(|e| Failure::runtime(e.to_string()))?;
+    .map_err(|e| Failure::lab("lab-bench", e))?;
     bar.finish_and_clear();
     let value = report.to_json();
     if let Some(dir) = &out {
