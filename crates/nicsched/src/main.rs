@@ -626,8 +626,7 @@ fn simulate(
         let mut record = record.expect("every job ran").map_err(Failure::input)?;
         stamp(&mut record, &provenance);
         let dir = out.staging().join(name);
-        let summary = report::write_run(&dir, &record)
-            .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
+        let summary = report::write_run(&dir, &record).map_err(|e| unwritten(out.target(), e))?;
         if !quiet {
             eprintln!(
                 "{name}: {} frames in {:.2} s wall ({:.2} M frames/s)",
@@ -639,6 +638,15 @@ fn simulate(
         runs.push((summary, dir));
     }
     finish(out, &scenario.name, runs, &provenance)
+}
+
+/// A file of the run that could not be written (`error` names it): the run fails
+/// and, as its `OutDir` drops, the staging folder goes with everything written so far.
+fn unwritten(target: &Path, error: std::io::Error) -> Failure {
+    Failure::runtime(format!(
+        "{error}\nthe run is not in {}, which only a whole run replaces",
+        target.display()
+    ))
 }
 
 /// What every run of this command shares in its provenance; each run adds its
@@ -679,14 +687,10 @@ fn finish(
     runs: Vec<(report::Summary, PathBuf)>,
     provenance: &report::Provenance,
 ) -> Result<(), Failure> {
-    let staging = out.staging().to_path_buf();
-    report::write_html(&staging, scenario, &runs)
-        .map_err(|e| Failure::runtime(format!("{}: {e}", staging.display())))?;
+    report::write_html(out.staging(), scenario, &runs).map_err(|e| unwritten(out.target(), e))?;
     let marker = serde_json::to_string_pretty(provenance).expect("provenance serializes");
     let target = out.target().to_path_buf();
-    let out = out
-        .commit(&marker)
-        .map_err(|e| Failure::runtime(format!("{}: {e}", target.display())))?;
+    let out = out.commit(&marker).map_err(|e| unwritten(&target, e))?;
     let summaries: Vec<report::Summary> = runs.into_iter().map(|(s, _)| s).collect();
     println!("{}", report::comparison_table(&summaries));
     println!(
@@ -772,8 +776,7 @@ fn run_lab(
         let mut record = record;
         stamp(&mut record, &provenance);
         let dir = out.staging().join(name);
-        let summary = report::write_run(&dir, &record)
-            .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
+        let summary = report::write_run(&dir, &record).map_err(|e| unwritten(out.target(), e))?;
         runs.push((summary, dir));
     }
     finish(out, &scenario.name, runs, &provenance)

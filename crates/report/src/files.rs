@@ -19,24 +19,36 @@ pub const LATENCY_CDF_PNG: &str = "latency_cdf.png";
 pub const TIMESERIES_HEADER: &str = "time_s,tenant,app,throughput_bps,ideal_bps";
 pub const LATENCY_HEADER: &str = "traffic,quantile,latency_us";
 
-/// Writes every file of one run into `dir` (created if needed) and returns its summary.
+/// `error` with the path it happened at in front: "No space left on device" alone
+/// does not say which file is missing.
+pub(crate) fn at(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
+    move |error| io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+}
+
+/// Writes every file of one run into `dir` (created if needed) and returns its
+/// summary. An error names the file it happened at.
 pub fn write_run(dir: &Path, run: &RunRecord) -> io::Result<Summary> {
-    fs::create_dir_all(dir)?;
+    fs::create_dir_all(dir).map_err(at(dir))?;
     let summary = summarize(run);
-    fs::write(dir.join(SUMMARY_JSON), summary.to_json() + "\n")?;
-    write_timeseries(&dir.join(TIMESERIES_CSV), run)?;
-    write_latency(&dir.join(LATENCY_CSV), run)?;
-    plot::throughput(&dir.join(THROUGHPUT_PNG), run)?;
-    plot::fairness(&dir.join(FAIRNESS_PNG), run)?;
-    let latency_cdf = dir.join(LATENCY_CDF_PNG);
+    let file = |name: &str, write: &dyn Fn(&Path) -> io::Result<()>| {
+        let path = dir.join(name);
+        write(&path).map_err(at(&path))
+    };
+    file(SUMMARY_JSON, &|path| {
+        fs::write(path, summary.to_json() + "\n")
+    })?;
+    file(TIMESERIES_CSV, &|path| write_timeseries(path, run))?;
+    file(LATENCY_CSV, &|path| write_latency(path, run))?;
+    file(THROUGHPUT_PNG, &|path| plot::throughput(path, run))?;
+    file(FAIRNESS_PNG, &|path| plot::fairness(path, run))?;
     if plot::has_latency(run) {
-        plot::latency_cdf(&latency_cdf, run)?;
+        file(LATENCY_CDF_PNG, &|path| plot::latency_cdf(path, run))?;
     } else {
         // A CDF left by an earlier run into the same folder would end up in report.html.
-        match fs::remove_file(&latency_cdf) {
-            Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
-            _ => {}
-        }
+        file(LATENCY_CDF_PNG, &|path| match fs::remove_file(path) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+            _ => Ok(()),
+        })?;
     }
     Ok(summary)
 }
