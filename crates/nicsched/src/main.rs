@@ -104,7 +104,9 @@ enum Command {
     /// Simulate a scenario under one or more enforcers and write the results.
     ///
     /// Writes DIR/ENFORCER/{summary.json,timeseries.csv,latency.csv,*.png} and
-    /// DIR/report.html, and prints a comparison table.
+    /// DIR/report.html, and prints a comparison table. DIR gets a whole run or
+    /// none: the files move in once all are written, listed in
+    /// DIR/nicsched-run.json; while a run writes DIR, another is refused.
     Sim {
         /// Scenario file.
         scenario: PathBuf,
@@ -286,7 +288,8 @@ enum Command {
     /// Example: `nicsched sim S.yaml --out r/sim; nicsched lab S.yaml --out r/lab;
     /// nicsched compare r/sim r/lab`.
     Compare {
-        /// Results folders (the --out of sim or lab), run folders, or summary.json files.
+        /// Results folders (the --out of sim or lab), run folders, or summary.json
+        /// files, of complete runs only (checked against their nicsched-run.json).
         #[arg(required = true)]
         results: Vec<PathBuf>,
         /// Print a Markdown table (for docs and issues) instead of aligned text.
@@ -688,9 +691,8 @@ fn finish(
     provenance: &report::Provenance,
 ) -> Result<(), Failure> {
     report::write_html(out.staging(), scenario, &runs).map_err(|e| unwritten(out.target(), e))?;
-    let marker = serde_json::to_string_pretty(provenance).expect("provenance serializes");
     let target = out.target().to_path_buf();
-    let out = out.commit(&marker).map_err(|e| unwritten(&target, e))?;
+    let out = out.commit(provenance).map_err(|e| unwritten(&target, e))?;
     let summaries: Vec<report::Summary> = runs.into_iter().map(|(s, _)| s).collect();
     println!("{}", report::comparison_table(&summaries));
     println!(

@@ -1,11 +1,14 @@
 //! The files one run leaves in its folder: summary.json, the two CSVs and the plots;
-//! and the folder itself, owned by one run at a time.
+//! and the folder itself, owned by one run at a time and marked when complete.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
+use crate::checks::Provenance;
 use crate::figures::{latency_quantiles, latency_us_at};
 use crate::plot;
 use crate::record::RunRecord;
@@ -98,8 +101,90 @@ fn csv_field(field: &str) -> String {
     }
 }
 
-/// The file that marks a folder as a nicsched run's: what `--out` may replace.
+/// The file that marks a folder as a complete nicsched run's, written last: the
+/// command's provenance and every other file of the run with its size, so that a
+/// reader can tell a whole run from what a failed or interrupted one left.
 pub const RUN_MARKER: &str = "nicsched-run.json";
+
+/// What [`RUN_MARKER`] holds: the provenance's keys, and `files`.
+#[derive(Serialize)]
+struct Marker<'a> {
+    #[serde(flatten)]
+    provenance: &'a Provenance,
+    files: Vec<RunFile>,
+}
+
+/// One file of a run as its marker lists it.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct RunFile {
+    /// Relative to the run's folder, with `/` between folders.
+    pub path: String,
+    pub bytes: u64,
+}
+
+/// The files of the complete run in `root` (a folder holding [`RUN_MARKER`]), or
+/// what makes it incomplete: a file its marker lists that is missing, or not the
+/// size it was written at.
+pub(crate) fn complete_run_files(root: &Path) -> io::Result<Vec<RunFile>> {
+    #[derive(Deserialize)]
+    struct Listed {
+        files: Option<Vec<RunFile>>,
+    }
+    let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidData, message);
+    let marker = root.join(RUN_MARKER);
+    let text = fs::read_to_string(&marker).map_err(at(&marker))?;
+    let listed: Listed = serde_json::from_str(&text).map_err(|e| {
+        invalid(format!(
+            "{}: not a nicsched run's marker ({e}); run it again",
+            marker.display()
+        ))
+    })?;
+    let files = listed.files.ok_or_else(|| {
+        invalid(format!(
+            "{}: written by an older nicsched, which did not list the run's files, so whether the run is complete cannot be told; run it again",
+            marker.display()
+        ))
+    })?;
+    let problems: Vec<String> = files
+        .iter()
+        .filter_map(|file| {
+            let relative = Path::new(&file.path);
+            let inside = relative.components().next().is_some()
+                && relative
+                    .components()
+                    .all(|c| matches!(c, Component::Normal(_)));
+            if !inside {
+                return Some(format!("{:?} is not a path inside the run", file.path));
+            }
+            match fs::symlink_metadata(root.join(relative)) {
+                Ok(found) if found.is_file() && found.len() == file.bytes => None,
+                Ok(found) if found.is_file() => Some(format!(
+                    "{} has {} bytes, written with {}",
+                    file.path,
+                    found.len(),
+                    file.bytes
+                )),
+                Ok(_) => Some(format!("{} is not a file", file.path)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    Some(format!("{} is missing", file.path))
+                }
+                Err(e) => Some(format!("{}: {e}", file.path)),
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(files);
+    }
+    const SHOWN: usize = 5;
+    let mut said = problems[..problems.len().min(SHOWN)].join(", ");
+    if problems.len() > SHOWN {
+        said.push_str(&format!(" and {} more", problems.len() - SHOWN));
+    }
+    Err(invalid(format!(
+        "{}: an incomplete nicsched run: {said} ({RUN_MARKER} lists what the run wrote); run it again, or copy the whole folder",
+        root.display()
+    )))
+}
 
 /// The NAME of the `--out` whose run writes, or wrote, in the folder named
 /// `folder`: `.NAME.partial-PID` while it runs, `.NAME.partial-PID.old` for the
@@ -242,12 +327,17 @@ impl OutDir {
         &self.target
     }
 
-    /// Marks the staging folder as a run's (`marker` is written to [`RUN_MARKER`])
-    /// and moves it in place of the target. An error names the file or folder it
-    /// happened at; the target is then as it was.
-    pub fn commit(mut self, marker: &str) -> io::Result<PathBuf> {
-        let marker_file = self.staging.join(RUN_MARKER);
-        fs::write(&marker_file, marker).map_err(at(&marker_file))?;
+    /// Marks the staging folder as a complete run's ([`RUN_MARKER`]: `provenance`
+    /// and every file written) and moves it in place of the target. An error names
+    /// the file or folder it happened at; the target is then as it was.
+    pub fn commit(mut self, provenance: &Provenance) -> io::Result<PathBuf> {
+        let mut files = Vec::new();
+        list_files(&self.staging, &self.staging, &mut files)?;
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let marker = self.staging.join(RUN_MARKER);
+        let text = serde_json::to_string_pretty(&Marker { provenance, files })
+            .expect("the marker serializes");
+        fs::write(&marker, text + "\n").map_err(at(&marker))?;
         let moving = |from: &Path, to: &Path| {
             fs::rename(from, to).map_err(|e| {
                 io::Error::new(
@@ -315,6 +405,33 @@ fn clear_killed_runs_leftovers(parent: &Path, name: &str, target: &Path) -> Resu
     Ok(())
 }
 
+/// Every file under `dir`, by its path relative to `root`, with its size.
+fn list_files(root: &Path, dir: &Path, files: &mut Vec<RunFile>) -> io::Result<()> {
+    for entry in fs::read_dir(dir).map_err(at(dir))? {
+        let path = entry.map_err(at(dir))?.path();
+        let metadata = fs::symlink_metadata(&path).map_err(at(&path))?;
+        if metadata.is_dir() {
+            list_files(root, &path, files)?;
+            continue;
+        }
+        let relative = path
+            .strip_prefix(root)
+            .expect("read_dir lists what is under its folder")
+            .to_str()
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: a name that is not UTF-8", path.display()),
+                )
+            })?;
+        files.push(RunFile {
+            path: relative.to_string(),
+            bytes: metadata.len(),
+        });
+    }
+    Ok(())
+}
+
 impl Drop for OutDir {
     fn drop(&mut self) {
         if !self.committed {
@@ -346,6 +463,18 @@ pub(crate) mod tests {
         }
     }
 
+    /// Commits a run holding `files` (path in the run, contents) to `target`, as
+    /// `nicsched sim` does.
+    pub(crate) fn committed_run(target: &Path, files: &[(&str, &str)]) {
+        let out = OutDir::claim(target).unwrap();
+        for (path, text) in files {
+            let path = out.staging().join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        }
+        out.commit(&Provenance::default()).unwrap();
+    }
+
     #[test]
     fn a_second_claim_is_refused_while_the_first_holds_the_folder() {
         let temp = TempDir::new("lock");
@@ -365,7 +494,7 @@ pub(crate) mod tests {
         drop(first);
         assert!(!lock.exists(), "a run that ends takes its lock file along");
         let second = OutDir::claim(&target).unwrap();
-        second.commit("{}").unwrap();
+        second.commit(&Provenance::default()).unwrap();
         assert!(OutDir::claim(&target).is_ok(), "a committed run lets go");
     }
 
@@ -414,5 +543,31 @@ pub(crate) mod tests {
             assert!(dir.is_dir(), "{} belongs to another --out", dir.display());
         }
         drop(out);
+    }
+
+    #[test]
+    fn the_marker_lists_every_file_of_the_run_with_its_size() {
+        let temp = TempDir::new("marker");
+        let target = temp.0.join("out");
+        committed_run(
+            &target,
+            &[
+                ("tonic/summary.json", "{}"),
+                ("report.html", "<html>"),
+                ("logs/tonic/iperf3.json", ""),
+            ],
+        );
+        let marker: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(target.join(RUN_MARKER)).unwrap()).unwrap();
+        assert_eq!(marker["seed"], 0, "the provenance's keys are kept");
+        assert_eq!(
+            marker["files"],
+            serde_json::json!([
+                {"path": "logs/tonic/iperf3.json", "bytes": 0},
+                {"path": "report.html", "bytes": 6},
+                {"path": "tonic/summary.json", "bytes": 2},
+            ])
+        );
+        assert_eq!(complete_run_files(&target).unwrap().len(), 3);
     }
 }
