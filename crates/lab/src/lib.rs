@@ -1007,9 +1007,10 @@ fn apply_htb(
         .filter(|l| !l.starts_with('#'))
         .map(|l| format!("{}\n", l.trim_start_matches("tc ")))
         .collect();
-    std::fs::write(dir.join("linux-htb.sh"), &script)
-        .and_then(|()| std::fs::write(&file, batch))
-        .map_err(|e| LabError::Io(e.to_string()))?;
+    let shell = dir.join("linux-htb.sh");
+    for (path, text) in [(&shell, &script), (&file, &batch)] {
+        std::fs::write(path, text).map_err(|e| LabError::Io(format!("{}: {e}", path.display())))?;
+    }
     sys::netns::command(
         "tc",
         &[

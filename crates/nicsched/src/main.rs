@@ -106,7 +106,9 @@ enum Command {
     /// Simulate a scenario under one or more enforcers and write the results.
     ///
     /// Writes DIR/ENFORCER/{summary.json,timeseries.csv,latency.csv,*.png} and
-    /// DIR/report.html, and prints a comparison table.
+    /// DIR/report.html, and prints a comparison table. DIR gets a whole run or
+    /// none: the files move in once all are written, listed in
+    /// DIR/nicsched-run.json; while a run writes DIR, another is refused.
     Sim {
         /// Scenario file.
         scenario: PathBuf,
@@ -288,7 +290,8 @@ enum Command {
     /// Example: `nicsched sim S.yaml --out r/sim; nicsched lab S.yaml --out r/lab;
     /// nicsched compare r/sim r/lab`.
     Compare {
-        /// Results folders (the --out of sim or lab), run folders, or summary.json files.
+        /// Results folders (the --out of sim or lab), run folders, or summary.json
+        /// files, of complete runs only (checked against their nicsched-run.json).
         #[arg(required = true)]
         results: Vec<PathBuf>,
         /// Print a Markdown table (for docs and issues) instead of aligned text.
@@ -639,8 +642,7 @@ fn simulate(
         let mut record = record.expect("every job ran").map_err(Failure::input)?;
         stamp(&mut record, &provenance);
         let dir = out.staging().join(name);
-        let summary = report::write_run(&dir, &record)
-            .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
+        let summary = report::write_run(&dir, &record).map_err(|e| unwritten(out.target(), e))?;
         if !quiet {
             eprintln!(
                 "{name}: {} frames in {:.2} s wall ({:.2} M frames/s)",
@@ -652,6 +654,15 @@ fn simulate(
         runs.push((summary, dir));
     }
     finish(out, &scenario.name, runs, &provenance)
+}
+
+/// A file of the run that could not be written (`error` names it): the run fails
+/// and, as its `OutDir` drops, the staging folder goes with everything written so far.
+fn unwritten(target: &Path, error: std::io::Error) -> Failure {
+    Failure::runtime(format!(
+        "{error}\nthe run is not in {}, which only a whole run replaces",
+        target.display()
+    ))
 }
 
 /// What every run of this command shares in its provenance; each run adds its
@@ -692,14 +703,9 @@ fn finish(
     runs: Vec<(report::Summary, PathBuf)>,
     provenance: &report::Provenance,
 ) -> Result<(), Failure> {
-    let staging = out.staging().to_path_buf();
-    report::write_html(&staging, scenario, &runs)
-        .map_err(|e| Failure::runtime(format!("{}: {e}", staging.display())))?;
-    let marker = serde_json::to_string_pretty(provenance).expect("provenance serializes");
+    report::write_html(out.staging(), scenario, &runs).map_err(|e| unwritten(out.target(), e))?;
     let target = out.target().to_path_buf();
-    let out = out
-        .commit(&marker)
-        .map_err(|e| Failure::runtime(format!("{}: {e}", target.display())))?;
+    let out = out.commit(provenance).map_err(|e| unwritten(&target, e))?;
     let summaries: Vec<report::Summary> = runs.into_iter().map(|(s, _)| s).collect();
     println!("{}", report::comparison_table(&summaries));
     println!(
@@ -791,8 +797,7 @@ fn run_lab(
         let mut record = record;
         stamp(&mut record, &provenance);
         let dir = out.staging().join(name);
-        let summary = report::write_run(&dir, &record)
-            .map_err(|e| Failure::runtime(format!("{}: {e}", dir.display())))?;
+        let summary = report::write_run(&dir, &record).map_err(|e| unwritten(out.target(), e))?;
         runs.push((summary, dir));
     }
     finish(out, &scenario.name, runs, &provenance)

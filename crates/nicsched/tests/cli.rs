@@ -14,6 +14,11 @@ fn nicsched(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// Two enforcers for 200 ms: everything it writes (measured: 2.1 MB, of which
+/// report.html 1.2 MB, each PNG 30 to 280 kB, summary.json 2.7 kB, each CSV 0.4 to
+/// 2.9 kB) in well under a second.
+const SHORT: &str = "name: short\npolicy:\n  link: { rate: 1Gbit, queues: 4 }\n  tenants:\n    - { name: a, cores: [0, 1] }\n    - { name: b, cores: [2, 3] }\nduration: 200ms\ninterval: 50ms\nenforcers: [hash, tonic]\ntraffic:\n  - { tenant: a, kind: bulk, flows: 2 }\n  - { tenant: b, kind: rpc, response: 2KiB }\n";
+
 fn shipped(name: &str) -> String {
     format!("../../scenarios/tonic/{name}")
 }
@@ -118,10 +123,7 @@ fn explain_prints_the_tree_and_the_ideal() {
 #[test]
 fn sim_writes_every_result_file_and_a_table() {
     let scratch = Scratch::new("sim");
-    let scenario = scratch.file(
-        "short.yaml",
-        "name: short\npolicy:\n  link: { rate: 1Gbit, queues: 4 }\n  tenants:\n    - { name: a, cores: [0, 1] }\n    - { name: b, cores: [2, 3] }\nduration: 200ms\ninterval: 50ms\nenforcers: [hash, tonic]\ntraffic:\n  - { tenant: a, kind: bulk, flows: 2 }\n  - { tenant: b, kind: rpc, response: 2KiB }\n",
-    );
+    let scenario = scratch.file("short.yaml", SHORT);
     let out_dir = scratch.0.join("out");
     let out = nicsched(&["sim", &scenario, "--out", out_dir.to_str().unwrap(), "-q"]);
     assert!(
@@ -163,7 +165,7 @@ fn sim_writes_every_result_file_and_a_table() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown enforcer `nope`"));
 
     // The runs side by side, as aligned text and as Markdown, from the results folder
-    // and from one run's folder; a folder without results is an input error.
+    // and from one run's folder; a folder that is no complete run is an input error.
     let hash_run = out_dir.join("hash");
     let out = nicsched(&[
         "compare",
@@ -192,7 +194,7 @@ fn sim_writes_every_result_file_and_a_table() {
     );
     let out = nicsched(&["compare", scratch.0.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no summary.json"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a complete nicsched run"));
 }
 
 #[test]
@@ -427,4 +429,268 @@ fn a_killed_lab_takes_its_programs_along_and_cleanup_removes_its_namespaces() {
     let again = nicsched(&["lab", "--cleanup"]);
     assert!(again.status.success());
     assert!(!String::from_utf8_lossy(&again.stderr).contains(&prefix));
+}
+
+/// A tmpfs of `size` at `dir` in a mount namespace of its own: what runs in it
+/// (through nsenter) writes onto a disk that fills up, while the rest of the
+/// machine never sees the mount. The namespace dies with its holder, killed on drop.
+struct SmallDisk {
+    holder: std::process::Child,
+    dir: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(dir: &Path, size: &str) -> SmallDisk {
+        use std::io::BufRead;
+        std::fs::create_dir_all(dir).unwrap();
+        let mut holder = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg("mount -t tmpfs -o size=\"$1\" nicsched-test \"$2\" && echo mounted && exec cat")
+            .args(["sh", size])
+            .arg(dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("unshare runs");
+        let mut said = String::new();
+        std::io::BufReader::new(holder.stdout.take().unwrap())
+            .read_line(&mut said)
+            .unwrap();
+        let disk = SmallDisk {
+            holder,
+            dir: dir.to_path_buf(),
+        };
+        assert_eq!(said, "mounted\n", "no tmpfs of {size} at {}", dir.display());
+        disk
+    }
+
+    /// `program args` inside the namespace.
+    fn run(&self, program: &str, args: &[&str]) -> Output {
+        Command::new("nsenter")
+            .args(["-t", &self.holder.id().to_string(), "-m", "--", program])
+            .args(args)
+            .output()
+            .expect("nsenter runs")
+    }
+
+    fn nicsched(&self, args: &[&str]) -> Output {
+        self.run(env!("CARGO_BIN_EXE_nicsched"), args)
+    }
+
+    /// Every path on the disk, as `find` lists them.
+    fn contents(&self) -> Vec<String> {
+        let found = self.run("find", &[self.dir.to_str().unwrap(), "-mindepth", "1"]);
+        assert!(found.status.success());
+        String::from_utf8_lossy(&found.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+    }
+}
+
+/// The file `stderr` says could not be written for lack of room.
+fn file_without_room(stderr: &str) -> Option<&Path> {
+    stderr
+        .lines()
+        .find_map(|line| line.strip_suffix(": No space left on device (os error 28)"))
+        .map(Path::new)
+}
+
+#[test]
+fn a_run_that_fills_the_disk_fails_naming_the_file_and_leaves_nothing_compare_takes() {
+    let test = "a_run_that_fills_the_disk_fails_naming_the_file_and_leaves_nothing_compare_takes";
+    if !runnable(test, &["unshare", "nsenter"]) {
+        return;
+    }
+    let scratch = Scratch::new("full-disk");
+    let scenario = scratch.file("short.yaml", SHORT);
+    // Sizes against SHORT's files, written in this order per enforcer: summary.json,
+    // the CSVs, the PNGs, then report.html. In one page of 4 KiB only summary.json
+    // fits; in 64 KiB the CSVs do too but no plot; in 1 MiB every enforcer's files
+    // but not report.html.
+    for (size, among) in [
+        ("4k", &["timeseries.csv", "latency.csv"][..]),
+        (
+            "64k",
+            &["throughput.png", "fairness.png", "latency_cdf.png"],
+        ),
+        ("1m", &["report.html", "throughput.png", "fairness.png"]),
+    ] {
+        let disk = SmallDisk::mount(&scratch.0.join(format!("disk-{size}")), size);
+        let out = disk.dir.join("out");
+        let run = disk.nicsched(&["sim", &scenario, "-q", "--out", out.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{size}: {stderr}");
+        let file =
+            file_without_room(&stderr).unwrap_or_else(|| panic!("{size}: no file named: {stderr}"));
+        let name = file.file_name().unwrap().to_str().unwrap();
+        assert!(among.contains(&name), "{size}: {stderr}");
+        assert!(
+            file.starts_with(&disk.dir) && file.to_string_lossy().contains("/.out.partial-"),
+            "{size}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("the run is not in {}", out.display())),
+            "{size}: {stderr}"
+        );
+        assert!(
+            run.stdout.is_empty(),
+            "{size}: no table of a run that failed"
+        );
+        assert_eq!(
+            disk.contents(),
+            Vec::<String>::new(),
+            "{size}: the staging folder and the lock go"
+        );
+        for path in [&out, &disk.dir] {
+            let compare = disk.nicsched(&["compare", path.to_str().unwrap()]);
+            assert_eq!(compare.status.code(), Some(2), "{size}: {}", path.display());
+        }
+    }
+
+    // A disk with room for one run (2.1 MB) but not two: the second, which needs its
+    // own room before it replaces the first, fails and leaves the first whole.
+    let disk = SmallDisk::mount(&scratch.0.join("disk-3m"), "3m");
+    let out = disk.dir.join("out");
+    let first = disk.nicsched(&["sim", &scenario, "-q", "--out", out.to_str().unwrap()]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let marker = disk.run("cat", &[out.join("nicsched-run.json").to_str().unwrap()]);
+    let second = disk.nicsched(&[
+        "sim",
+        &scenario,
+        "-q",
+        "--seed",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{stderr}");
+    assert!(file_without_room(&stderr).is_some(), "{stderr}");
+    let kept = disk.run("cat", &[out.join("nicsched-run.json").to_str().unwrap()]);
+    assert_eq!(kept.stdout, marker.stdout, "the first run is as it was");
+    let compare = disk.nicsched(&["compare", out.to_str().unwrap()]);
+    assert!(
+        compare.status.success(),
+        "{}",
+        String::from_utf8_lossy(&compare.stderr)
+    );
+}
+
+#[test]
+fn a_run_killed_at_its_file_size_limit_leaves_a_folder_compare_refuses_and_the_next_run_clears() {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    // Below report.html (1.2 MB), above every other file SHORT writes (at most 280 kB).
+    const LIMIT_BYTES: u64 = 512 * 1024;
+    let scratch = Scratch::new("fsize");
+    let scenario = scratch.file("short.yaml", SHORT);
+    let out = scratch.0.join("out");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_nicsched"));
+    command.args(["sim", &scenario, "-q", "--out", out.to_str().unwrap()]);
+    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: LIMIT_BYTES,
+                rlim_max: LIMIT_BYTES,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let killed = command.output().unwrap();
+    assert_eq!(killed.status.signal(), Some(libc::SIGXFSZ), "{killed:?}");
+    assert!(!out.exists());
+    let staging: Vec<std::path::PathBuf> = std::fs::read_dir(&scratch.0)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.to_string_lossy().contains("/.out.partial-"))
+        .collect();
+    assert_eq!(staging.len(), 1, "{staging:?}");
+    let staging = &staging[0];
+    assert_eq!(
+        std::fs::metadata(staging.join("report.html"))
+            .unwrap()
+            .len(),
+        LIMIT_BYTES,
+        "cut at the limit"
+    );
+    for path in [
+        out.clone(),
+        staging.clone(),
+        staging.join("hash"),
+        staging.join("hash").join("summary.json"),
+    ] {
+        let compare = nicsched(&["compare", path.to_str().unwrap()]);
+        assert_eq!(compare.status.code(), Some(2), "{}", path.display());
+    }
+    let compare = nicsched(&["compare", staging.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&compare.stderr)
+            .contains("the folder of a run that did not finish"),
+        "{}",
+        String::from_utf8_lossy(&compare.stderr)
+    );
+
+    let next = nicsched(&["sim", &scenario, "-q", "--out", out.to_str().unwrap()]);
+    assert!(
+        next.status.success(),
+        "{}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+    assert!(!staging.exists(), "the killed run's folder is cleared");
+    assert!(
+        nicsched(&["compare", out.to_str().unwrap()])
+            .status
+            .success()
+    );
+}
+
+#[test]
+fn a_second_run_into_a_busy_out_is_refused_before_it_runs() {
+    let scratch = Scratch::new("busy");
+    let scenario = scratch.file("short.yaml", SHORT);
+    let out = scratch.0.join("out");
+    // What a running `nicsched sim --out out` holds.
+    let lock = std::fs::File::create(scratch.0.join(".out.lock")).unwrap();
+    lock.try_lock().unwrap();
+    let refused = nicsched(&["sim", &scenario, "-q", "--out", out.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}: another nicsched run is writing it",
+            out.display()
+        )),
+        "{stderr}"
+    );
+    let mut left: Vec<String> = std::fs::read_dir(&scratch.0)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, [".out.lock", "short.yaml"], "nothing written");
+
+    drop(lock);
+    let run = nicsched(&["sim", &scenario, "-q", "--out", out.to_str().unwrap()]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(!scratch.0.join(".out.lock").exists());
 }

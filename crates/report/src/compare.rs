@@ -1,31 +1,55 @@
 //! Runs of one scenario side by side, whatever made them: the simulator and the lab,
 //! two seeds, two commits. Reads the summary.json files that `nicsched sim` and
-//! `nicsched lab` leave, and lays out one row per run with each tenant's throughput
-//! against its ideal, so a reader sees at once where two worlds disagree.
+//! `nicsched lab` leave, from complete runs only, and lays out one row per run with
+//! each tenant's throughput against its ideal, so a reader sees at once where two
+//! worlds disagree.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::files::{RUN_MARKER, SUMMARY_JSON, at, complete_run_files, staged_for};
 use crate::summary::Summary;
 
-/// The summaries under `path`: `path` itself if it is a summary.json, the run folder
-/// holding one, or every `ENFORCER/summary.json` of a results folder, by enforcer name.
+/// The summaries under `path`, which must lie inside a complete run (one whose
+/// nicsched-run.json lists every file the run wrote, each still there at the size
+/// it was written): `path` itself if it is a summary.json, the folder of one
+/// enforcer's run, or every `ENFORCER/summary.json` of a run's folder (the `--out`
+/// of sim or lab), by enforcer name.
 pub fn load_summaries(path: &Path) -> io::Result<Vec<Summary>> {
-    let files: Vec<PathBuf> = if path.is_file() {
-        vec![path.to_path_buf()]
-    } else if path.join("summary.json").is_file() {
-        vec![path.join("summary.json")]
+    let found = path.canonicalize().map_err(at(path))?;
+    let root = run_folder(path, &found)?;
+    let files = complete_run_files(&root)?;
+    let relative = found
+        .strip_prefix(&root)
+        .expect("the run's folder holds the path");
+    let listed = |file: &Path| files.iter().any(|f| Path::new(&f.path) == file);
+    let summaries: Vec<PathBuf> = if !found.is_dir() {
+        if !listed(relative) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: not a file of the run in {} (its {RUN_MARKER} does not list it)",
+                    path.display(),
+                    root.display()
+                ),
+            ));
+        }
+        vec![relative.to_path_buf()]
+    } else if listed(&relative.join(SUMMARY_JSON)) {
+        vec![relative.join(SUMMARY_JSON)]
     } else {
-        let mut runs: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?
-            .filter_map(Result::ok)
-            .map(|entry| entry.path().join("summary.json"))
-            .filter(|file| file.is_file())
+        let mut runs: Vec<PathBuf> = files
+            .iter()
+            .map(|f| PathBuf::from(&f.path))
+            .filter(|f| {
+                f.file_name().is_some_and(|name| name == SUMMARY_JSON)
+                    && f.parent().and_then(Path::parent) == Some(relative)
+            })
             .collect();
         runs.sort();
         runs
     };
-    if files.is_empty() {
+    if summaries.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
             format!(
@@ -34,11 +58,11 @@ pub fn load_summaries(path: &Path) -> io::Result<Vec<Summary>> {
             ),
         ));
     }
-    files
+    summaries
         .iter()
-        .map(|file| {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
+        .map(|relative| {
+            let file = root.join(relative);
+            let text = std::fs::read_to_string(&file).map_err(at(&file))?;
             serde_json::from_str(&text).map_err(|e| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -47,6 +71,44 @@ pub fn load_summaries(path: &Path) -> io::Result<Vec<Summary>> {
             })
         })
         .collect()
+}
+
+/// The run `found` (`path`, canonical) lies in: the nearest folder at or above it
+/// that holds the marker. A folder an unfinished run wrote in is never one, marker
+/// or not: the marker is written there just before the folder moves into place.
+fn run_folder(path: &Path, found: &Path) -> io::Result<PathBuf> {
+    let folder = if found.is_dir() {
+        found
+    } else {
+        found.parent().expect("a file is in a folder")
+    };
+    for dir in folder.ancestors() {
+        let name = dir.file_name().and_then(|name| name.to_str());
+        if name.and_then(staged_for).is_some() {
+            let inside = if dir == found {
+                String::new()
+            } else {
+                format!("inside {}, ", dir.display())
+            };
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: {inside}the folder of a run that did not finish (it failed, was stopped, or still runs), not a complete run; run it again",
+                    path.display(),
+                ),
+            ));
+        }
+        if dir.join(RUN_MARKER).is_file() {
+            return Ok(dir.to_path_buf());
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!(
+            "{}: not a complete nicsched run: no {RUN_MARKER} in it or in a folder above it, and a run writes it last (one that failed or was stopped leaves none); give the --out folder of a `nicsched sim` or `nicsched lab` that finished, or run it again",
+            path.display()
+        ),
+    ))
 }
 
 /// One row per run: scenario, enforcer, mode, utilization, Jain mean/min, mean
@@ -122,6 +184,9 @@ pub fn side_by_side(runs: &[Summary], markdown: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::OutDir;
+    use crate::files::tests::{TempDir, committed_run};
+    use std::fs;
 
     fn summary_json(enforcer: &str, mode: &str, t1_bps: f64) -> String {
         format!(
@@ -142,15 +207,16 @@ mod tests {
 
     #[test]
     fn a_results_folder_gives_one_row_per_run_with_tenants_against_their_ideal() {
-        let dir = std::env::temp_dir().join(format!("nicsched-compare-{}", std::process::id()));
-        for (enforcer, t1) in [("wf2q", 5.1e8), ("tonic", 4.9e8)] {
-            std::fs::create_dir_all(dir.join(enforcer)).unwrap();
-            std::fs::write(
-                dir.join(enforcer).join("summary.json"),
-                summary_json(enforcer, "lab", t1),
-            )
-            .unwrap();
-        }
+        let temp = TempDir::new("compare");
+        let dir = temp.0.join("lab");
+        let (wf2q, tonic) = (
+            summary_json("wf2q", "lab", 5.1e8),
+            summary_json("tonic", "lab", 4.9e8),
+        );
+        committed_run(
+            &dir,
+            &[("wf2q/summary.json", &wf2q), ("tonic/summary.json", &tonic)],
+        );
         let runs = load_summaries(&dir).unwrap();
         assert_eq!(
             runs.iter().map(|r| r.enforcer.as_str()).collect::<Vec<_>>(),
@@ -175,16 +241,14 @@ mod tests {
                 .unwrap()
                 .starts_with("s         tonic     lab")
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn folders_without_summaries_and_foreign_json_are_errors_that_say_what_to_give() {
-        let dir = std::env::temp_dir().join(format!("nicsched-compare-bad-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let error = load_summaries(&dir).unwrap_err();
+        let temp = TempDir::new("compare-bad");
+        let error = load_summaries(&temp.0).unwrap_err();
         assert!(error.to_string().contains("--out folder"), "{error}");
-        let missing = dir.join("missing");
+        let missing = temp.0.join("missing");
         let error = load_summaries(&missing).unwrap_err();
         assert!(
             error
@@ -192,12 +256,147 @@ mod tests {
                 .starts_with(&missing.display().to_string()),
             "{error}"
         );
-        std::fs::write(dir.join("summary.json"), "{\"scenario\": 1}").unwrap();
-        let error = load_summaries(&dir).unwrap_err();
+        let foreign = temp.0.join("foreign");
+        committed_run(&foreign, &[("summary.json", "{\"scenario\": 1}")]);
+        let error = load_summaries(&foreign).unwrap_err();
         assert!(
             error.to_string().contains("not a nicsched summary.json"),
             "{error}"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
+        let logs = temp.0.join("logs-only");
+        committed_run(&logs, &[("logs/iperf3.json", "{}")]);
+        let error = load_summaries(&logs).unwrap_err();
+        assert!(
+            error.to_string().contains("no summary.json here"),
+            "{error}"
+        );
+    }
+
+    /// A complete run of two enforcers in `dir`, with a file beside the summaries.
+    fn two_enforcers(dir: &Path) {
+        let (wf2q, tonic) = (
+            summary_json("wf2q", "sim", 5.1e8),
+            summary_json("tonic", "sim", 4.9e8),
+        );
+        committed_run(
+            dir,
+            &[
+                ("wf2q/summary.json", &wf2q),
+                ("tonic/summary.json", &tonic),
+                (
+                    "tonic/timeseries.csv",
+                    "time_s,tenant,app,throughput_bps,ideal_bps\n",
+                ),
+                ("report.html", "<!DOCTYPE html>\n"),
+            ],
+        );
+    }
+
+    /// Every way `compare` may name a run: each must be refused alike.
+    fn ways_to_name(dir: &Path) -> [PathBuf; 3] {
+        [
+            dir.to_path_buf(),
+            dir.join("tonic"),
+            dir.join("tonic").join("summary.json"),
+        ]
+    }
+
+    #[test]
+    fn a_complete_run_is_read_from_its_folder_an_enforcers_folder_or_a_summary() {
+        let temp = TempDir::new("complete");
+        let dir = temp.0.join("run");
+        two_enforcers(&dir);
+        let counts: Vec<usize> = ways_to_name(&dir)
+            .iter()
+            .map(|path| load_summaries(path).unwrap().len())
+            .collect();
+        assert_eq!(counts, [2, 1, 1]);
+    }
+
+    #[test]
+    fn a_run_with_a_file_missing_or_cut_short_is_refused_as_incomplete() {
+        let temp = TempDir::new("incomplete");
+        let truncated = temp.0.join("truncated");
+        two_enforcers(&truncated);
+        let report = truncated.join("report.html");
+        let written = fs::metadata(&report).unwrap().len();
+        fs::File::options()
+            .write(true)
+            .open(&report)
+            .unwrap()
+            .set_len(written - 1)
+            .unwrap();
+        let missing = temp.0.join("missing");
+        two_enforcers(&missing);
+        fs::remove_file(missing.join("tonic/timeseries.csv")).unwrap();
+        for (dir, problem) in [
+            (
+                &truncated,
+                format!(
+                    "report.html has {} bytes, written with {written}",
+                    written - 1
+                ),
+            ),
+            (&missing, "tonic/timeseries.csv is missing".to_string()),
+        ] {
+            for path in ways_to_name(dir) {
+                let error = load_summaries(&path).unwrap_err().to_string();
+                assert!(
+                    error.contains("an incomplete nicsched run") && error.contains(&problem),
+                    "{}: {error}",
+                    path.display()
+                );
+                assert!(error.contains("run it again"), "{error}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_run_without_its_marker_or_a_file_it_does_not_list_is_refused() {
+        let temp = TempDir::new("unmarked");
+        let dir = temp.0.join("run");
+        two_enforcers(&dir);
+        let extra = dir.join("extra");
+        fs::create_dir_all(&extra).unwrap();
+        fs::copy(dir.join("wf2q/summary.json"), extra.join("summary.json")).unwrap();
+        let error = load_summaries(&extra.join("summary.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("does not list it"), "{error}");
+
+        fs::remove_file(dir.join(RUN_MARKER)).unwrap();
+        for path in ways_to_name(&dir) {
+            let error = load_summaries(&path).unwrap_err().to_string();
+            assert!(
+                error.contains("not a complete nicsched run: no nicsched-run.json"),
+                "{}: {error}",
+                path.display()
+            );
+        }
+    }
+
+    #[test]
+    fn the_folder_an_unfinished_run_writes_in_is_refused_even_with_a_marker() {
+        let temp = TempDir::new("unfinished");
+        let complete = temp.0.join("complete");
+        two_enforcers(&complete);
+        let out = OutDir::claim(&temp.0.join("run")).unwrap();
+        let summary = out.staging().join("tonic").join(SUMMARY_JSON);
+        fs::create_dir_all(summary.parent().unwrap()).unwrap();
+        fs::copy(complete.join("tonic").join(SUMMARY_JSON), &summary).unwrap();
+        let refuse = |what: &str| {
+            for path in ways_to_name(out.staging()) {
+                let error = load_summaries(&path).unwrap_err().to_string();
+                assert!(
+                    error.contains("the folder of a run that did not finish"),
+                    "{what}: {}: {error}",
+                    path.display()
+                );
+            }
+        };
+        refuse("no marker");
+        // Killed between writing its marker and moving into place.
+        fs::copy(complete.join(RUN_MARKER), out.staging().join(RUN_MARKER)).unwrap();
+        refuse("a marker");
     }
 }

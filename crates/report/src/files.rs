@@ -1,9 +1,14 @@
-//! The files one run leaves in its folder: summary.json, the two CSVs and the plots.
+//! The files one run leaves in its folder: summary.json, the two CSVs and the plots;
+//! and the folder itself, owned by one run at a time and marked when complete.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
+use crate::checks::Provenance;
 use crate::figures::{latency_quantiles, latency_us_at};
 use crate::plot;
 use crate::record::RunRecord;
@@ -19,24 +24,36 @@ pub const LATENCY_CDF_PNG: &str = "latency_cdf.png";
 pub const TIMESERIES_HEADER: &str = "time_s,tenant,app,throughput_bps,ideal_bps";
 pub const LATENCY_HEADER: &str = "traffic,quantile,latency_us";
 
-/// Writes every file of one run into `dir` (created if needed) and returns its summary.
+/// `error` with the path it happened at in front: "No space left on device" alone
+/// does not say which file is missing.
+pub(crate) fn at(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
+    move |error| io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+}
+
+/// Writes every file of one run into `dir` (created if needed) and returns its
+/// summary. An error names the file it happened at.
 pub fn write_run(dir: &Path, run: &RunRecord) -> io::Result<Summary> {
-    fs::create_dir_all(dir)?;
+    fs::create_dir_all(dir).map_err(at(dir))?;
     let summary = summarize(run);
-    fs::write(dir.join(SUMMARY_JSON), summary.to_json() + "\n")?;
-    write_timeseries(&dir.join(TIMESERIES_CSV), run)?;
-    write_latency(&dir.join(LATENCY_CSV), run)?;
-    plot::throughput(&dir.join(THROUGHPUT_PNG), run)?;
-    plot::fairness(&dir.join(FAIRNESS_PNG), run)?;
-    let latency_cdf = dir.join(LATENCY_CDF_PNG);
+    let file = |name: &str, write: &dyn Fn(&Path) -> io::Result<()>| {
+        let path = dir.join(name);
+        write(&path).map_err(at(&path))
+    };
+    file(SUMMARY_JSON, &|path| {
+        fs::write(path, summary.to_json() + "\n")
+    })?;
+    file(TIMESERIES_CSV, &|path| write_timeseries(path, run))?;
+    file(LATENCY_CSV, &|path| write_latency(path, run))?;
+    file(THROUGHPUT_PNG, &|path| plot::throughput(path, run))?;
+    file(FAIRNESS_PNG, &|path| plot::fairness(path, run))?;
     if plot::has_latency(run) {
-        plot::latency_cdf(&latency_cdf, run)?;
+        file(LATENCY_CDF_PNG, &|path| plot::latency_cdf(path, run))?;
     } else {
         // A CDF left by an earlier run into the same folder would end up in report.html.
-        match fs::remove_file(&latency_cdf) {
-            Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
-            _ => {}
-        }
+        file(LATENCY_CDF_PNG, &|path| match fs::remove_file(path) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+            _ => Ok(()),
+        })?;
     }
     Ok(summary)
 }
@@ -84,24 +101,197 @@ fn csv_field(field: &str) -> String {
     }
 }
 
-/// The file that marks a folder as a nicsched run's: what `--out` may replace.
+/// The file that marks a folder as a complete nicsched run's, written last: the
+/// command's provenance and every other file of the run with its size, so that a
+/// reader can tell a whole run from what a failed or interrupted one left.
 pub const RUN_MARKER: &str = "nicsched-run.json";
+
+/// What [`RUN_MARKER`] holds: the provenance's keys, and `files`.
+#[derive(Serialize)]
+struct Marker<'a> {
+    #[serde(flatten)]
+    provenance: &'a Provenance,
+    files: Vec<RunFile>,
+}
+
+/// One file of a run as its marker lists it.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct RunFile {
+    /// Relative to the run's folder, with `/` between folders.
+    pub path: String,
+    pub bytes: u64,
+}
+
+/// The files of the complete run in `root` (a folder holding [`RUN_MARKER`]), or
+/// what makes it incomplete: a file its marker lists that is missing, or not the
+/// size it was written at.
+pub(crate) fn complete_run_files(root: &Path) -> io::Result<Vec<RunFile>> {
+    #[derive(Deserialize)]
+    struct Listed {
+        files: Option<Vec<RunFile>>,
+    }
+    let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidData, message);
+    let marker = root.join(RUN_MARKER);
+    let text = fs::read_to_string(&marker).map_err(at(&marker))?;
+    let listed: Listed = serde_json::from_str(&text).map_err(|e| {
+        invalid(format!(
+            "{}: not a nicsched run's marker ({e}); run it again",
+            marker.display()
+        ))
+    })?;
+    let files = listed.files.ok_or_else(|| {
+        invalid(format!(
+            "{}: written by an older nicsched, which did not list the run's files, so whether the run is complete cannot be told; run it again",
+            marker.display()
+        ))
+    })?;
+    let problems: Vec<String> = files
+        .iter()
+        .filter_map(|file| {
+            let relative = Path::new(&file.path);
+            let inside = relative.components().next().is_some()
+                && relative
+                    .components()
+                    .all(|c| matches!(c, Component::Normal(_)));
+            if !inside {
+                return Some(format!("{:?} is not a path inside the run", file.path));
+            }
+            match fs::symlink_metadata(root.join(relative)) {
+                Ok(found) if found.is_file() && found.len() == file.bytes => None,
+                Ok(found) if found.is_file() => Some(format!(
+                    "{} has {} bytes, written with {}",
+                    file.path,
+                    found.len(),
+                    file.bytes
+                )),
+                Ok(_) => Some(format!("{} is not a file", file.path)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    Some(format!("{} is missing", file.path))
+                }
+                Err(e) => Some(format!("{}: {e}", file.path)),
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(files);
+    }
+    const SHOWN: usize = 5;
+    let mut said = problems[..problems.len().min(SHOWN)].join(", ");
+    if problems.len() > SHOWN {
+        said.push_str(&format!(" and {} more", problems.len() - SHOWN));
+    }
+    Err(invalid(format!(
+        "{}: an incomplete nicsched run: {said} ({RUN_MARKER} lists what the run wrote); run it again, or copy the whole folder",
+        root.display()
+    )))
+}
+
+/// The NAME of the `--out` whose run writes, or wrote, in the folder named
+/// `folder`: `.NAME.partial-PID` while it runs, `.NAME.partial-PID.old` for the
+/// earlier run it replaces as it commits. Neither is ever a complete run.
+pub(crate) fn staged_for(folder: &str) -> Option<&str> {
+    let rest = folder.strip_prefix('.')?;
+    let rest = rest.strip_suffix(".old").unwrap_or(rest);
+    let (name, pid) = rest.rsplit_once(".partial-")?;
+    let is_pid = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit());
+    (is_pid && !name.is_empty()).then_some(name)
+}
+
+/// `.NAME.lock` beside a run's `--out`, locked by the run that owns it for as long
+/// as it does. The kernel releases a killed run's lock; a run that ends removes
+/// the file while it still holds it.
+#[derive(Debug)]
+struct OutLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl OutLock {
+    fn take(target: &Path, name: &str) -> Result<OutLock, String> {
+        let path = target.with_file_name(format!(".{name}.lock"));
+        let failed = |e: io::Error| format!("{}: {e}", path.display());
+        loop {
+            let file = File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(failed)?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(fs::TryLockError::WouldBlock) => {
+                    return Err(format!(
+                        "{}: another nicsched run is writing it (it holds {}); wait for that run to end, or give another --out",
+                        target.display(),
+                        path.display()
+                    ));
+                }
+                Err(fs::TryLockError::Error(e)) => return Err(failed(e)),
+            }
+            // A run that ended may have removed the file between our open and our
+            // lock; a lock on a removed file guards nothing, so take the one now there.
+            let held = file.metadata().map_err(failed)?;
+            match fs::metadata(&path) {
+                Ok(now) if (now.dev(), now.ino()) == (held.dev(), held.ino()) => {
+                    return Ok(OutLock {
+                        path: path.clone(),
+                        _file: file,
+                    });
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(failed(e)),
+            }
+        }
+    }
+}
+
+impl Drop for OutLock {
+    fn drop(&mut self) {
+        // Removed while still locked (the file closes after this), so no other run
+        // holds a lock on it; one that opened it meanwhile sees it gone and retries.
+        let _ = fs::remove_file(&self.path);
+    }
+}
 
 /// A run's `--out`, owned for the run: its files are written beside the folder,
 /// in a staging folder of its own, and only a run that finished moves them in,
 /// replacing an earlier nicsched run whole (never leaving another run's enforcer
 /// folders beside its own). A folder with files that no nicsched run made is
-/// refused before anything runs. Dropped uncommitted, the staging folder goes.
+/// refused before anything runs, and so is a folder another run owns: the lock
+/// beside it is held until the `OutDir` is dropped. Dropped uncommitted, the
+/// staging folder goes.
 #[derive(Debug)]
 pub struct OutDir {
-    target: std::path::PathBuf,
-    staging: std::path::PathBuf,
+    target: PathBuf,
+    staging: PathBuf,
     committed: bool,
+    // Last: released after the staging folder is gone.
+    _lock: OutLock,
 }
 
 impl OutDir {
     /// Claims `target`, or says why it cannot be a run's folder.
     pub fn claim(target: &Path) -> Result<OutDir, String> {
+        let name = target
+            .file_name()
+            .ok_or_else(|| format!("{}: not a folder a run can own", target.display()))?
+            .to_string_lossy()
+            .into_owned();
+        if staged_for(&name).is_some() {
+            return Err(format!(
+                "{}: nicsched keeps names like this for the folders unfinished runs write in; give --out another name",
+                target.display()
+            ));
+        }
+        let parent = match target.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        let lock = OutLock::take(target, &name)?;
+        clear_killed_runs_leftovers(parent, &name, target)?;
         match fs::read_dir(target) {
             Ok(mut entries) => {
                 if entries.next().is_some() && !target.join(RUN_MARKER).is_file() {
@@ -117,18 +307,13 @@ impl OutDir {
             }
             Err(e) => return Err(format!("{}: {e}", target.display())),
         }
-        let name = target
-            .file_name()
-            .ok_or_else(|| format!("{}: not a folder a run can own", target.display()))?
-            .to_string_lossy()
-            .into_owned();
         let staging = target.with_file_name(format!(".{name}.partial-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&staging);
-        fs::create_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
+        fs::create_dir(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
         Ok(OutDir {
             target: target.to_path_buf(),
             staging,
             committed: false,
+            _lock: lock,
         })
     }
 
@@ -142,29 +327,247 @@ impl OutDir {
         &self.target
     }
 
-    /// Marks the staging folder as a run's (`marker` is written to [`RUN_MARKER`])
-    /// and moves it in place of the target.
-    pub fn commit(mut self, marker: &str) -> io::Result<std::path::PathBuf> {
-        fs::write(self.staging.join(RUN_MARKER), marker)?;
+    /// Marks the staging folder as a complete run's ([`RUN_MARKER`]: `provenance`
+    /// and every file written) and moves it in place of the target. An error names
+    /// the file or folder it happened at; the target is then as it was.
+    pub fn commit(mut self, provenance: &Provenance) -> io::Result<PathBuf> {
+        let mut files = Vec::new();
+        list_files(&self.staging, &self.staging, &mut files)?;
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let marker = self.staging.join(RUN_MARKER);
+        let text = serde_json::to_string_pretty(&Marker { provenance, files })
+            .expect("the marker serializes");
+        fs::write(&marker, text + "\n").map_err(at(&marker))?;
+        let moving = |from: &Path, to: &Path| {
+            fs::rename(from, to).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("moving {} to {}: {e}", from.display(), to.display()),
+                )
+            })
+        };
         if self.target.exists() {
-            let mut old_name = self.staging.file_name().unwrap_or_default().to_os_string();
-            old_name.push(".old");
-            let old = self.staging.with_file_name(old_name);
-            fs::rename(&self.target, &old)?;
-            fs::rename(&self.staging, &self.target)?;
-            fs::remove_dir_all(&old)?;
+            let mut aside = self.staging.clone().into_os_string();
+            aside.push(".old");
+            let aside = PathBuf::from(aside);
+            moving(&self.target, &aside)?;
+            if let Err(error) = moving(&self.staging, &self.target) {
+                return Err(match moving(&aside, &self.target) {
+                    Ok(()) => error,
+                    Err(back) => io::Error::new(
+                        error.kind(),
+                        format!(
+                            "{error}; {back} (the next run into {} puts it back)",
+                            self.target.display()
+                        ),
+                    ),
+                });
+            }
+            self.committed = true;
+            // The run is in place; should the earlier one not go, the next claim
+            // of this folder removes it.
+            let _ = fs::remove_dir_all(&aside);
         } else {
-            fs::rename(&self.staging, &self.target)?;
+            moving(&self.staging, &self.target)?;
+            self.committed = true;
         }
-        self.committed = true;
         Ok(self.target.clone())
     }
+}
+
+/// The folders beside `target` that only the holder of its lock writes in, so
+/// that any there now were left by a killed run: its staging folder goes, and an
+/// earlier run it had set aside to put its own in place goes back where it was.
+fn clear_killed_runs_leftovers(parent: &Path, name: &str, target: &Path) -> Result<(), String> {
+    for entry in fs::read_dir(parent)
+        .map_err(|e| format!("{}: {e}", parent.display()))?
+        .flatten()
+    {
+        let Some(folder) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if staged_for(&folder) != Some(name) {
+            continue;
+        }
+        if folder.ends_with(".old") && !target.exists() {
+            fs::rename(entry.path(), target).map_err(|e| {
+                format!(
+                    "{}: an earlier run a killed run had set aside; it could not be put back in {}: {e}",
+                    entry.path().display(),
+                    target.display()
+                )
+            })?;
+        } else {
+            fs::remove_dir_all(entry.path())
+                .map_err(|e| format!("{}: left by a killed run: {e}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every file under `dir`, by its path relative to `root`, with its size.
+fn list_files(root: &Path, dir: &Path, files: &mut Vec<RunFile>) -> io::Result<()> {
+    for entry in fs::read_dir(dir).map_err(at(dir))? {
+        let path = entry.map_err(at(dir))?.path();
+        let metadata = fs::symlink_metadata(&path).map_err(at(&path))?;
+        if metadata.is_dir() {
+            list_files(root, &path, files)?;
+            continue;
+        }
+        let relative = path
+            .strip_prefix(root)
+            .expect("read_dir lists what is under its folder")
+            .to_str()
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: a name that is not UTF-8", path.display()),
+                )
+            })?;
+        files.push(RunFile {
+            path: relative.to_string(),
+            bytes: metadata.len(),
+        });
+    }
+    Ok(())
 }
 
 impl Drop for OutDir {
     fn drop(&mut self) {
         if !self.committed {
+            // On a full disk too: removing needs no room.
             let _ = fs::remove_dir_all(&self.staging);
         }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A folder of its own under the system's temp folder, removed when dropped.
+    pub(crate) struct TempDir(pub PathBuf);
+
+    impl TempDir {
+        pub(crate) fn new(test: &str) -> Self {
+            let path = std::env::temp_dir().join(format!("report-{test}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&path);
+            fs::create_dir_all(&path).unwrap();
+            TempDir(path)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Commits a run holding `files` (path in the run, contents) to `target`, as
+    /// `nicsched sim` does.
+    pub(crate) fn committed_run(target: &Path, files: &[(&str, &str)]) {
+        let out = OutDir::claim(target).unwrap();
+        for (path, text) in files {
+            let path = out.staging().join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        }
+        out.commit(&Provenance::default()).unwrap();
+    }
+
+    #[test]
+    fn a_second_claim_is_refused_while_the_first_holds_the_folder() {
+        let temp = TempDir::new("lock");
+        let target = temp.0.join("out");
+        let lock = temp.0.join(".out.lock");
+        let first = OutDir::claim(&target).unwrap();
+        assert!(lock.is_file());
+        let refused = OutDir::claim(&target).unwrap_err();
+        assert!(
+            refused.starts_with(&format!(
+                "{}: another nicsched run is writing it",
+                target.display()
+            )),
+            "{refused}"
+        );
+        assert!(first.staging().is_dir(), "the refusal touched nothing");
+        drop(first);
+        assert!(!lock.exists(), "a run that ends takes its lock file along");
+        let second = OutDir::claim(&target).unwrap();
+        second.commit(&Provenance::default()).unwrap();
+        assert!(OutDir::claim(&target).is_ok(), "a committed run lets go");
+    }
+
+    #[test]
+    fn staging_names_tell_their_folder_and_cannot_be_an_out() {
+        assert_eq!(staged_for(".out.partial-12"), Some("out"));
+        assert_eq!(staged_for(".out.partial-12.old"), Some("out"));
+        assert_eq!(staged_for(".a.partial-1.partial-5"), Some("a.partial-1"));
+        for name in [
+            "out",
+            ".out",
+            ".out.partial-",
+            ".out.partial-1x",
+            "..partial-3",
+        ] {
+            assert_eq!(staged_for(name), None, "{name}");
+        }
+        let temp = TempDir::new("staging-name");
+        let refused = OutDir::claim(&temp.0.join(".out.partial-3")).unwrap_err();
+        assert!(refused.contains("give --out another name"), "{refused}");
+    }
+
+    #[test]
+    fn a_claim_clears_what_killed_runs_left_and_only_that() {
+        let temp = TempDir::new("leftovers");
+        let target = temp.0.join("out");
+        let leftover = temp.0.join(".out.partial-999999");
+        let another_outs = [
+            temp.0.join(".other.partial-5"),
+            temp.0.join(".out.partial-1.partial-2"),
+        ];
+        for dir in another_outs.iter().chain([&leftover]) {
+            fs::create_dir_all(dir.join("tonic")).unwrap();
+            fs::write(dir.join("tonic").join(SUMMARY_JSON), "{}").unwrap();
+        }
+        // Killed between moving the earlier run aside and its own in place.
+        let aside = temp.0.join(".out.partial-7.old");
+        fs::create_dir_all(&aside).unwrap();
+        fs::write(aside.join(RUN_MARKER), "{}").unwrap();
+
+        let out = OutDir::claim(&target).unwrap();
+        assert!(!leftover.exists());
+        assert!(!aside.exists());
+        assert!(target.join(RUN_MARKER).is_file(), "the earlier run is back");
+        for dir in &another_outs {
+            assert!(dir.is_dir(), "{} belongs to another --out", dir.display());
+        }
+        drop(out);
+    }
+
+    #[test]
+    fn the_marker_lists_every_file_of_the_run_with_its_size() {
+        let temp = TempDir::new("marker");
+        let target = temp.0.join("out");
+        committed_run(
+            &target,
+            &[
+                ("tonic/summary.json", "{}"),
+                ("report.html", "<html>"),
+                ("logs/tonic/iperf3.json", ""),
+            ],
+        );
+        let marker: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(target.join(RUN_MARKER)).unwrap()).unwrap();
+        assert_eq!(marker["seed"], 0, "the provenance's keys are kept");
+        assert_eq!(
+            marker["files"],
+            serde_json::json!([
+                {"path": "logs/tonic/iperf3.json", "bytes": 0},
+                {"path": "report.html", "bytes": 6},
+                {"path": "tonic/summary.json", "bytes": 2},
+            ])
+        );
+        assert_eq!(complete_run_files(&target).unwrap().len(), 3);
     }
 }

@@ -6,7 +6,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::files::{FAIRNESS_PNG, LATENCY_CDF_PNG, THROUGHPUT_PNG};
+use crate::files::{FAIRNESS_PNG, LATENCY_CDF_PNG, THROUGHPUT_PNG, at};
 use crate::summary::Summary;
 use crate::table::comparison;
 
@@ -38,7 +38,8 @@ img { width: 100%; height: auto; display: block; margin-bottom: 1rem; }
 ";
 
 /// Writes `dir/report.html` from the runs' summaries and the plots in each run's folder.
-/// A plot that a run did not produce (no latency data) is simply absent.
+/// A plot that a run did not produce (no latency data) is simply absent. An error
+/// names the file it happened at.
 pub fn write_html(dir: &Path, scenario: &str, runs: &[(Summary, PathBuf)]) -> io::Result<PathBuf> {
     let mut html = String::new();
     let title = escape(&format!("nicsched: {scenario}"));
@@ -101,10 +102,11 @@ pub fn write_html(dir: &Path, scenario: &str, runs: &[(Summary, PathBuf)]) -> io
             );
         }
         for (file, description) in PLOTS {
-            let png = match fs::read(run_dir.join(file)) {
+            let plot = run_dir.join(file);
+            let png = match fs::read(&plot) {
                 Ok(png) => png,
                 Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
-                Err(error) => return Err(error),
+                Err(error) => return Err(at(&plot)(error)),
             };
             let _ = writeln!(
                 html,
@@ -117,9 +119,9 @@ pub fn write_html(dir: &Path, scenario: &str, runs: &[(Summary, PathBuf)]) -> io
     }
     html.push_str("</div>\n</body>\n</html>\n");
 
-    fs::create_dir_all(dir)?;
+    fs::create_dir_all(dir).map_err(at(dir))?;
     let path = dir.join(REPORT_HTML);
-    fs::write(&path, html)?;
+    fs::write(&path, html).map_err(at(&path))?;
     Ok(path)
 }
 

@@ -13,11 +13,13 @@
 //!   quantiles;
 //! - `summary`: `summarize` turns a record into the `Summary` of summary.json;
 //! - `files` and `plot`: `write_run` leaves summary.json, timeseries.csv, latency.csv
-//!   and the PNG plots in a run's folder;
+//!   and the PNG plots in a run's folder; `OutDir` owns that folder for one run
+//!   (locked, staged, marked complete with `nicsched-run.json` as it moves in);
 //! - `table` and `html`: the enforcers of a scenario side by side, as a terminal table
 //!   (`comparison_table`) and as a self-contained report.html (`write_html`);
 //! - `compare`: runs of one scenario from any world (sim, lab) side by side, read
-//!   back from their summary.json (`load_summaries`, `side_by_side`).
+//!   back from their summary.json (`load_summaries`, `side_by_side`), from complete
+//!   runs only.
 
 mod checks;
 mod compare;

@@ -1,6 +1,7 @@
 //! PNG plots of one run. Rendered with an embedded font so that no system font
 //! library is needed where the report is written (lab machines, CI containers).
 
+use std::fs;
 use std::io;
 use std::ops::Range;
 use std::path::Path;
@@ -33,6 +34,35 @@ fn register_font() -> io::Result<()> {
 
 fn plot_error(error: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("plot: {error}"))
+}
+
+/// Draws a `width` × `height` picture and writes it to `path` as a PNG. Encoded in
+/// memory and written here, not by plotters' file target: that one flushes the
+/// file's last bytes as it drops its writer, where an error (a full disk) is lost,
+/// and leaves a truncated PNG behind as if it had been written.
+fn write_png(
+    path: &Path,
+    (width, height): (u32, u32),
+    draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut rgb = vec![0; width as usize * height as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        draw(&root)?;
+        root.present().map_err(plot_error)?;
+    }
+    let mut png = Vec::new();
+    let mut encoder = png::Encoder::new(&mut png, width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    // What plotters' file target used (the image crate's defaults).
+    encoder.set_compression(png::Compression::Fast);
+    encoder.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
+    let mut writer = encoder.write_header()?;
+    writer.write_image_data(&rgb)?;
+    writer.finish()?;
+    fs::write(path, png)
 }
 
 /// Tableau's ten colours: distinct on screen and in print, unlike plotters' palette
@@ -129,38 +159,39 @@ pub(crate) fn throughput(path: &Path, run: &RunRecord) -> io::Result<()> {
         1e-3,
     );
 
-    let root = BitMapBackend::new(path, (WIDTH_PX, HEIGHT_PX)).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_error)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("{}: throughput per tenant (dashed: ideal)", run.enforcer),
-            (FONT, 20),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(time_axis(run), y_axis)
-        .map_err(plot_error)?;
-    chart
-        .configure_mesh()
-        .x_desc("time (s)")
-        .y_desc("Gbit/s")
-        .label_style((FONT, 14))
-        .draw()
-        .map_err(plot_error)?;
-    for (tenant, (throughput, ideal)) in per_tenant.into_iter().enumerate() {
-        let colour = colour(tenant);
-        chart
-            .draw_series(LineSeries::new(throughput, colour.stroke_width(2)))
-            .map_err(plot_error)?
-            .label(run.tenants[tenant].as_str())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2)));
-        chart
-            .draw_series(DashedLineSeries::new(ideal, 6, 4, colour.stroke_width(1)))
+    write_png(path, (WIDTH_PX, HEIGHT_PX), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(
+                format!("{}: throughput per tenant (dashed: ideal)", run.enforcer),
+                (FONT, 20),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(time_axis(run), y_axis)
             .map_err(plot_error)?;
-    }
-    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
-    root.present().map_err(plot_error)
+        chart
+            .configure_mesh()
+            .x_desc("time (s)")
+            .y_desc("Gbit/s")
+            .label_style((FONT, 14))
+            .draw()
+            .map_err(plot_error)?;
+        for (tenant, (throughput, ideal)) in per_tenant.into_iter().enumerate() {
+            let colour = colour(tenant);
+            chart
+                .draw_series(LineSeries::new(throughput, colour.stroke_width(2)))
+                .map_err(plot_error)?
+                .label(run.tenants[tenant].as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2))
+                });
+            chart
+                .draw_series(DashedLineSeries::new(ideal, 6, 4, colour.stroke_width(1)))
+                .map_err(plot_error)?;
+        }
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
+    })
 }
 
 fn draw_legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
@@ -192,45 +223,44 @@ pub(crate) fn fairness(path: &Path, run: &RunRecord) -> io::Result<()> {
         }
     }
 
-    let root = BitMapBackend::new(path, (WIDTH_PX, 2 * HEIGHT_PX)).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_error)?;
-    let (upper, lower) = root.split_vertically(HEIGHT_PX);
-    let jain_min = jain.iter().map(|&(_, _, j)| j).fold(1.0, f64::min);
-    // Zoomed to where the values are: Jain's index of a good enforcer lives in the
-    // last percent below 1, and a 0..1 axis would flatten it.
-    let jain_span = ((1.0 - jain_min) * 1.5).max(0.01);
-    let jain_axis = (1.0 - jain_span).max(0.0)..1.0 + jain_span / 20.0;
-    draw_panel(
-        &upper,
-        run,
-        &format!("{}: Jain's index of throughput / ideal", run.enforcer),
-        "Jain's index",
-        jain_axis,
-        &[Series {
-            name: "Jain",
-            colour: colour(0),
-            samples: jain,
-        }],
-    )?;
-    let error_axis = axis_to(errors.iter().flatten().map(|&(_, _, e)| e), 1.15, 0.05);
-    let tenants: Vec<Series> = errors
-        .into_iter()
-        .enumerate()
-        .map(|(tenant, samples)| Series {
-            name: &run.tenants[tenant],
-            colour: colour(tenant),
-            samples,
-        })
-        .collect();
-    draw_panel(
-        &lower,
-        run,
-        &format!("{}: relative error per tenant", run.enforcer),
-        "|throughput - ideal| / ideal",
-        error_axis,
-        &tenants,
-    )?;
-    root.present().map_err(plot_error)
+    write_png(path, (WIDTH_PX, 2 * HEIGHT_PX), |root| {
+        let (upper, lower) = root.split_vertically(HEIGHT_PX);
+        let jain_min = jain.iter().map(|&(_, _, j)| j).fold(1.0, f64::min);
+        // Zoomed to where the values are: Jain's index of a good enforcer lives in the
+        // last percent below 1, and a 0..1 axis would flatten it.
+        let jain_span = ((1.0 - jain_min) * 1.5).max(0.01);
+        let jain_axis = (1.0 - jain_span).max(0.0)..1.0 + jain_span / 20.0;
+        draw_panel(
+            &upper,
+            run,
+            &format!("{}: Jain's index of throughput / ideal", run.enforcer),
+            "Jain's index",
+            jain_axis,
+            &[Series {
+                name: "Jain",
+                colour: colour(0),
+                samples: jain,
+            }],
+        )?;
+        let error_axis = axis_to(errors.iter().flatten().map(|&(_, _, e)| e), 1.15, 0.05);
+        let tenants: Vec<Series> = errors
+            .into_iter()
+            .enumerate()
+            .map(|(tenant, samples)| Series {
+                name: &run.tenants[tenant],
+                colour: colour(tenant),
+                samples,
+            })
+            .collect();
+        draw_panel(
+            &lower,
+            run,
+            &format!("{}: relative error per tenant", run.enforcer),
+            "|throughput - ideal| / ideal",
+            error_axis,
+            &tenants,
+        )
+    })
 }
 
 /// One panel of values taken over the steady intervals.
@@ -320,32 +350,33 @@ pub(crate) fn latency_cdf(path: &Path, run: &RunRecord) -> io::Result<()> {
         highest_us / 10.0..highest_us * 10.0
     };
 
-    let root = BitMapBackend::new(path, (WIDTH_PX, HEIGHT_PX)).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_error)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(format!("{}: latency CDF", run.enforcer), (FONT, 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(x_axis.log_scale(), 0.0..1.0)
-        .map_err(plot_error)?;
-    chart
-        .configure_mesh()
-        .x_desc("latency (µs)")
-        .y_desc("fraction of requests")
-        .label_style((FONT, 14))
-        .draw()
-        .map_err(plot_error)?;
-    for ((index, record), curve) in recorded.into_iter().zip(curves) {
-        let colour = colour(index);
-        let p99_us = latency_us_at(&record.histogram_ns, 0.99);
-        let points = curve.into_iter().map(move |(us, q)| (us.max(floor_us), q));
+    write_png(path, (WIDTH_PX, HEIGHT_PX), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(format!("{}: latency CDF", run.enforcer), (FONT, 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(x_axis.log_scale(), 0.0..1.0)
+            .map_err(plot_error)?;
         chart
-            .draw_series(LineSeries::new(points, colour.stroke_width(2)))
-            .map_err(plot_error)?
-            .label(format!("{} (p99 {p99_us:.1} µs)", record.traffic))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2)));
-    }
-    draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
-    root.present().map_err(plot_error)
+            .configure_mesh()
+            .x_desc("latency (µs)")
+            .y_desc("fraction of requests")
+            .label_style((FONT, 14))
+            .draw()
+            .map_err(plot_error)?;
+        for ((index, record), curve) in recorded.into_iter().zip(curves) {
+            let colour = colour(index);
+            let p99_us = latency_us_at(&record.histogram_ns, 0.99);
+            let points = curve.into_iter().map(move |(us, q)| (us.max(floor_us), q));
+            chart
+                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+                .map_err(plot_error)?
+                .label(format!("{} (p99 {p99_us:.1} µs)", record.traffic))
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2))
+                });
+        }
+        draw_legend(&mut chart, SeriesLabelPosition::LowerRight)
+    })
 }

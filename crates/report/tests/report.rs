@@ -488,3 +488,36 @@ fn comparison_table_aligns_one_row_per_enforcer() {
     );
     assert!(lines[3].trim_end().ends_with('-'), "{table}");
 }
+
+#[test]
+fn a_file_that_cannot_be_written_is_named_in_the_error() {
+    let temp = TempDir::new("unwritable");
+    let run = two_tenants();
+    for file in [
+        "summary.json",
+        "timeseries.csv",
+        "latency.csv",
+        "throughput.png",
+        "fairness.png",
+        "latency_cdf.png",
+    ] {
+        // A folder where the file goes: no write to it succeeds, root's neither.
+        let dir = temp.0.join(file.replace('.', "-"));
+        let blocked = dir.join(file);
+        fs::create_dir_all(&blocked).unwrap();
+        let error = write_run(&dir, &run).unwrap_err().to_string();
+        assert!(
+            error.starts_with(&format!("{}: ", blocked.display())),
+            "{file}: {error}"
+        );
+    }
+    let dir = temp.0.join("html");
+    let runs = vec![(write_run(&dir, &run).unwrap(), dir.clone())];
+    let blocked = dir.join("report.html");
+    fs::create_dir_all(&blocked).unwrap();
+    let error = write_html(&dir, "two", &runs).unwrap_err().to_string();
+    assert!(
+        error.starts_with(&format!("{}: ", blocked.display())),
+        "{error}"
+    );
+}
