@@ -10,9 +10,11 @@
 //! - `1:1xxx` one leaf per app under its tenant, the same way one level down, each
 //!   with a `pfifo` of 1000 packets;
 //! - u32 filters in the policy's first-match order: per tenant its source prefix and,
-//!   per app, `ip protocol` and the app's ports as `sport` or `dport` (two filters
+//!   per app, its protocol and the app's ports as `sport` or `dport` (two filters
 //!   per port, since a port matches either way); then the tenant's prefix alone to its
-//!   `default` app. Port matches assume IPv4 headers without options.
+//!   `default` app. An IPv4 prefix gets `protocol ip` filters (`match ip`), an IPv6
+//!   one `protocol ipv6` filters (`match ip6`). Protocol and port matches assume IPv4
+//!   headers without options and IPv6 headers without extension headers.
 //!
 //! - `1:fffe` the qdisc's `default`: what no filter matches (ARP, other hosts'
 //!   traffic) shares the link at the lowest `prio` instead of leaving unshaped by
@@ -30,7 +32,7 @@
 //! HTB counts Ethernet frames (L2, 14 B more per frame than the L3 bytes nicsched's
 //! link counts): at full-sized frames it runs ~0.9% below the L3 rate.
 
-use policy::{Policy, ideal_allocation};
+use policy::{Cidr, Policy, ideal_allocation};
 
 const RATE_FLOOR_BPS: f64 = 8_000.0;
 const LEAF_PACKETS: u32 = 1000;
@@ -79,8 +81,6 @@ pub enum TcScriptError {
     Device(String),
     /// A tenant without `match.src`: no filter could send its traffic to its class.
     Unmatched { tenant: String, has_port: bool },
-    /// A tenant whose `match.src` is IPv6: the script's filters match IPv4.
-    Ipv6 { tenant: String },
     /// More tenants or apps than HTB's minor numbers leave room for.
     TooLarge(String),
 }
@@ -100,10 +100,6 @@ impl std::fmt::Display for TcScriptError {
                 } else {
                     ""
                 }
-            ),
-            TcScriptError::Ipv6 { tenant } => write!(
-                f,
-                "tenant `{tenant}`'s `match.src` is IPv6, and the script's u32 filters match IPv4 headers: tc would refuse it halfway through (hint: give tenant {tenant} the IPv4 prefix its traffic leaves from)"
             ),
             TcScriptError::TooLarge(what) => write!(f, "{what}"),
         }
@@ -133,15 +129,11 @@ pub fn tc_script(policy: &Policy, dev: &str) -> Result<String, TcScriptError> {
     let prefixes = policy
         .tenants
         .iter()
-        .map(|t| match t.match_src {
-            Some(c) if c.addr.is_ipv6() => Err(TcScriptError::Ipv6 {
-                tenant: t.name.clone(),
-            }),
-            Some(c) => Ok(format!("{}/{}", c.addr, c.prefix_len)),
-            None => Err(TcScriptError::Unmatched {
+        .map(|t| {
+            t.match_src.ok_or_else(|| TcScriptError::Unmatched {
                 tenant: t.name.clone(),
                 has_port: t.match_port.is_some(),
-            }),
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
     if policy.tenants.len() > TENANTS_MAX || policy.apps.len() > APPS_MAX {
@@ -162,7 +154,7 @@ pub fn tc_script(policy: &Policy, dev: &str) -> Result<String, TcScriptError> {
 /// The tree of [`tc_script`] on a device that has no root qdisc of its own yet (the
 /// lab's, just made), each tenant matched by the source prefix given (the lab
 /// assigns one where the policy has none).
-pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[String]) -> String {
+pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[Cidr]) -> String {
     let link_bps = policy.link.rate_bps as f64;
     let all_backlogged: Vec<Vec<f64>> = vec![vec![f64::INFINITY]; policy.apps.len()];
     let ideal = ideal_allocation(policy, &all_backlogged);
@@ -230,24 +222,34 @@ pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[String]) -> 
         }
     }
     let mut prio = 1u32;
-    let mut filter = |s: &mut String, matches: &str, minor: u32| {
+    let mut filter = |s: &mut String, protocol: &str, matches: &str, minor: u32| {
         s.push_str(&format!(
-            "tc filter add dev {dev} parent 1: protocol ip prio {prio} u32 {matches} flowid 1:{minor:x}\n"
+            "tc filter add dev {dev} parent 1: protocol {protocol} prio {prio} u32 {matches} flowid 1:{minor:x}\n"
         ));
         prio += 1;
     };
     for (t, tenant) in policy.tenants.iter().enumerate() {
         let prefix = &prefixes[t];
-        let src = format!("match ip src {prefix}");
+        let (protocol, ip) = if prefix.addr.is_ipv6() {
+            ("ipv6", "ip6")
+        } else {
+            ("ip", "ip")
+        };
+        let src = format!("match {ip} src {}/{}", prefix.addr, prefix.prefix_len);
         for &a in &tenant.apps {
             let app = policy.app(a);
             let proto = app.match_proto.map(|p| match p {
-                policy::Proto::Tcp => " match ip protocol 6 0xff".to_string(),
-                policy::Proto::Udp => " match ip protocol 17 0xff".to_string(),
+                policy::Proto::Tcp => format!(" match {ip} protocol 6 0xff"),
+                policy::Proto::Udp => format!(" match {ip} protocol 17 0xff"),
             });
             if app.match_ports.is_empty() {
                 if let Some(proto) = proto {
-                    filter(&mut s, &format!("{src}{proto}"), app_minor(a.index()));
+                    filter(
+                        &mut s,
+                        protocol,
+                        &format!("{src}{proto}"),
+                        app_minor(a.index()),
+                    );
                 }
                 continue;
             }
@@ -256,14 +258,15 @@ pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[String]) -> 
                 for side in ["sport", "dport"] {
                     filter(
                         &mut s,
-                        &format!("{src}{proto} match ip {side} {port} 0xffff"),
+                        protocol,
+                        &format!("{src}{proto} match {ip} {side} {port} 0xffff"),
                         app_minor(a.index()),
                     );
                 }
             }
         }
         let default = policy.catch_all_app(policy::TenantId(t as u16));
-        filter(&mut s, &src, app_minor(default.index()));
+        filter(&mut s, protocol, &src, app_minor(default.index()));
     }
     s
 }
@@ -509,15 +512,38 @@ tenants:
     }
 
     #[test]
-    fn an_ipv6_source_prefix_is_refused_before_any_command() {
-        let v6 = policy::parse_policy(
-            "link: { rate: 1Gbit }\ntenants:\n  - { name: a, match: { src: 10.0.0.0/8 } }\n  - { name: b, match: { src: 2001:db8::/32 } }\n",
+    fn ipv6_tenants_get_ipv6_filters() {
+        let mixed = policy::parse_policy(
+            r#"
+link: { rate: 1Gbit }
+tenants:
+  - name: v6
+    match: { src: 2001:db8:1::/48 }
+    apps:
+      - { name: dns, match: { proto: udp, ports: [53] } }
+      - { name: ssh, match: { proto: tcp } }
+  - { name: v4, match: { src: 10.0.0.0/8 } }
+  - { name: host, match: { src: 2001:db8:2::1 } }
+"#,
             "p.yaml",
         )
         .unwrap();
-        let error = tc_script(&v6, "eth0").unwrap_err();
-        assert_eq!(error, TcScriptError::Ipv6 { tenant: "b".into() });
-        assert!(error.to_string().contains("hint: "), "{error}");
+        let script = tc_script(&mixed, "eth0").unwrap();
+        let filters: Vec<&str> = script
+            .lines()
+            .filter(|l| l.starts_with("tc filter"))
+            .collect();
+        assert_eq!(
+            filters,
+            [
+                "tc filter add dev eth0 parent 1: protocol ipv6 prio 1 u32 match ip6 src 2001:db8:1::/48 match ip6 protocol 17 0xff match ip6 sport 53 0xffff flowid 1:1000",
+                "tc filter add dev eth0 parent 1: protocol ipv6 prio 2 u32 match ip6 src 2001:db8:1::/48 match ip6 protocol 17 0xff match ip6 dport 53 0xffff flowid 1:1000",
+                "tc filter add dev eth0 parent 1: protocol ipv6 prio 3 u32 match ip6 src 2001:db8:1::/48 match ip6 protocol 6 0xff flowid 1:1001",
+                "tc filter add dev eth0 parent 1: protocol ipv6 prio 4 u32 match ip6 src 2001:db8:1::/48 flowid 1:1002",
+                "tc filter add dev eth0 parent 1: protocol ip prio 5 u32 match ip src 10.0.0.0/8 flowid 1:1003",
+                "tc filter add dev eth0 parent 1: protocol ipv6 prio 6 u32 match ip6 src 2001:db8:2::1/128 flowid 1:1004",
+            ]
+        );
     }
 
     #[test]

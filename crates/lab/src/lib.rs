@@ -940,11 +940,14 @@ fn apply_htb(
     prefixes: &[Prefix],
     dir: &Path,
 ) -> Result<(), LabError> {
-    let script = htb::tc_script_for(
-        policy,
-        &plan.uplink,
-        &prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
-    );
+    let prefixes: Vec<policy::Cidr> = prefixes
+        .iter()
+        .map(|p| policy::Cidr {
+            addr: p.network().into(),
+            prefix_len: p.len,
+        })
+        .collect();
+    let script = htb::tc_script_for(policy, &plan.uplink, &prefixes);
     let file = dir.join("linux-htb.tc");
     let batch: String = script
         .lines()

@@ -242,7 +242,7 @@ enum Command {
     /// Print the policy compiled to Linux HTB (`tc` commands) for device DEV: the
     /// same compilation `nicsched lab -e linux-htb` applies. The script replaces the
     /// device's root qdisc, so it may be applied again; every tenant needs a
-    /// `match.src` (the filters classify by source address).
+    /// `match.src`, IPv4 or IPv6 (the filters classify by source address).
     Tc {
         /// Policy file, or a scenario file (its policy is compiled).
         file: PathBuf,
