@@ -43,7 +43,7 @@ pub use bench::{
 };
 pub use classify::{Class, Classifier, Ipv4Header, ParsedFrame, Prefix, parse};
 pub use engine::{EngineStats, LAB_HOST_LIMITS};
-pub use htb::{TcScriptError, tc_script};
+pub use htb::{TcScriptError, htb_limits, tc_script};
 pub use topology::Leftovers;
 pub use traffic::Tools;
 
@@ -475,7 +475,9 @@ pub fn run_with_engine_stats(
     }
     let policy = &scenario.policy;
     let kernel_htb = enforcer == LINUX_HTB;
-    if !kernel_htb {
+    if kernel_htb {
+        htb_limits(policy).map_err(|e| LabError::Unsupported(e.to_string()))?;
+    } else {
         // Built here to refuse early; the engine thread builds its own.
         sched::build(enforcer, policy).map_err(LabError::Enforcer)?;
         engine::HostBuffer::new(enforcer, policy, options.qdisc)?;
@@ -947,7 +949,8 @@ fn apply_htb(
             prefix_len: p.len,
         })
         .collect();
-    let script = htb::tc_script_for(policy, &plan.uplink, &prefixes);
+    let script = htb::tc_script_for(policy, &plan.uplink, &prefixes)
+        .map_err(|e| LabError::Unsupported(e.to_string()))?;
     let file = dir.join("linux-htb.tc");
     let batch: String = script
         .lines()

@@ -281,6 +281,40 @@ fn tc_refuses_unmatched_tenants_and_odd_devices_and_prints_a_whole_script() {
     assert!(script.contains("classid 1:fffe "), "{script}");
 }
 
+#[test]
+fn check_for_linux_htb_refuses_what_tc_refuses_with_the_same_words() {
+    let scratch = Scratch::new("htb-limits");
+    // One port more than u32's 2047 prios hold: 1024 both ways and the catch-all.
+    let ports: Vec<String> = (1..=1024).map(|p| p.to_string()).collect();
+    let wide = scratch.file(
+        "wide.yaml",
+        &format!(
+            "link: {{ rate: 1Gbit }}\ntenants:\n  - name: wide\n    match: {{ src: 10.0.0.0/8 }}\n    apps:\n      - {{ name: ports, match: {{ ports: [{}] }} }}\n",
+            ports.join(", ")
+        ),
+    );
+    let tc = nicsched(&["tc", &wide, "--dev", "eth0"]);
+    let check = nicsched(&["check", &wide, "-e", "linux-htb"]);
+    let error = String::from_utf8_lossy(&tc.stderr);
+    assert!(
+        error.starts_with(&format!("{wide}: error: too large for Linux HTB: "))
+            && error.contains("2049 u32 prios")
+            && error.contains("at most 2047"),
+        "{error}"
+    );
+    for out in [&tc, &check] {
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    assert_eq!(check.stderr, tc.stderr);
+    // Other enforcers have no such limit.
+    assert!(nicsched(&["check", &wide, "-e", "htb"]).status.success());
+}
+
 /// Polls `condition` every 20 ms until it holds or `tries` run out.
 fn poll(tries: u32, mut condition: impl FnMut() -> bool) -> bool {
     for _ in 0..tries {
