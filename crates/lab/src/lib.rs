@@ -935,7 +935,8 @@ fn collect(
 }
 
 /// Compiles `policy` to HTB on the uplink of `plan` (the tenants matched by
-/// `prefixes`) and applies it with `tc -batch`; `DIR/linux-htb.sh` keeps the script.
+/// `prefixes`) and applies it with `tc -batch`; `DIR/linux-htb.tc` keeps the batch
+/// and `DIR/linux-htb.sh` the same as a script for `sh`.
 fn apply_htb(
     policy: &policy::Policy,
     plan: &topology::Plan,
@@ -949,17 +950,15 @@ fn apply_htb(
             prefix_len: p.len,
         })
         .collect();
-    let script = htb::tc_script_for(policy, &plan.uplink, &prefixes)
+    let batch = htb::tc_batch(policy, &plan.uplink, &prefixes)
         .map_err(|e| LabError::Unsupported(e.to_string()))?;
     let file = dir.join("linux-htb.tc");
-    let batch: String = script
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| format!("{}\n", l.trim_start_matches("tc ")))
-        .collect();
-    std::fs::write(dir.join("linux-htb.sh"), &script)
-        .and_then(|()| std::fs::write(&file, batch))
-        .map_err(|e| LabError::Io(e.to_string()))?;
+    std::fs::write(
+        dir.join("linux-htb.sh"),
+        htb::sh_script(&plan.uplink, &batch),
+    )
+    .and_then(|()| std::fs::write(&file, batch))
+    .map_err(|e| LabError::Io(e.to_string()))?;
     sys::netns::command(
         "tc",
         &[

@@ -93,7 +93,7 @@ tenants:
     }
     let named: Vec<&str> = script
         .lines()
-        .filter(|l| l.starts_with("tc class add"))
+        .filter(|l| l.starts_with("class add"))
         .map(|l| {
             l.split_whitespace()
                 .skip_while(|w| *w != "classid")
@@ -130,7 +130,7 @@ tenants:
     let filters = String::from_utf8_lossy(&filters.stdout);
     assert_eq!(
         filters.matches("flowid").count(),
-        script.matches("tc filter add").count(),
+        script.matches("\nfilter add").count(),
         "{filters}"
     );
 }

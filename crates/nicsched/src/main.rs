@@ -239,10 +239,11 @@ enum Command {
         #[arg(long, short = 'q')]
         quiet: bool,
     },
-    /// Print the policy compiled to Linux HTB (`tc` commands) for device DEV: the
-    /// same compilation `nicsched lab -e linux-htb` applies. The script replaces the
-    /// device's root qdisc, so it may be applied again; every tenant needs a
-    /// `match.src`, IPv4 or IPv6 (the filters classify by source address).
+    /// Print the policy compiled to Linux HTB for device DEV, a script for `sh -e`
+    /// (its `tc` commands in one `tc -batch`): the same compilation `nicsched lab -e
+    /// linux-htb` applies. The script replaces the device's root qdisc, so it may be
+    /// applied again; every tenant needs a `match.src`, IPv4 or IPv6 (the filters
+    /// classify by source address).
     Tc {
         /// Policy file, or a scenario file (its policy is compiled).
         file: PathBuf,
