@@ -263,13 +263,33 @@ fn tc_refuses_unmatched_tenants_and_odd_devices_and_prints_a_whole_script() {
         "matched.yaml",
         "link: { rate: 1Gbit }\ntenants:\n  - { name: a, weight: 3, match: { src: 10.0.1.0/24 } }\n  - { name: b, match: { src: 10.0.2.0/24 } }\n",
     );
-    for dev in ["eth0;reboot", "a b", "x/y", "$(id)", "sixteen-chars-xx", ""] {
-        let out = nicsched(&["tc", &matched, "--dev", dev]);
+    // Names a shell would run something from: refused, and nothing printed that a
+    // `| sh` could run.
+    let touched = scratch.0.join("touched");
+    let touch = format!("touch {}", touched.display());
+    for dev in [
+        format!("d0; {touch}"),
+        format!("$({touch})"),
+        format!("`{touch}`"),
+        format!("d0\n{touch}"),
+        "eth0;reboot".into(),
+        "a b".into(),
+        "x/y".into(),
+        "/".into(),
+        "sixteen-chars-xx".into(),
+        "".into(),
+    ] {
+        let out = nicsched(&["tc", &matched, "--dev", &dev]);
         assert_eq!(out.status.code(), Some(2), "{dev:?}");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("not an interface name"),
             "{dev:?}"
         );
+        let sh = Command::new("sh")
+            .args(["-e", "-c", &String::from_utf8_lossy(&out.stdout)])
+            .output()
+            .unwrap();
+        assert!(sh.status.success() && !touched.exists(), "{dev:?}");
     }
     let out = nicsched(&["tc", &matched, "--dev", "eth0"]);
     assert!(out.status.success());
