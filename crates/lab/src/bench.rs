@@ -529,6 +529,7 @@ pub fn run_bench(
         needed.push("bridge");
     }
     if options.paths.iter().any(|p| p == LINUX_HTB) {
+        crate::htb_limits(&policy).map_err(|e| LabError::Unsupported(e.to_string()))?;
         needed.push("tc");
     }
     if let Some(missing) = needed.iter().find(|p| !crate::program_exists(p)) {

@@ -2,21 +2,34 @@
 //! scenario with no nicsched code in the path.
 //!
 //! - `1:` the HTB qdisc; `1:1` the link (rate = ceil = link rate);
-//! - `1:1xx` one class per tenant: rate = its share of the ideal allocation with every
-//!   app of every tenant backlogged (guarantees included, so weights become rates);
-//!   ceil = `max_rate`, else the link; `prio` = its priority (HTB lends spare
-//!   bandwidth to lower `prio` first); quantum = weight x (MTU + 14 B), so spare
-//!   bandwidth is lent in proportion to the weights;
-//! - `1:1xxx` one leaf per app under its tenant, the same way one level down, each
-//!   with a `pfifo` of 1000 packets;
-//! - u32 filters in the policy's first-match order: per tenant its source prefix and,
-//!   per app, `ip protocol` and the app's ports as `sport` or `dport` (two filters
-//!   per port, since a port matches either way); then the tenant's prefix alone to its
-//!   `default` app. Port matches assume IPv4 headers without options.
-//!
+//! - from `1:2`, one class per tenant in the policy's order: rate = its share of the
+//!   ideal allocation with every app of every tenant backlogged (guarantees
+//!   included, so weights become rates); ceil = `max_rate`, else the link; `prio` =
+//!   its priority (HTB lends spare bandwidth to lower `prio` first); quantum =
+//!   weight x (MTU + 14 B), so spare bandwidth is lent in proportion to the weights;
+//! - right after the tenants' classes, one leaf per app in the policy's order, under
+//!   its tenant, the same way one level down, each with a `pfifo` of 1000 packets
+//!   whose handle is the leaf's minor (`1:9` queues in `9:`);
 //! - `1:fffe` the qdisc's `default`: what no filter matches (ARP, other hosts'
 //!   traffic) shares the link at the lowest `prio` instead of leaving unshaped by
-//!   HTB's direct queue.
+//!   HTB's direct queue;
+//! - u32 filters, per tenant in its first-match order: its source prefix and, per
+//!   app, its protocol and each of its ports as `sport` and as `dport` (a port
+//!   matches either way); then the prefix alone, to the tenant's `default` app. An
+//!   IPv4 prefix gets `protocol ip` filters (`match ip`), an IPv6 one `protocol
+//!   ipv6` filters (`match ip6`). Protocol and port matches assume IPv4 headers
+//!   without options and IPv6 headers without extension headers.
+//!
+//! A tenant's n-th filter has `prio` n (an IPv6 tenant's, n after the IPv4 ones, as
+//! a prio holds one protocol) and the u32 handle `::T`, T its tenant's number from 1.
+//! Tenants' prefixes are disjoint (policy validation), so filters of different
+//! tenants never take the same packet and may share a prio: the kernel keeps one
+//! u32 hash table per prio, and at most 2047 on a qdisc.
+//!
+//! [`htb_limits`] refuses a policy whose numbers would not fit: tenants and apps
+//! together above 65532 (class minors are 16 bits, `1:1` and `1:fffe` are taken and
+//! `ffff:` is the handle of the ingress qdisc a device may have), more than 4095
+//! tenants (u32 numbers a prio's filters with 12 bits) or more than 2047 prios.
 //!
 //! Rates are at least 8 kbit/s: HTB needs a rate for every class, and a class the
 //! ideal gives nothing (a lower priority level) borrows everything it sends. They are
@@ -26,29 +39,36 @@
 //! filters see addresses, not the interface a tenant's `match.port` names) and an
 //! interface name `tc` would not take, and starts by deleting the device's root qdisc,
 //! so applying it twice, or after another policy's, leaves exactly this tree (HTB
-//! cannot `replace` itself: the kernel refuses to change an HTB qdisc in place).
+//! cannot `replace` itself: the kernel refuses to change an HTB qdisc in place). The
+//! tree is added by one `tc -batch` reading the rest of the script, which stops at
+//! the first command the kernel refuses.
 //! HTB counts Ethernet frames (L2, 14 B more per frame than the L3 bytes nicsched's
 //! link counts): at full-sized frames it runs ~0.9% below the L3 rate.
 
-use policy::{Policy, ideal_allocation};
+use policy::{Cidr, Policy, Proto, TenantId, ideal_allocation};
 
 const RATE_FLOOR_BPS: f64 = 8_000.0;
 const LEAF_PACKETS: u32 = 1000;
+const LINK_MINOR: u32 = 1;
 /// The minor of the class of what no filter matches, the qdisc's `default`.
 const UNCLASSIFIED_MINOR: u32 = 0xfffe;
-/// Tenant classes are `1:100` up to below the first app's, `1:1000`.
-const TENANTS_MAX: usize = 0x1000 - 0x100;
-/// App classes are `1:1000` up to below [`UNCLASSIFIED_MINOR`].
-const APPS_MAX: usize = UNCLASSIFIED_MINOR as usize - 0x1000;
+/// Tenants' and apps' classes lie between [`LINK_MINOR`] and [`UNCLASSIFIED_MINOR`].
+const CLASSES_MAX: usize = (UNCLASSIFIED_MINOR - LINK_MINOR - 1) as usize;
+/// A u32 filter's node number in its prio's hash table, 12 bits and 0 for "pick
+/// one": each tenant's number.
+const U32_NODES_MAX: usize = 0xfff;
+/// The kernel numbers the hash tables of a qdisc's u32 filters `800:` to `ffe:`,
+/// one per prio (measured: the 2048th prio fails with "Filter already exists").
+const U32_PRIOS_MAX: usize = 0x7ff;
 /// `IFNAMSIZ` less its NUL.
 const DEVICE_NAME_BYTES_MAX: usize = 15;
 
 fn tenant_minor(t: usize) -> u32 {
-    0x100 + t as u32
+    LINK_MINOR + 1 + t as u32
 }
 
-fn app_minor(a: usize) -> u32 {
-    0x1000 + a as u32
+fn app_minor(policy: &Policy, a: usize) -> u32 {
+    tenant_minor(policy.tenants.len()) + a as u32
 }
 
 /// A rate in `tc`'s units (SI, in bits), at least [`RATE_FLOOR_BPS`], rounded to
@@ -79,9 +99,7 @@ pub enum TcScriptError {
     Device(String),
     /// A tenant without `match.src`: no filter could send its traffic to its class.
     Unmatched { tenant: String, has_port: bool },
-    /// A tenant whose `match.src` is IPv6: the script's filters match IPv4.
-    Ipv6 { tenant: String },
-    /// More tenants or apps than HTB's minor numbers leave room for.
+    /// A number the script would write past what HTB or u32 can hold.
     TooLarge(String),
 }
 
@@ -101,11 +119,7 @@ impl std::fmt::Display for TcScriptError {
                     ""
                 }
             ),
-            TcScriptError::Ipv6 { tenant } => write!(
-                f,
-                "tenant `{tenant}`'s `match.src` is IPv6, and the script's u32 filters match IPv4 headers: tc would refuse it halfway through (hint: give tenant {tenant} the IPv4 prefix its traffic leaves from)"
-            ),
-            TcScriptError::TooLarge(what) => write!(f, "{what}"),
+            TcScriptError::TooLarge(what) => write!(f, "too large for Linux HTB: {what}"),
         }
     }
 }
@@ -122,47 +136,155 @@ fn is_device_name(dev: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"_.:@-".contains(&b))
 }
 
-/// The policy as `tc` commands on device `dev`, one per line, for `sh` on a real
-/// host: the device's root qdisc deleted, then the tree of the module docs added.
-/// Tenants are matched by their `match.src`; a policy with a tenant without one is
-/// refused, as is a `dev` that is not an interface name.
+/// One u32 filter of a tenant, its source prefix aside.
+struct Rule {
+    /// The IP protocol number.
+    proto: Option<u8>,
+    /// `sport` or `dport`, and the port.
+    port: Option<(&'static str, u16)>,
+    app: usize,
+}
+
+/// Tenant `t`'s filters in its first-match order: per app, its protocol with each
+/// port both ways, or its protocol alone; the tenant's catch-all last.
+fn rules(policy: &Policy, t: usize) -> Vec<Rule> {
+    let tenant = &policy.tenants[t];
+    let mut rules = Vec::new();
+    for &a in &tenant.apps {
+        let app = policy.app(a);
+        let proto = app.match_proto.map(|p| match p {
+            Proto::Tcp => 6,
+            Proto::Udp => 17,
+        });
+        // Without ports or protocol, the app is the catch-all, the last rule.
+        if app.match_ports.is_empty() && proto.is_some() {
+            rules.push(Rule {
+                proto,
+                port: None,
+                app: a.index(),
+            });
+        }
+        for &port in &app.match_ports {
+            for side in ["sport", "dport"] {
+                rules.push(Rule {
+                    proto,
+                    port: Some((side, port)),
+                    app: a.index(),
+                });
+            }
+        }
+    }
+    rules.push(Rule {
+        proto: None,
+        port: None,
+        app: policy.catch_all_app(TenantId(t as u16)).index(),
+    });
+    rules
+}
+
+/// The prios the filters of the IPv4 and of the IPv6 tenants take (`v6[t]`: whether
+/// tenant `t`'s prefix is IPv6), or why some number of the script would not fit.
+fn prios(policy: &Policy, v6: &[bool]) -> Result<[usize; 2], TcScriptError> {
+    let (tenants, apps) = (policy.tenants.len(), policy.apps.len());
+    if tenants + apps > CLASSES_MAX {
+        return Err(TcScriptError::TooLarge(format!(
+            "{tenants} tenants and {apps} apps need {} HTB classes, and its 16-bit class numbers leave room for {CLASSES_MAX}",
+            tenants + apps
+        )));
+    }
+    if tenants > U32_NODES_MAX {
+        return Err(TcScriptError::TooLarge(format!(
+            "{tenants} tenants, and u32 numbers a prio's filters, one per tenant, with 12 bits: room for {U32_NODES_MAX}"
+        )));
+    }
+    // Per family, the most filters a tenant has, and that tenant.
+    let mut widest = [(0, 0); 2];
+    for (t, &v6) in v6.iter().enumerate() {
+        let filters = rules(policy, t).len();
+        let family = &mut widest[usize::from(v6)];
+        if filters > family.0 {
+            *family = (filters, t);
+        }
+    }
+    let prios = widest[0].0 + widest[1].0;
+    if prios > U32_PRIOS_MAX {
+        let most = widest
+            .iter()
+            .zip(["IPv4", "IPv6"])
+            .filter(|((filters, _), _)| *filters > 0)
+            .map(|(&(filters, t), family)| {
+                format!("`{}` has {filters} ({family})", policy.tenants[t].name)
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(TcScriptError::TooLarge(format!(
+            "{prios} u32 prios, and the kernel keeps at most {U32_PRIOS_MAX} on a qdisc: a tenant's filters take a prio each (two per port of its apps, one per app matching a protocol alone, one for the rest), the tenants of an IP version sharing them, and {most} (hint: list fewer ports)"
+        )));
+    }
+    Ok([widest[0].0, widest[1].0])
+}
+
+/// Whether every number [`tc_script`] and the lab's `linux-htb` would write for
+/// `policy` fits: HTB's class numbers and u32's filter numbers and prios (module
+/// docs). Where the policy names no prefix for a tenant the lab gives it an IPv4
+/// one, as counted here.
+pub fn htb_limits(policy: &Policy) -> Result<(), TcScriptError> {
+    let v6: Vec<bool> = policy
+        .tenants
+        .iter()
+        .map(|t| t.match_src.is_some_and(|c| c.addr.is_ipv6()))
+        .collect();
+    prios(policy, &v6).map(|_| ())
+}
+
+/// The policy as a script for `sh -e` on device `dev` of a real host
+/// ([`sh_script`]): the device's root qdisc deleted, then the tree of the module docs
+/// added. Tenants are matched by their `match.src`; a policy with a tenant without one is
+/// refused, as are one past [`htb_limits`] and a `dev` that is not an interface name.
 pub fn tc_script(policy: &Policy, dev: &str) -> Result<String, TcScriptError> {
     if !is_device_name(dev) {
         return Err(TcScriptError::Device(dev.to_string()));
     }
+    // Before the prefixes, so that `nicsched check -e linux-htb`, which checks only
+    // the limits, refuses a policy too large for both with the same words.
+    htb_limits(policy)?;
     let prefixes = policy
         .tenants
         .iter()
-        .map(|t| match t.match_src {
-            Some(c) if c.addr.is_ipv6() => Err(TcScriptError::Ipv6 {
-                tenant: t.name.clone(),
-            }),
-            Some(c) => Ok(format!("{}/{}", c.addr, c.prefix_len)),
-            None => Err(TcScriptError::Unmatched {
+        .map(|t| {
+            t.match_src.ok_or_else(|| TcScriptError::Unmatched {
                 tenant: t.name.clone(),
                 has_port: t.match_port.is_some(),
-            }),
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    if policy.tenants.len() > TENANTS_MAX || policy.apps.len() > APPS_MAX {
-        return Err(TcScriptError::TooLarge(format!(
-            "{} tenants and {} apps: HTB's class numbers leave room for {TENANTS_MAX} tenants and {APPS_MAX} apps",
-            policy.tenants.len(),
-            policy.apps.len()
-        )));
-    }
-    let tree = tc_script_for(policy, dev, &prefixes);
-    let (header, commands) = tree.split_once('\n').expect("the script has a header");
-    // No root qdisc of its own (a fresh device) is fine: hence `|| true`.
-    Ok(format!(
-        "{header}\ntc qdisc del dev {dev} root 2>/dev/null || true\n{commands}"
-    ))
+    Ok(sh_script(dev, &tc_batch(policy, dev, &prefixes)?))
 }
 
-/// The tree of [`tc_script`] on a device that has no root qdisc of its own yet (the
-/// lab's, just made), each tenant matched by the source prefix given (the lab
-/// assigns one where the policy has none).
-pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[String]) -> String {
+/// `batch`, the commands of [`tc_batch`] on `dev`, as a script for `sh -e`: the
+/// device's root qdisc deleted, then one `tc -batch` for the whole tree, which stops
+/// at its first failing command and fails, so the script stops there too. One `tc`
+/// process per command took 49 s for 3000 tenants where the batch takes 3.
+pub(crate) fn sh_script(dev: &str, batch: &str) -> String {
+    let (header, commands) = batch.split_once('\n').expect("the batch has a header");
+    // No root qdisc of its own (a fresh device) is fine: hence `|| true`. No line
+    // of the batch is `EOF`: each is a comment or starts with `qdisc`, `class` or
+    // `filter`.
+    format!(
+        "{header}\ntc qdisc del dev {dev} root 2>/dev/null || true\ntc -batch - <<'EOF'\n{commands}EOF\n"
+    )
+}
+
+/// The tree of [`tc_script`] as `tc -batch` commands, for a device that has no root
+/// qdisc of its own yet (the lab's, just made), each tenant matched by the source
+/// prefix given (the lab assigns one where the policy has none).
+pub(crate) fn tc_batch(
+    policy: &Policy,
+    dev: &str,
+    prefixes: &[Cidr],
+) -> Result<String, TcScriptError> {
+    let v6: Vec<bool> = prefixes.iter().map(|p| p.addr.is_ipv6()).collect();
+    let [v4_prios, _] = prios(policy, &v6)?;
     let link_bps = policy.link.rate_bps as f64;
     let all_backlogged: Vec<Vec<f64>> = vec![vec![f64::INFINITY]; policy.apps.len()];
     let ideal = ideal_allocation(policy, &all_backlogged);
@@ -175,21 +297,21 @@ pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[String]) -> 
         policy.apps.len()
     ));
     s.push_str(&format!(
-        "tc qdisc add dev {dev} root handle 1: htb default {UNCLASSIFIED_MINOR:x}\n"
+        "qdisc add dev {dev} root handle 1: htb default {UNCLASSIFIED_MINOR:x}\n"
     ));
     s.push_str(&format!(
-        "tc class add dev {dev} parent 1: classid 1:1 htb rate {r} ceil {r} quantum {q}\n",
+        "class add dev {dev} parent 1: classid 1:{LINK_MINOR:x} htb rate {r} ceil {r} quantum {q}\n",
         r = rate(link_bps),
         q = quantum(1)
     ));
     s.push_str(&format!(
-        "tc class add dev {dev} parent 1:1 classid 1:{UNCLASSIFIED_MINOR:x} htb rate {} ceil {} prio 7 quantum {}\n",
+        "class add dev {dev} parent 1:{LINK_MINOR:x} classid 1:{UNCLASSIFIED_MINOR:x} htb rate {} ceil {} prio 7 quantum {}\n",
         rate(0.0),
         rate(link_bps),
         quantum(1)
     ));
     s.push_str(&format!(
-        "tc qdisc add dev {dev} parent 1:{m:x} handle {m:x}: pfifo limit {LEAF_PACKETS}\n",
+        "qdisc add dev {dev} parent 1:{m:x} handle {m:x}: pfifo limit {LEAF_PACKETS}\n",
         m = UNCLASSIFIED_MINOR
     ));
     for (t, tenant) in policy.tenants.iter().enumerate() {
@@ -203,7 +325,7 @@ pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[String]) -> 
             tenant.name, tenant.weight, tenant.priority
         ));
         s.push_str(&format!(
-            "tc class add dev {dev} parent 1:1 classid 1:{:x} htb rate {} ceil {} prio {} quantum {}\n",
+            "class add dev {dev} parent 1:{LINK_MINOR:x} classid 1:{:x} htb rate {} ceil {} prio {} quantum {}\n",
             tenant_minor(t),
             rate(tenant_bps),
             rate(ceil),
@@ -215,57 +337,43 @@ pub(crate) fn tc_script_for(policy: &Policy, dev: &str, prefixes: &[String]) -> 
             let app_bps = ideal.app_bps[a.index()].max(app.min_rate_bps.unwrap_or(0) as f64);
             let ceil = app.max_rate_bps.map_or(ceil, |m| m as f64).max(app_bps);
             s.push_str(&format!(
-                "tc class add dev {dev} parent 1:{:x} classid 1:{:x} htb rate {} ceil {} prio {} quantum {}\n",
+                "class add dev {dev} parent 1:{:x} classid 1:{:x} htb rate {} ceil {} prio {} quantum {}\n",
                 tenant_minor(t),
-                app_minor(a.index()),
+                app_minor(policy, a.index()),
                 rate(app_bps),
                 rate(ceil),
                 app.priority.min(7),
                 quantum(app.weight)
             ));
             s.push_str(&format!(
-                "tc qdisc add dev {dev} parent 1:{m:x} handle {m:x}: pfifo limit {LEAF_PACKETS}\n",
-                m = app_minor(a.index())
+                "qdisc add dev {dev} parent 1:{m:x} handle {m:x}: pfifo limit {LEAF_PACKETS}\n",
+                m = app_minor(policy, a.index())
             ));
         }
     }
-    let mut prio = 1u32;
-    let mut filter = |s: &mut String, matches: &str, minor: u32| {
-        s.push_str(&format!(
-            "tc filter add dev {dev} parent 1: protocol ip prio {prio} u32 {matches} flowid 1:{minor:x}\n"
-        ));
-        prio += 1;
-    };
-    for (t, tenant) in policy.tenants.iter().enumerate() {
-        let prefix = &prefixes[t];
-        let src = format!("match ip src {prefix}");
-        for &a in &tenant.apps {
-            let app = policy.app(a);
-            let proto = app.match_proto.map(|p| match p {
-                policy::Proto::Tcp => " match ip protocol 6 0xff".to_string(),
-                policy::Proto::Udp => " match ip protocol 17 0xff".to_string(),
-            });
-            if app.match_ports.is_empty() {
-                if let Some(proto) = proto {
-                    filter(&mut s, &format!("{src}{proto}"), app_minor(a.index()));
-                }
-                continue;
+    for (t, prefix) in prefixes.iter().enumerate() {
+        let (protocol, ip, first_prio) = if v6[t] {
+            ("ipv6", "ip6", v4_prios + 1)
+        } else {
+            ("ip", "ip", 1)
+        };
+        for (n, rule) in rules(policy, t).iter().enumerate() {
+            let mut matches = format!("match {ip} src {}/{}", prefix.addr, prefix.prefix_len);
+            if let Some(proto) = rule.proto {
+                matches.push_str(&format!(" match {ip} protocol {proto} 0xff"));
             }
-            let proto = proto.unwrap_or_default();
-            for port in &app.match_ports {
-                for side in ["sport", "dport"] {
-                    filter(
-                        &mut s,
-                        &format!("{src}{proto} match ip {side} {port} 0xffff"),
-                        app_minor(a.index()),
-                    );
-                }
+            if let Some((side, port)) = rule.port {
+                matches.push_str(&format!(" match {ip} {side} {port} 0xffff"));
             }
+            s.push_str(&format!(
+                "filter add dev {dev} parent 1: protocol {protocol} prio {} handle ::{:x} u32 {matches} flowid 1:{:x}\n",
+                first_prio + n,
+                t + 1,
+                app_minor(policy, rule.app)
+            ));
         }
-        let default = policy.catch_all_app(policy::TenantId(t as u16));
-        filter(&mut s, &src, app_minor(default.index()));
     }
-    s
+    Ok(s)
 }
 
 /// Packets HTB dropped per tenant, from `tc -s class show` of the device the
@@ -281,7 +389,7 @@ pub(crate) fn tenant_drops(policy: &Policy, tc_stats: &str) -> Vec<u64> {
                 .split_whitespace()
                 .next()
                 .and_then(|minor| u32::from_str_radix(minor, 16).ok())
-                .and_then(|minor| minor.checked_sub(app_minor(0)))
+                .and_then(|minor| minor.checked_sub(app_minor(policy, 0)))
                 .map(|a| a as usize)
                 .filter(|&a| a < policy.apps.len());
         } else if let (Some(a), Some(rest)) = (app, line.strip_prefix("Sent ")) {
@@ -301,6 +409,7 @@ pub(crate) fn tenant_drops(policy: &Policy, tc_stats: &str) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use policy::AppId;
 
     fn policy() -> Policy {
         policy::parse_policy(
@@ -355,10 +464,10 @@ tenants:
         let stats = [
             class(1, 100),
             class(tenant_minor(1), 9),
-            class(app_minor(app("t1", "default")), 5),
-            class(app_minor(app("t2", "probe")), 7),
-            class(app_minor(app("t2", "bulk")), 11),
-            class(app_minor(app("t3", "default")), 0),
+            class(app_minor(&policy, app("t1", "default")), 5),
+            class(app_minor(&policy, app("t2", "probe")), 7),
+            class(app_minor(&policy, app("t2", "bulk")), 11),
+            class(app_minor(&policy, app("t3", "default")), 0),
         ]
         .concat();
         assert_eq!(tenant_drops(&policy, &stats), vec![5, 18, 0]);
@@ -368,10 +477,31 @@ tenants:
         );
     }
 
+    /// The commands `sh -e` runs for `script`, each as a `tc` command line: the
+    /// delete, then the lines of the `tc -batch` here-document, comments left out.
+    fn commands(script: &str) -> Vec<String> {
+        let lines: Vec<&str> = script.lines().collect();
+        let [header, delete, batch, inner @ .., end] = &lines[..] else {
+            panic!("{script}")
+        };
+        assert!(header.starts_with("# nicsched policy as Linux HTB on "));
+        assert_eq!(*batch, "tc -batch - <<'EOF'");
+        assert_eq!(*end, "EOF");
+        assert!(!inner.contains(&"EOF"), "the here-document ends early");
+        std::iter::once(delete.to_string())
+            .chain(
+                inner
+                    .iter()
+                    .filter(|l| !l.starts_with('#'))
+                    .map(|l| format!("tc {l}")),
+            )
+            .collect()
+    }
+
     #[test]
     fn compiles_the_tree_rates_and_filters() {
         let script = tc_script(&policy(), "up0").unwrap();
-        let lines: Vec<&str> = script.lines().filter(|l| !l.starts_with('#')).collect();
+        let lines = commands(&script);
         assert_eq!(lines[0], "tc qdisc del dev up0 root 2>/dev/null || true");
         assert_eq!(
             lines[1],
@@ -387,38 +517,38 @@ tenants:
             "tc class add dev up0 parent 1:1 classid 1:fffe htb rate 8kbit ceil 1gbit prio 7 quantum 1514"
         );
         // All backlogged: t3 gets its 100M guarantee, then 1:3:1 weights of the 900M.
-        assert!(script.contains(
-            "parent 1:1 classid 1:100 htb rate 180mbit ceil 1gbit prio 1 quantum 1514\n"
-        ));
-        assert!(script.contains(
-            "parent 1:1 classid 1:101 htb rate 540mbit ceil 800mbit prio 1 quantum 4542\n"
-        ));
-        assert!(script.contains("parent 1:1 classid 1:102 htb rate 280mbit ceil 1gbit"));
-        // t2's apps: probe (priority 0) takes the tenant's whole rate when backlogged;
-        // bulk and default borrow.
         assert!(
-            script.contains("parent 1:101 classid 1:1001 htb rate 540mbit ceil 800mbit prio 0")
+            script.contains(
+                "parent 1:1 classid 1:2 htb rate 180mbit ceil 1gbit prio 1 quantum 1514\n"
+            )
         );
-        assert!(script.contains("parent 1:101 classid 1:1002 htb rate 8kbit ceil 500mbit prio 1"));
+        assert!(script.contains(
+            "parent 1:1 classid 1:3 htb rate 540mbit ceil 800mbit prio 1 quantum 4542\n"
+        ));
+        assert!(script.contains("parent 1:1 classid 1:4 htb rate 280mbit ceil 1gbit"));
+        // The apps' leaves follow the tenants' classes. t2's: probe (priority 0) takes
+        // the tenant's whole rate when backlogged; bulk and default borrow.
+        assert!(script.contains("parent 1:3 classid 1:6 htb rate 540mbit ceil 800mbit prio 0"));
+        assert!(script.contains("parent 1:3 classid 1:7 htb rate 8kbit ceil 500mbit prio 1"));
         assert!(
-            script.contains("tc qdisc add dev up0 parent 1:1001 handle 1001: pfifo limit 1000")
+            lines.contains(&"tc qdisc add dev up0 parent 1:6 handle 6: pfifo limit 1000".into())
         );
-        // Filters in first-match order, both port directions, then the tenant catch-all.
-        let filters: Vec<&str> = lines
+        // Per tenant, filters in first-match order, both port directions, then the
+        // tenant's catch-all; the tenant's number is the handle.
+        let filters: Vec<&String> = lines
             .iter()
-            .copied()
             .filter(|l| l.starts_with("tc filter"))
             .collect();
         assert_eq!(
             filters,
             [
-                "tc filter add dev up0 parent 1: protocol ip prio 1 u32 match ip src 10.0.1.0/24 flowid 1:1000",
-                "tc filter add dev up0 parent 1: protocol ip prio 2 u32 match ip src 10.0.2.0/24 match ip protocol 6 0xff match ip sport 11111 0xffff flowid 1:1001",
-                "tc filter add dev up0 parent 1: protocol ip prio 3 u32 match ip src 10.0.2.0/24 match ip protocol 6 0xff match ip dport 11111 0xffff flowid 1:1001",
-                "tc filter add dev up0 parent 1: protocol ip prio 4 u32 match ip src 10.0.2.0/24 match ip protocol 6 0xff match ip sport 5201 0xffff flowid 1:1002",
-                "tc filter add dev up0 parent 1: protocol ip prio 5 u32 match ip src 10.0.2.0/24 match ip protocol 6 0xff match ip dport 5201 0xffff flowid 1:1002",
-                "tc filter add dev up0 parent 1: protocol ip prio 6 u32 match ip src 10.0.2.0/24 flowid 1:1003",
-                "tc filter add dev up0 parent 1: protocol ip prio 7 u32 match ip src 10.0.3.0/24 flowid 1:1004",
+                "tc filter add dev up0 parent 1: protocol ip prio 1 handle ::1 u32 match ip src 10.0.1.0/24 flowid 1:5",
+                "tc filter add dev up0 parent 1: protocol ip prio 1 handle ::2 u32 match ip src 10.0.2.0/24 match ip protocol 6 0xff match ip sport 11111 0xffff flowid 1:6",
+                "tc filter add dev up0 parent 1: protocol ip prio 2 handle ::2 u32 match ip src 10.0.2.0/24 match ip protocol 6 0xff match ip dport 11111 0xffff flowid 1:6",
+                "tc filter add dev up0 parent 1: protocol ip prio 3 handle ::2 u32 match ip src 10.0.2.0/24 match ip protocol 6 0xff match ip sport 5201 0xffff flowid 1:7",
+                "tc filter add dev up0 parent 1: protocol ip prio 4 handle ::2 u32 match ip src 10.0.2.0/24 match ip protocol 6 0xff match ip dport 5201 0xffff flowid 1:7",
+                "tc filter add dev up0 parent 1: protocol ip prio 5 handle ::2 u32 match ip src 10.0.2.0/24 flowid 1:8",
+                "tc filter add dev up0 parent 1: protocol ip prio 1 handle ::3 u32 match ip src 10.0.3.0/24 flowid 1:9",
             ]
         );
     }
@@ -470,7 +600,7 @@ tenants:
         let mut leaves = Vec::new();
         let mut default = None;
         let mut flowids = Vec::new();
-        for line in script.lines().filter(|l| !l.starts_with('#')) {
+        for line in commands(&script) {
             let words: Vec<&str> = line.split_whitespace().collect();
             let after = |key: &str| {
                 let at = words.iter().position(|w| *w == key).unwrap();
@@ -497,7 +627,7 @@ tenants:
         assert!(classes.contains(&default), "default {default} is a class");
         assert!(leaves.contains(&default), "and has its queue");
         for a in 0..policy.apps.len() {
-            let leaf = format!("1:{:x}", app_minor(a));
+            let leaf = format!("1:{:x}", app_minor(&policy, a));
             assert!(classes.contains(&leaf) && leaves.contains(&leaf), "{leaf}");
         }
         assert!(flowids.iter().all(|f| classes.contains(f)), "{flowids:?}");
@@ -509,15 +639,156 @@ tenants:
     }
 
     #[test]
-    fn an_ipv6_source_prefix_is_refused_before_any_command() {
-        let v6 = policy::parse_policy(
-            "link: { rate: 1Gbit }\ntenants:\n  - { name: a, match: { src: 10.0.0.0/8 } }\n  - { name: b, match: { src: 2001:db8::/32 } }\n",
+    fn ipv6_tenants_get_ipv6_filters_at_prios_after_the_ipv4_ones() {
+        let mixed = policy::parse_policy(
+            r#"
+link: { rate: 1Gbit }
+tenants:
+  - name: v6
+    match: { src: 2001:db8:1::/48 }
+    apps:
+      - { name: dns, match: { proto: udp, ports: [53] } }
+      - { name: ssh, match: { proto: tcp } }
+  - { name: v4, match: { src: 10.0.0.0/8 } }
+  - { name: host, match: { src: 2001:db8:2::1 } }
+"#,
             "p.yaml",
         )
         .unwrap();
-        let error = tc_script(&v6, "eth0").unwrap_err();
-        assert_eq!(error, TcScriptError::Ipv6 { tenant: "b".into() });
-        assert!(error.to_string().contains("hint: "), "{error}");
+        let script = tc_script(&mixed, "eth0").unwrap();
+        let filters: Vec<String> = commands(&script)
+            .into_iter()
+            .filter(|l| l.starts_with("tc filter"))
+            .collect();
+        // Tenants 1:2-1:4; v6's apps 1:5-1:7, v4's default 1:8, host's 1:9. The IPv4
+        // tenants' filters take prio 1 alone, so the IPv6 ones start at 2.
+        assert_eq!(
+            filters,
+            [
+                "tc filter add dev eth0 parent 1: protocol ipv6 prio 2 handle ::1 u32 match ip6 src 2001:db8:1::/48 match ip6 protocol 17 0xff match ip6 sport 53 0xffff flowid 1:5",
+                "tc filter add dev eth0 parent 1: protocol ipv6 prio 3 handle ::1 u32 match ip6 src 2001:db8:1::/48 match ip6 protocol 17 0xff match ip6 dport 53 0xffff flowid 1:5",
+                "tc filter add dev eth0 parent 1: protocol ipv6 prio 4 handle ::1 u32 match ip6 src 2001:db8:1::/48 match ip6 protocol 6 0xff flowid 1:6",
+                "tc filter add dev eth0 parent 1: protocol ipv6 prio 5 handle ::1 u32 match ip6 src 2001:db8:1::/48 flowid 1:7",
+                "tc filter add dev eth0 parent 1: protocol ip prio 1 handle ::2 u32 match ip src 10.0.0.0/8 flowid 1:8",
+                "tc filter add dev eth0 parent 1: protocol ipv6 prio 2 handle ::3 u32 match ip6 src 2001:db8:2::1/128 flowid 1:9",
+            ]
+        );
+    }
+
+    /// A policy of `tenants` tenants, every third with an IPv6 prefix and every
+    /// tenth with `apps` apps of `ports` ports each (besides its `default`).
+    fn many(tenants: usize, apps: usize, ports: usize) -> Policy {
+        let mut yaml = String::from("link: { rate: 10Gbit }\ntenants:\n");
+        for t in 0..tenants {
+            let src = if t % 3 == 0 {
+                format!("2001:db8:{t:x}::/48")
+            } else {
+                format!("10.{}.{}.0/24", t / 256, t % 256)
+            };
+            yaml.push_str(&format!("  - name: t{t}\n    match: {{ src: {src} }}\n"));
+            if t % 10 == 0 && apps > 0 {
+                yaml.push_str("    apps:\n");
+                for a in 0..apps {
+                    let list: Vec<String> = (0..ports)
+                        .map(|p| (1000 + a * ports + p).to_string())
+                        .collect();
+                    yaml.push_str(&format!(
+                        "      - {{ name: a{a}, match: {{ proto: tcp, ports: [{}] }} }}\n",
+                        list.join(", ")
+                    ));
+                }
+            }
+        }
+        policy::parse_policy(&yaml, "many.yaml").unwrap()
+    }
+
+    /// The value after `key` in a command of the script.
+    fn after<'a>(line: &'a str, key: &str) -> &'a str {
+        let mut words = line.split_whitespace();
+        words.find(|w| *w == key);
+        words.next().unwrap_or_else(|| panic!("no {key} in {line}"))
+    }
+
+    #[test]
+    fn thousands_of_tenants_get_distinct_ids_that_fit() {
+        let policy = many(3900, 2, 3);
+        assert_eq!(htb_limits(&policy), Ok(()));
+        let script = tc_script(&policy, "eth0").unwrap();
+        let minor = |classid: &str| {
+            let minor = classid.strip_prefix("1:").unwrap();
+            u32::from_str_radix(minor, 16).unwrap()
+        };
+        let mut classes = std::collections::HashSet::new();
+        let mut filters = std::collections::HashSet::new();
+        let commands = commands(&script);
+        // Each class once: none of the tenants' or apps' is the link's or the default's.
+        for line in &commands {
+            if line.starts_with("tc class add") {
+                let classid = minor(after(line, "classid"));
+                assert!((1..=0xffff).contains(&classid), "{line}");
+                assert!(classes.insert(classid), "twice: {line}");
+            } else if line.starts_with("tc filter add") {
+                let prio: u32 = after(line, "prio").parse().unwrap();
+                let node = after(line, "handle").strip_prefix("::").unwrap();
+                let node = u32::from_str_radix(node, 16).unwrap();
+                assert!((1..=U32_PRIOS_MAX as u32).contains(&prio), "{line}");
+                assert!((1..=U32_NODES_MAX as u32).contains(&node), "{line}");
+                let key = (after(line, "protocol"), prio, node);
+                assert!(filters.insert(key), "twice: {line}");
+                assert!(classes.contains(&minor(after(line, "flowid"))), "{line}");
+            }
+        }
+        // The link, the default, and a class per tenant and per app: 390 tenants have
+        // 2 apps and a default.
+        assert_eq!(classes.len(), 2 + 3900 + 3900 + 390 * 2);
+        assert!(classes.contains(&UNCLASSIFIED_MINOR));
+        // 3900 catch-alls and 2 x 3 ports x 2 directions for 390 tenants.
+        assert_eq!(filters.len(), 3900 + 390 * 12);
+    }
+
+    #[test]
+    fn policies_past_htbs_or_u32s_numbers_are_refused_saying_which() {
+        let too_large = |policy: &Policy, words: &[&str]| {
+            let error = htb_limits(policy).unwrap_err();
+            assert!(matches!(error, TcScriptError::TooLarge(_)), "{error:?}");
+            let text = error.to_string();
+            assert!(words.iter().all(|w| text.contains(w)), "{text}");
+            assert_eq!(tc_script(policy, "eth0"), Err(error));
+        };
+        // One tenant past u32's 12-bit filter numbers (the policy's own bound is 4096).
+        too_large(&many(4096, 0, 0), &["4096 tenants", "room for 4095"]);
+        // The classes: 4000 tenants, 400 of them with 145 apps and a default. A policy
+        // file cannot hold that many apps (YAML is read into at most 250000 nodes):
+        // they are added here.
+        let mut classes = many(4000, 0, 0);
+        for t in 0..400 {
+            for a in 0..145 {
+                let mut app = classes.app(classes.tenants[t].apps[0]).clone();
+                app.name = format!("a{a}");
+                app.match_proto = Some(Proto::Udp);
+                app.implicit = false;
+                classes.tenants[t]
+                    .apps
+                    .insert(a, AppId(classes.apps.len() as u32));
+                classes.apps.push(app);
+            }
+        }
+        assert_eq!(classes.apps.len(), 3600 + 400 * 146);
+        too_large(
+            &classes,
+            &[
+                "4000 tenants and 62000 apps",
+                "66000 HTB classes",
+                "room for 65532",
+            ],
+        );
+        // The prios: a tenant's filters, one prio each, 1023 ports both ways and its
+        // catch-all fit in 2047; one port more does not.
+        assert_eq!(htb_limits(&many(1, 1, 1023)), Ok(()));
+        too_large(
+            &many(1, 1, 1024),
+            &["2049 u32 prios", "at most 2047", "`t0` has 2049 (IPv6)"],
+        );
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub use classify::{
 };
 pub use crafted::CraftedFrames;
 pub use engine::{EngineStats, LAB_HOST_LIMITS};
-pub use htb::{TcScriptError, tc_script};
+pub use htb::{TcScriptError, htb_limits, tc_script};
 /// Stop signals (INT, TERM, HUP, QUIT) caught for as long as it is held; a command
 /// that makes several runs holds one across them all, so that a signal between two
 /// runs stops the next ([`interrupted`]).
@@ -508,7 +508,9 @@ pub fn run_with_engine_stats(
             "crafted frames go through nicsched's engine, which linux-htb does not run".into(),
         ));
     }
-    if !kernel_htb {
+    if kernel_htb {
+        htb_limits(policy).map_err(|e| LabError::Unsupported(e.to_string()))?;
+    } else {
         // Built here to refuse early; the engine thread builds its own.
         sched::build(enforcer, policy).map_err(LabError::Enforcer)?;
         engine::HostBuffer::new(enforcer, policy, options.qdisc)?;
@@ -989,25 +991,26 @@ fn collect(
 }
 
 /// Compiles `policy` to HTB on the uplink of `plan` (the tenants matched by
-/// `prefixes`) and applies it with `tc -batch`; `DIR/linux-htb.sh` keeps the script.
+/// `prefixes`) and applies it with `tc -batch`; `DIR/linux-htb.tc` keeps the batch
+/// and `DIR/linux-htb.sh` the same as a script for `sh`.
 fn apply_htb(
     policy: &policy::Policy,
     plan: &topology::Plan,
     prefixes: &[Prefix],
     dir: &Path,
 ) -> Result<(), LabError> {
-    let script = htb::tc_script_for(
-        policy,
-        &plan.uplink,
-        &prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
-    );
-    let file = dir.join("linux-htb.tc");
-    let batch: String = script
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| format!("{}\n", l.trim_start_matches("tc ")))
+    let prefixes: Vec<policy::Cidr> = prefixes
+        .iter()
+        .map(|p| policy::Cidr {
+            addr: p.network().into(),
+            prefix_len: p.len,
+        })
         .collect();
+    let batch = htb::tc_batch(policy, &plan.uplink, &prefixes)
+        .map_err(|e| LabError::Unsupported(e.to_string()))?;
+    let file = dir.join("linux-htb.tc");
     let shell = dir.join("linux-htb.sh");
+    let script = htb::sh_script(&plan.uplink, &batch);
     for (path, text) in [(&shell, &script), (&file, &batch)] {
         std::fs::write(path, text).map_err(|e| LabError::Io(format!("{}: {e}", path.display())))?;
     }

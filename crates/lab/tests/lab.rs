@@ -208,6 +208,39 @@ fn unknown_enforcers_are_refused_before_anything_is_built() {
     assert_nothing_left(&before);
 }
 
+#[test]
+fn a_policy_past_htbs_limits_is_refused_under_linux_htb_before_anything_is_built() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("a_policy_past_htbs_limits_is_refused_under_linux_htb_before_anything_is_built") {
+        return;
+    }
+    // 1024 ports both ways and the catch-all: 2049 u32 prios, the kernel has 2047.
+    let ports: Vec<String> = (1..=1024).map(|p| p.to_string()).collect();
+    let wide = scenario(&format!(
+        "name: lab-wide\npolicy:\n  link: {{ rate: 100Mbit }}\n  tenants:\n    - name: t1\n      apps:\n        - {{ name: wide, match: {{ ports: [{}] }} }}\nduration: 1s\ntraffic:\n  - {{ name: t1-bulk, tenant: t1, kind: bulk }}\n",
+        ports.join(", ")
+    ));
+    let before = our_namespaces();
+    // A run that got as far as building makes its folder first.
+    let out = std::env::temp_dir().join(format!("nicsched-lab-wide-{}", std::process::id()));
+    let options = LabOptions {
+        out: Some(out.clone()),
+        ..LabOptions::default()
+    };
+    let error = lab::run(&wide, lab::LINUX_HTB, &options, &mut |_| {}).unwrap_err();
+    let built = out.exists();
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(!built, "{} was made", out.display());
+    assert!(matches!(error, LabError::Unsupported(_)), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .contains(&lab::htb_limits(&wide.policy).unwrap_err().to_string()),
+        "{error}"
+    );
+    assert_nothing_left(&before);
+}
+
 fn one_second() -> Scenario {
     let mut s = two_tenants();
     s.duration_ns = 1_000_000_000;

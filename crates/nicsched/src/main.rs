@@ -243,10 +243,11 @@ enum Command {
         #[arg(long, short = 'q')]
         quiet: bool,
     },
-    /// Print the policy compiled to Linux HTB (`tc` commands) for device DEV: the
-    /// same compilation `nicsched lab -e linux-htb` applies. The script replaces the
-    /// device's root qdisc, so it may be applied again; every tenant needs a
-    /// `match.src` (the filters classify by source address).
+    /// Print the policy compiled to Linux HTB for device DEV, a script for `sh -e`
+    /// (its `tc` commands in one `tc -batch`): the same compilation `nicsched lab -e
+    /// linux-htb` applies. The script replaces the device's root qdisc, so it may be
+    /// applied again; every tenant needs a `match.src`, IPv4 or IPv6 (the filters
+    /// classify by source address).
     Tc {
         /// Policy file, or a scenario file (its policy is compiled).
         file: PathBuf,
@@ -375,7 +376,7 @@ fn main() -> ExitCode {
         Command::Tc { file, dev } => load_policy_or_scenario(&file).and_then(|policy| {
             let script = lab::tc_script(&policy, &dev).map_err(|e| match e {
                 lab::TcScriptError::Device(_) => Failure::input(e.to_string()),
-                _ => Failure::input(format!("{}: error: {e}", file.display())),
+                _ => htb_refusal(&file.display(), e),
             })?;
             print!("{script}");
             Ok(())
@@ -472,6 +473,11 @@ fn load_policy_or_scenario(path: &Path) -> Result<Policy, Failure> {
     }
 }
 
+/// A policy `nicsched tc` or the lab's `linux-htb` cannot compile, as `source: error: ...`.
+fn htb_refusal(source: &dyn std::fmt::Display, error: lab::TcScriptError) -> Failure {
+    Failure::input(format!("{source}: error: {error}"))
+}
+
 fn check(path: &Path, enforcers: &[String]) -> Result<(), Failure> {
     let policy = load_policy_or_scenario(path)?;
     let default = ["tonic".to_string()];
@@ -480,6 +486,9 @@ fn check(path: &Path, enforcers: &[String]) -> Result<(), Failure> {
     } else {
         enforcers
     };
+    if enforcers.iter().any(|name| name == LAB_ONLY_ENFORCER) {
+        lab::htb_limits(&policy).map_err(|e| htb_refusal(&path.display(), e))?;
+    }
     println!(
         "{}: ok: {} tenant(s), {} app(s), link {} with {} Tx queues",
         path.display(),
@@ -751,8 +760,12 @@ fn run_lab(
     } else {
         enforcers.to_vec()
     };
-    for name in enforcers.iter().filter(|n| n.as_str() != LAB_ONLY_ENFORCER) {
-        sched::build(name, &scenario.policy).map_err(|e| Failure::input(e.to_string()))?;
+    for name in &enforcers {
+        if name == LAB_ONLY_ENFORCER {
+            lab::htb_limits(&scenario.policy).map_err(|e| htb_refusal(&path.display(), e))?;
+        } else {
+            sched::build(name, &scenario.policy).map_err(|e| Failure::input(e.to_string()))?;
+        }
     }
     let out =
         out.unwrap_or_else(|| PathBuf::from("results").join(format!("{}-lab", scenario.name)));
@@ -874,6 +887,9 @@ fn lab_bench(
         .filter(|p| lab::PathKind::of(p) == lab::PathKind::Engine)
     {
         sched::build(name, &scaled).map_err(|e| Failure::input(e.to_string()))?;
+    }
+    if paths.iter().any(|p| p == LAB_ONLY_ENFORCER) {
+        lab::htb_limits(&scaled).map_err(|e| htb_refusal(&label, e))?;
     }
     let options = lab::BenchOptions {
         paths: paths.clone(),

@@ -265,13 +265,33 @@ fn tc_refuses_unmatched_tenants_and_odd_devices_and_prints_a_whole_script() {
         "matched.yaml",
         "link: { rate: 1Gbit }\ntenants:\n  - { name: a, weight: 3, match: { src: 10.0.1.0/24 } }\n  - { name: b, match: { src: 10.0.2.0/24 } }\n",
     );
-    for dev in ["eth0;reboot", "a b", "x/y", "$(id)", "sixteen-chars-xx", ""] {
-        let out = nicsched(&["tc", &matched, "--dev", dev]);
+    // Names a shell would run something from: refused, and nothing printed that a
+    // `| sh` could run.
+    let touched = scratch.0.join("touched");
+    let touch = format!("touch {}", touched.display());
+    for dev in [
+        format!("d0; {touch}"),
+        format!("$({touch})"),
+        format!("`{touch}`"),
+        format!("d0\n{touch}"),
+        "eth0;reboot".into(),
+        "a b".into(),
+        "x/y".into(),
+        "/".into(),
+        "sixteen-chars-xx".into(),
+        "".into(),
+    ] {
+        let out = nicsched(&["tc", &matched, "--dev", &dev]);
         assert_eq!(out.status.code(), Some(2), "{dev:?}");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("not an interface name"),
             "{dev:?}"
         );
+        let sh = Command::new("sh")
+            .args(["-e", "-c", &String::from_utf8_lossy(&out.stdout)])
+            .output()
+            .unwrap();
+        assert!(sh.status.success() && !touched.exists(), "{dev:?}");
     }
     let out = nicsched(&["tc", &matched, "--dev", "eth0"]);
     assert!(out.status.success());
@@ -281,6 +301,40 @@ fn tc_refuses_unmatched_tenants_and_odd_devices_and_prints_a_whole_script() {
         "a's share in tc's units: {script}"
     );
     assert!(script.contains("classid 1:fffe "), "{script}");
+}
+
+#[test]
+fn check_for_linux_htb_refuses_what_tc_refuses_with_the_same_words() {
+    let scratch = Scratch::new("htb-limits");
+    // One port more than u32's 2047 prios hold: 1024 both ways and the catch-all.
+    let ports: Vec<String> = (1..=1024).map(|p| p.to_string()).collect();
+    let wide = scratch.file(
+        "wide.yaml",
+        &format!(
+            "link: {{ rate: 1Gbit }}\ntenants:\n  - name: wide\n    match: {{ src: 10.0.0.0/8 }}\n    apps:\n      - {{ name: ports, match: {{ ports: [{}] }} }}\n",
+            ports.join(", ")
+        ),
+    );
+    let tc = nicsched(&["tc", &wide, "--dev", "eth0"]);
+    let check = nicsched(&["check", &wide, "-e", "linux-htb"]);
+    let error = String::from_utf8_lossy(&tc.stderr);
+    assert!(
+        error.starts_with(&format!("{wide}: error: too large for Linux HTB: "))
+            && error.contains("2049 u32 prios")
+            && error.contains("at most 2047"),
+        "{error}"
+    );
+    for out in [&tc, &check] {
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    assert_eq!(check.stderr, tc.stderr);
+    // Other enforcers have no such limit.
+    assert!(nicsched(&["check", &wide, "-e", "htb"]).status.success());
 }
 
 /// Polls `condition` every 20 ms until it holds or `tries` run out.
