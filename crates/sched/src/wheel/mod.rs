@@ -117,6 +117,10 @@ pub struct Wheel {
     classes: Classes,
     accounting: Accounting,
     slab: Slab,
+    /// The leaf class of the packet in each slab slot, so a departure can tell the
+    /// class map which class to keep at hand for the sender's refill: without it,
+    /// every enqueue at 1M classes missed in the split table (86% of `wheel`'s time).
+    slot_class: Vec<u32>,
     wheel: TimingWheel,
     tick_shift: u32,
     /// Per split class (index = class id - apps); empty for unsplit apps.
@@ -149,6 +153,7 @@ impl Wheel {
                 ),
             ),
             slab: Slab::with_capacity(config.packets_max),
+            slot_class: Vec::with_capacity(config.packets_max),
             wheel: TimingWheel::new(config.packets_max),
             tick_shift: config.tick_shift,
             split_ns_per_byte_fx: policy
@@ -219,6 +224,10 @@ impl Enforcer for Wheel {
             tick.min(u128::from(u64::MAX)) as u64
         };
         let index = self.slab.insert(packet).expect("checked not full");
+        match self.slot_class.get_mut(index as usize) {
+            Some(slot) => *slot = class,
+            None => self.slot_class.push(class),
+        }
         self.wheel.insert(index, tick);
         Ok(())
     }
@@ -226,6 +235,8 @@ impl Enforcer for Wheel {
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
         let (index, _) = self.wheel.pop_expired(now_ns >> self.tick_shift)?;
         let packet = self.slab.remove(index);
+        self.classes
+            .departed(&packet, ClassId(self.slot_class[index as usize]));
         self.accounting.release(&packet);
         Some(Frame::whole(packet))
     }
