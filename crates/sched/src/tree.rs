@@ -56,9 +56,11 @@
 //! negative by a whole packet, however much larger than its burst (64 KiB GSO
 //! sends), so nothing it
 //! sent is forgiven. Green and yellow both change with time, so a node that
-//! is not green waits in a binary heap of events (HTB's wait queue) for the time its
-//! tokens allow it again; a heap entry whose time is no longer the node's is stale and
-//! skipped. Per packet: O(depth) ring and bucket updates plus O(log n) heap work.
+//! is not green waits on a timing wheel of events (HTB's wait queue) for the time its
+//! tokens allow it again; an event whose time is no longer the node's is stale and
+//! skipped. Per packet: O(depth) ring and bucket updates plus O(1) event work (a
+//! binary heap here took 44% of `valve`'s time at 1M classes: twenty levels of
+//! cache misses per pop).
 //!
 //! ## Units
 //!
@@ -67,10 +69,9 @@
 //! An i64 holds 1.1 GB of burst, far more than any bucket needs.
 
 use crate::classes::{ClassId, Classes};
+use crate::wheel::timing::{Links, WheelSlots};
 use crate::{Accounting, Frame, Packet, Refusal, TenantCounters};
 use policy::{AppId, Policy, TenantId};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// Priority levels a node's children may use, as in HTB (`TC_HTB_NUMPRIO`); policy
 /// priorities above the last share it.
@@ -438,8 +439,91 @@ pub struct Hierarchy {
     slab: Vec<Packet>,
     slab_next: Vec<u32>,
     free: u32,
-    events: BinaryHeap<Reverse<(u64, u32)>>,
+    events: Events,
     backlog: usize,
+}
+
+/// Pending token events, by the nanosecond they fall due, on a timing wheel of
+/// nanosecond ticks. A node may have stale events here (a later one, superseded by
+/// an earlier): the caller skips an event whose time is no longer its node's.
+#[derive(Default)]
+struct Events {
+    slots: WheelSlots,
+    records: EventRecords,
+    /// Records of events already popped, for reuse: the wheel never allocates once
+    /// the most events ever pending have been.
+    free: Vec<u32>,
+}
+
+#[derive(Clone, Copy)]
+struct EventRecord {
+    /// The wheel's tick, which it may raise to where it stands; `at_ns` is kept apart.
+    tick: u64,
+    at_ns: u64,
+    next: u32,
+    node: u32,
+}
+
+#[derive(Default)]
+struct EventRecords(Vec<EventRecord>);
+
+impl Links for EventRecords {
+    fn next(&self, item: u32) -> u32 {
+        self.0[item as usize].next
+    }
+    fn set_next(&mut self, item: u32, next: u32) {
+        self.0[item as usize].next = next;
+    }
+    fn tick(&self, item: u32) -> u64 {
+        self.0[item as usize].tick
+    }
+    fn set_tick(&mut self, item: u32, tick: u64) {
+        self.0[item as usize].tick = tick;
+    }
+}
+
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Events")
+            .field("pending", &self.slots.len())
+            .finish()
+    }
+}
+
+impl Events {
+    fn push(&mut self, at_ns: u64, node: u32) {
+        let record = EventRecord {
+            tick: at_ns,
+            at_ns,
+            next: NONE,
+            node,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.records.0[id as usize] = record;
+                id
+            }
+            None => {
+                self.records.0.push(record);
+                (self.records.0.len() - 1) as u32
+            }
+        };
+        self.slots.insert(&mut self.records, id, at_ns);
+    }
+
+    /// The earliest event due at `now_ns`, as its time and node.
+    fn pop_due(&mut self, now_ns: u64) -> Option<(u64, u32)> {
+        let (id, _) = self.slots.pop_expired(&mut self.records, now_ns)?;
+        self.free.push(id);
+        let record = self.records.0[id as usize];
+        Some((record.at_ns, record.node))
+    }
+
+    /// When the earliest pending event falls due, exactly: a caller that sleeps
+    /// until then must find it due.
+    fn next_at_ns(&self) -> Option<u64> {
+        self.slots.next_tick_exact(&self.records)
+    }
 }
 
 impl Hierarchy {
@@ -484,7 +568,7 @@ impl Hierarchy {
             slab: Vec::with_capacity(packets),
             slab_next: Vec::with_capacity(packets),
             free: NONE,
-            events: BinaryHeap::with_capacity(2 * layout.fixed() + 1024),
+            events: Events::default(),
             backlog: 0,
         }
     }
@@ -573,6 +657,11 @@ impl Hierarchy {
         self.free = index as u32;
         self.backlog -= 1;
         self.accounting.release(&packet);
+        // The sender's refill then finds its class in the recent-departures cache
+        // instead of missing in a split table of megabytes (86% of an enqueue at 1M
+        // classes).
+        self.classes
+            .departed(&packet, ClassId((leaf - 1 - self.layout.tenants) as u32));
 
         let cost = i64::from(packet.len_bytes) * TOKENS_PER_BYTE;
         for (level, &y) in path[..depth].iter().enumerate().rev() {
@@ -641,11 +730,7 @@ impl Hierarchy {
 
     /// Brings every node whose event is due to its current mode.
     fn run_events(&mut self, now_ns: u64) {
-        while let Some(&Reverse((at_ns, x))) = self.events.peek() {
-            if at_ns > now_ns {
-                break;
-            }
-            self.events.pop();
+        while let Some((at_ns, x)) = self.events.pop_due(now_ns) {
             let x = x as usize;
             if self.nodes[x].event_ns == at_ns {
                 self.nodes[x].event_ns = NO_EVENT;
@@ -662,9 +747,7 @@ impl Hierarchy {
         if self.occupied[ROOT] != 0 {
             return Some(now_ns);
         }
-        self.events
-            .peek()
-            .map(|Reverse((at_ns, _))| (*at_ns).max(now_ns))
+        self.events.next_at_ns().map(|at_ns| at_ns.max(now_ns))
     }
 
     /// Mode of node `x` at `now_ns`, and when it next changes by itself.
@@ -703,7 +786,7 @@ impl Hierarchy {
                 let (mode, event_ns) = self.mode(x, now_ns);
                 if event_ns < self.nodes[x].event_ns {
                     self.nodes[x].event_ns = event_ns;
-                    self.events.push(Reverse((event_ns, x as u32)));
+                    self.events.push(event_ns, x as u32);
                 }
                 let node = &self.nodes[x];
                 // The best kind among the children; BORROW for a leaf.

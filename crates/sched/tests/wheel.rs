@@ -292,6 +292,7 @@ mod invariants {
             for expected in reference {
                 let at = wheel.next_tick().unwrap();
                 prop_assert!(at <= expected.0);
+                prop_assert_eq!(wheel.next_tick_exact(), Some(expected.0));
                 let got = wheel.pop_expired(expected.0).map(|(item, tick)| (tick, item));
                 prop_assert_eq!(got, Some(expected));
             }

@@ -166,6 +166,22 @@ impl WheelSlots {
         Some(slot_start(self.elapsed, level, slot))
     }
 
+    /// The earliest item's tick, exactly: on a higher level, the first occupied
+    /// slot's items are scanned (all of them expire before any other slot's).
+    pub fn next_tick_exact(&self, links: &impl Links) -> Option<u64> {
+        let (level, slot) = self.first_occupied()?;
+        if level == 0 {
+            return Some(slot_start(self.elapsed, 0, slot));
+        }
+        let mut item = self.slots[level * SLOTS + slot].head;
+        let mut earliest = u64::MAX;
+        while item != NIL {
+            earliest = earliest.min(links.tick(item));
+            item = links.next(item);
+        }
+        Some(earliest)
+    }
+
     /// The item that [`Self::pop_expired`] would return next if it is already on
     /// level 0 (a hint for prefetching its state), without moving anything.
     #[inline]
@@ -256,6 +272,11 @@ impl TimingWheel {
     /// else the start of its slot.
     pub fn next_tick(&self) -> Option<u64> {
         self.slots.next_tick()
+    }
+
+    /// The earliest item's tick, exactly ([`WheelSlots::next_tick_exact`]).
+    pub fn next_tick_exact(&self) -> Option<u64> {
+        self.slots.next_tick_exact(&self.links)
     }
 
     /// Removes and returns the earliest item if its tick is at most `now_tick`, with
