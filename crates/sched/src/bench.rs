@@ -22,6 +22,9 @@ pub const TENANTS: u32 = 16;
 /// measurement lasting a second of wall time.
 pub const LINK_RATE_BPS: u64 = 100_000_000_000;
 pub const PACKET_BYTES: u32 = 1500;
+/// Packets the state measurement's enforcer may hold: it touches each class with
+/// one packet at a time.
+const PROBE_PACKETS: usize = 64;
 /// Packets each active class keeps queued.
 const BACKLOG_PACKETS: u32 = 2;
 
@@ -233,7 +236,9 @@ fn step(enforcer: &mut dyn Enforcer, now_ns: &mut u64) -> Result<u64, String> {
 /// Bytes of heap the enforcer holds per class once every class has been seen:
 /// `allocated` reads the process's live heap bytes (the caller's counting global
 /// allocator; a library cannot install one). Preallocated capacity counts, since
-/// that is what a host must have.
+/// that is what a host must have; the packet pool does not, since it is sized by
+/// the packets a host holds, not by its classes (rte_sched's mbufs are not counted
+/// either): it is built for [`PROBE_PACKETS`] here.
 pub fn bytes_per_class(
     enforcer: &str,
     classes: u32,
@@ -242,8 +247,11 @@ pub fn bytes_per_class(
     let classes = classes_rounded(classes);
     let policy = policy_for(classes, classes);
     let before = allocated();
-    let mut built =
-        crate::build_with(enforcer, &policy, capacity_for(classes)).map_err(|e| e.to_string())?;
+    let capacity = crate::Capacity {
+        packets: PROBE_PACKETS,
+        ..capacity_for(classes)
+    };
+    let mut built = crate::build_with(enforcer, &policy, capacity).map_err(|e| e.to_string())?;
     let mut now_ns = 0;
     // Touch every class once, so classes created on demand exist.
     for class in 0..classes {
