@@ -107,10 +107,16 @@ impl Limit {
     /// Charges `len_bytes` arriving at `now_fx`; returns when this limit allows the
     /// packet to leave.
     fn charge(&mut self, now_fx: u128, len_bytes: u32) -> u128 {
-        let start = self.free_fx.max(now_fx);
-        self.free_fx = start + u128::from(len_bytes) * u128::from(self.ns_per_byte_fx);
-        start
+        charge(&mut self.free_fx, self.ns_per_byte_fx, now_fx, len_bytes)
     }
+}
+
+/// Charges `len_bytes` arriving at `now_fx` to a limit of next free time `free_fx`
+/// and cost `ns_per_byte_fx`; returns when the limit allows the packet to leave.
+fn charge(free_fx: &mut u128, ns_per_byte_fx: u64, now_fx: u128, len_bytes: u32) -> u128 {
+    let start = (*free_fx).max(now_fx);
+    *free_fx = start + u128::from(len_bytes) * u128::from(ns_per_byte_fx);
+    start
 }
 
 pub struct Wheel {
@@ -123,8 +129,11 @@ pub struct Wheel {
     slot_class: Vec<u32>,
     wheel: TimingWheel,
     tick_shift: u32,
-    /// Per split class (index = class id - apps); empty for unsplit apps.
-    split_limit: Vec<Limit>,
+    /// Per split class (index = class id - apps), its next free time (ns << 32).
+    /// Its cost per byte is its app's: the split classes of an app share
+    /// `split.max_rate`, so each keeps 16 bytes rather than a 32-byte [`Limit`].
+    split_free_fx: Vec<u128>,
+    /// Per app, the cost per byte of each of its split classes.
     split_ns_per_byte_fx: Vec<Option<u64>>,
     app_limit: Vec<Option<Limit>>,
     tenant_limit: Vec<Option<Limit>>,
@@ -142,7 +151,7 @@ impl Wheel {
         let classes = Classes::new(policy, config.classes_max);
         let apps = policy.apps.len();
         Ok(Wheel {
-            split_limit: Vec::with_capacity(classes.capacity() - apps),
+            split_free_fx: Vec::with_capacity(classes.capacity() - apps),
             classes,
             accounting: Accounting::new(
                 policy,
@@ -182,12 +191,12 @@ impl Wheel {
         let mut edt = now_fx;
         if class >= self.apps {
             let split = class - self.apps;
-            if split == self.split_limit.len() {
-                let cost = self.split_ns_per_byte_fx[packet.app.index()]
-                    .expect("split classes exist only for apps with split");
-                self.split_limit.push(Limit::new(cost));
+            if split == self.split_free_fx.len() {
+                self.split_free_fx.push(0);
             }
-            edt = edt.max(self.split_limit[split].charge(now_fx, len));
+            let cost = self.split_ns_per_byte_fx[packet.app.index()]
+                .expect("split classes exist only for apps with split");
+            edt = edt.max(charge(&mut self.split_free_fx[split], cost, now_fx, len));
         }
         if let Some(limit) = &mut self.app_limit[packet.app.index()] {
             edt = edt.max(limit.charge(now_fx, len));
