@@ -182,17 +182,6 @@ impl WheelSlots {
         Some(earliest)
     }
 
-    /// The item that [`Self::pop_expired`] would return next if it is already on
-    /// level 0 (a hint for prefetching its state), without moving anything.
-    #[inline]
-    pub fn peek_level0(&self) -> Option<u32> {
-        let bits = self.occupied[0];
-        if bits == 0 {
-            return None;
-        }
-        Some(self.slots[bits.trailing_zeros() as usize].head)
-    }
-
     /// Removes and returns the earliest item if its tick is at most `now_tick`, with
     /// its tick.
     #[inline]
