@@ -1,8 +1,6 @@
 //! `nicsched`: the command line. Only wiring: parsing lives in `policy`, mechanisms in
 //! `sched`, the simulator in `sim`, figures in `report`.
 
-mod alloc;
-
 use clap::{Parser, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use policy::{Policy, PolicyError, Scenario};
@@ -11,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 
 #[global_allocator]
-static ALLOCATOR: alloc::Counting = alloc::Counting;
+static ALLOCATOR: sched::bench::CountingAllocator = sched::bench::CountingAllocator;
 
 /// Exit status for a bad policy, scenario or command line (as clap uses for usage).
 const EXIT_INPUT: u8 = 2;
@@ -972,8 +970,9 @@ fn bench(
     };
     sched::build(enforcer, &sched::bench::policy_for(16, 16))
         .map_err(|e| Failure::input(e.to_string()))?;
-    let bytes_per_class = sched::bench::bytes_per_class(enforcer, classes, &alloc::live_bytes)
-        .map_err(Failure::runtime)?;
+    let bytes_per_class =
+        sched::bench::bytes_per_class(enforcer, classes, &sched::bench::live_heap_bytes)
+            .map_err(Failure::runtime)?;
     let result = sched::bench::run(&sched::bench::BenchConfig {
         enforcer: enforcer.to_string(),
         classes,

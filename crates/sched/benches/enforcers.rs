@@ -5,31 +5,14 @@
 //! allocator) and each enforcer's ratio to rte_sched. Run: `cargo bench -p sched`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use sched::bench::{BenchConfig, Harness, bytes_per_class, peer_binary, run_peer};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use sched::bench::{
+    BenchConfig, CountingAllocator, Harness, bytes_per_class, live_heap_bytes, peer_binary,
+    run_peer,
+};
 use std::time::{Duration, Instant};
 
-struct Counting;
-static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call to the system allocator; only counts sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: the pointer came from this allocator with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 const ENFORCERS: [&str; 5] = ["wf2q", "valve", "htb", "wheel", "tonic"];
 const CLASSES: [u32; 4] = [1_000, 10_000, 100_000, 1_000_000];
@@ -78,7 +61,7 @@ fn enforcers(c: &mut Criterion) {
                 });
                 let rate = measured.0 as f64 / measured.1.as_secs_f64().max(1e-9);
                 let bytes = if active == 1.0 {
-                    bytes_per_class(enforcer, classes, &|| LIVE_BYTES.load(Ordering::Relaxed))
+                    bytes_per_class(enforcer, classes, &live_heap_bytes)
                         .map_or_else(|e| format!("? ({e})"), |b| format!("{b:.0}"))
                 } else {
                     "-".to_string()

@@ -13,6 +13,8 @@
 
 use crate::{Enforcer, Packet};
 use policy::{AppId, Link, Policy, Split, SplitBy, TenantId};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Tenants of the benchmark tree: enough that the tenant level is not trivial, few
@@ -233,9 +235,59 @@ fn step(enforcer: &mut dyn Enforcer, now_ns: &mut u64) -> Result<u64, String> {
     }
 }
 
+/// A global allocator that counts live heap bytes, for [`bytes_per_class`]: a
+/// library cannot install one, so each binary that measures state installs this
+/// (`#[global_allocator] static A: CountingAllocator = CountingAllocator;`).
+pub struct CountingAllocator;
+
+static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Heap bytes allocated and not yet freed.
+pub fn live_heap_bytes() -> usize {
+    LIVE_BYTES.load(Ordering::Relaxed)
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the counter
+// only observes sizes.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller passes a pointer this allocator returned, with its layout.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as for alloc and dealloc.
+        let moved = unsafe { System.realloc(ptr, layout, new_size) };
+        if !moved.is_null() {
+            LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
+            LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        moved
+    }
+}
+
 /// Bytes of heap the enforcer holds per class once every class has been seen:
-/// `allocated` reads the process's live heap bytes (the caller's counting global
-/// allocator; a library cannot install one). Preallocated capacity counts, since
+/// `allocated` reads the process's live heap bytes ([`live_heap_bytes`] under a
+/// [`CountingAllocator`]). Preallocated capacity counts, since
 /// that is what a host must have; the packet pool does not, since it is sized by
 /// the packets a host holds, not by its classes (rte_sched's mbufs are not counted
 /// either): it is built for [`PROBE_PACKETS`] here.
