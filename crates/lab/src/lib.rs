@@ -598,12 +598,7 @@ fn run_in(
     collect(scenario, plans, &mut record, &metered, &tallies);
     let tenants = scenario.policy.tenants.len();
     (record.tenant_drops, record.frames_sent) = match (&engine_stats, htb_drops) {
-        (Some(s), _) => (
-            (0..tenants)
-                .map(|t| s.buffer_drops[t] + s.refused[t])
-                .collect(),
-            s.tx_frames,
-        ),
+        (Some(s), _) => (s.frames.iter().map(|f| f.refused).collect(), s.tx_frames),
         (None, drops) => (drops.unwrap_or_else(|| vec![0; tenants]), metered.frames),
     };
     record.tenant_frames = engine_stats

@@ -143,6 +143,11 @@ impl Layout {
         1 + self.tenants + class.index()
     }
 
+    /// The leaf class of node `x`, the inverse of [`Layout::class`].
+    pub fn class_of(&self, x: usize) -> ClassId {
+        ClassId((x - 1 - self.tenants) as u32)
+    }
+
     /// Nodes that exist from the start: the root, the tenants and the apps.
     pub fn fixed(&self) -> usize {
         1 + self.tenants + self.apps
@@ -660,8 +665,7 @@ impl Hierarchy {
         // The sender's refill then finds its class in the recent-departures cache
         // instead of missing in a split table of megabytes (86% of an enqueue at 1M
         // classes).
-        self.classes
-            .departed(&packet, ClassId((leaf - 1 - self.layout.tenants) as u32));
+        self.classes.departed(&packet, self.layout.class_of(leaf));
 
         let cost = i64::from(packet.len_bytes) * TOKENS_PER_BYTE;
         for (level, &y) in path[..depth].iter().enumerate().rev() {
