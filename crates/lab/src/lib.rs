@@ -508,6 +508,17 @@ pub fn run_with_engine_stats(
             "crafted frames go through nicsched's engine, which linux-htb does not run".into(),
         ));
     }
+    if let Some(c) = options
+        .crafted
+        .iter()
+        .find(|c| c.tenant >= policy.tenants.len())
+    {
+        return Err(LabError::Datapath(format!(
+            "crafted frames: no tenant {} in a policy of {}",
+            c.tenant,
+            policy.tenants.len()
+        )));
+    }
     if kernel_htb {
         htb_limits(policy).map_err(|e| LabError::Unsupported(e.to_string()))?;
     } else {
@@ -707,13 +718,7 @@ fn start_measuring(
         )?);
     }
     for crafted in &options.crafted {
-        let tenant = plan.tenants.get(crafted.tenant).ok_or_else(|| {
-            LabError::Datapath(format!(
-                "crafted frames: no tenant {} in a policy of {}",
-                crafted.tenant,
-                plan.tenants.len()
-            ))
-        })?;
+        let tenant = &plan.tenants[crafted.tenant];
         let (crafted, stop, macs) = (
             crafted.clone(),
             workers.stop.clone(),
