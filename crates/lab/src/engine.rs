@@ -35,10 +35,11 @@
 
 use crate::LabError;
 use crate::classify::{Classifier, Malformed, ParsedFrame, parse};
-use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket, Poller, VNET_HDR_BYTES};
+use crate::sys::packet::{BATCH, PacketSocket, Poller, RxFrame, RxRing, VNET_HDR_BYTES};
 use policy::wire::serialisation_ns;
 use policy::{Policy, TenantId};
 use sched::{Enforcer, Packet};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -240,8 +241,20 @@ const TX_AHEAD_NS: u64 = 30_000;
 const WAKE_AHEAD_NS: u64 = 20_000;
 /// Longest sleep: how quickly the engine notices `stop`.
 const IDLE_WAIT_NS: u64 = 2_000_000;
-/// Socket receive buffers: room for bursts while the engine is descheduled.
+/// Socket receive buffers, for the frames too large for a ring slot (GSO sends):
+/// room for bursts while the engine is descheduled.
 const RCVBUF_BYTES: usize = 8 << 20;
+/// Receive rings of all ports together: the kernel allocates them when the engine
+/// starts, so a lab of thousands of tenants gets smaller rings, not gigabytes.
+const RING_BYTES_TOTAL: usize = 64 << 20;
+
+/// One port's receive ring: up to 4 MiB (2048 MTU-sized frames, about as many
+/// small frames as the 8 MiB socket buffer held), at least 64 KiB.
+fn ring_bytes_per_port(ports: usize) -> usize {
+    (RING_BYTES_TOTAL / ports.max(1)).clamp(64 << 10, 4 << 20)
+}
+
+const ETHERNET_HEADER_BYTES: usize = 14;
 
 pub struct Engine {
     config: EngineConfig,
@@ -282,82 +295,86 @@ impl Engine {
     /// `ready` is called once the sockets are open.
     pub fn run(mut self, stop: &AtomicBool, ready: impl FnOnce()) -> std::io::Result<EngineStats> {
         crate::sys::set_timer_slack_ns(1);
-        let ports = self
+        let ring_bytes = ring_bytes_per_port(self.config.ports.len() + 1);
+        let mut ports = self
             .config
             .ports
             .iter()
-            .map(|p| PacketSocket::open_vnet(p, RCVBUF_BYTES))
+            .map(|p| RxRing::open_vnet(p, ring_bytes, RCVBUF_BYTES))
             .collect::<std::io::Result<Vec<_>>>()?;
-        let uplink = PacketSocket::open_vnet(&self.config.uplink, RCVBUF_BYTES)?;
-        let mut fds: Vec<_> = ports.iter().map(PacketSocket::raw_fd).collect();
-        fds.push(uplink.raw_fd());
+        let mut uplink = RxRing::open_vnet(&self.config.uplink, ring_bytes, RCVBUF_BYTES)?;
+        let mut fds: Vec<_> = ports.iter().map(|p| p.socket().raw_fd()).collect();
+        fds.push(uplink.socket().raw_fd());
         let mut poller = Poller::new(&fds);
-        // While the emulated link is busy a tenant's frame can wait in its socket:
+        // While the emulated link is busy a tenant's frame can wait in its ring:
         // it cannot leave before the link frees, and the engine reads every port
         // before it dequeues. Waking for each one cost a core at 50 000 frames/s and
         // starved the senders. Return traffic (ACKs, requests) still wakes it.
-        let mut return_poller = Poller::new(&[uplink.raw_fd()]);
+        let mut return_poller = Poller::new(&[uplink.socket().raw_fd()]);
         ready();
 
         let clock = Instant::now();
-        let mut bufs = vec![[0u8; FRAME_BYTES_MAX]; BATCH];
-        let mut lens = [0usize; BATCH];
         let mut link_free_ns = 0u64;
         // Whether the enforcer had a frame ready when the link was last busy.
         let mut ready_when_free = false;
-        let mut unsent: Option<sched::Frame> = None;
+        let mut tx = VecDeque::with_capacity(BATCH);
         let rate = self.config.link_rate_bps;
         while !stop.load(Ordering::Relaxed) {
             let now_ns = clock.elapsed().as_nanos() as u64;
             self.stats.loops += 1;
 
-            for (t, port) in ports.iter().enumerate() {
-                let n = port.recv_batch(&mut bufs, &mut lens)?;
-                for i in 0..n {
-                    self.on_tenant_frame(TenantId(t as u16), &bufs[i], lens[i], now_ns);
+            for (t, port) in ports.iter_mut().enumerate() {
+                port.recv(BATCH, |frame| {
+                    self.on_tenant_frame(TenantId(t as u16), frame, now_ns)
+                })?;
+            }
+            let mut returned = Ok(());
+            uplink.recv(BATCH, |frame| {
+                if returned.is_ok() {
+                    returned = self.on_sink_frame(frame, &ports);
                 }
-            }
-            let n = uplink.recv_batch(&mut bufs, &mut lens)?;
-            for i in 0..n {
-                self.on_sink_frame(&bufs[i], lens[i], &ports)?;
-            }
+            })?;
+            returned?;
 
-            while link_free_ns <= now_ns + TX_AHEAD_NS {
-                let Some(frame) = unsent.take().or_else(|| self.enforcer.dequeue(now_ns)) else {
-                    break;
-                };
-                let slot = frame.packet.handle as u32;
-                let t = frame.packet.tenant.index();
-                if frame.last {
-                    if !uplink.send(self.slab.get(slot))? {
-                        self.stats.send_busy += 1;
-                        unsent = Some(frame);
+            // Frames handed out in one pass leave in one `sendmmsg`.
+            loop {
+                let mut dry = false;
+                while tx.len() < BATCH && link_free_ns <= now_ns + TX_AHEAD_NS {
+                    let Some(frame) = self.enforcer.dequeue(now_ns) else {
+                        dry = true;
                         break;
+                    };
+                    let t = frame.packet.tenant.index();
+                    if frame.last {
+                        tx.push_back(frame.packet);
                     }
-                    self.slab.release(slot);
-                    self.stats.tx_frames += 1;
-                    self.stats.uplink_bytes[t] += u64::from(frame.packet.len_bytes);
+                    self.stats.tx_bytes += u64::from(frame.bytes);
+                    self.stats.ledgers[t].sent_bytes += u64::from(frame.bytes);
+                    // Unpaced, `link_free_ns` stays 0: the link is always free.
+                    if let Some(rate) = rate {
+                        let caught_up_ns = now_ns.saturating_sub(CATCH_UP_NS);
+                        if std::mem::take(&mut ready_when_free) && caught_up_ns > link_free_ns {
+                            self.stats.lost_link_ns += caught_up_ns - link_free_ns;
+                        }
+                        let start_ns = link_free_ns.max(caught_up_ns);
+                        link_free_ns = start_ns + serialisation_ns(frame.bytes, rate);
+                    }
                 }
-                self.stats.tx_bytes += u64::from(frame.bytes);
-                self.stats.ledgers[t].sent_bytes += u64::from(frame.bytes);
-                // Unpaced, `link_free_ns` stays 0: the link is always free.
-                if let Some(rate) = rate {
-                    let caught_up_ns = now_ns.saturating_sub(CATCH_UP_NS);
-                    if std::mem::take(&mut ready_when_free) && caught_up_ns > link_free_ns {
-                        self.stats.lost_link_ns += caught_up_ns - link_free_ns;
-                    }
-                    let start_ns = link_free_ns.max(caught_up_ns);
-                    link_free_ns = start_ns + serialisation_ns(frame.bytes, rate);
+                if tx.is_empty() || !self.flush(uplink.socket(), &mut tx)? {
+                    break;
+                }
+                if dry || link_free_ns > now_ns + TX_AHEAD_NS {
+                    break;
                 }
             }
 
             let backlogged = self.enforcer.backlog_packets() > 0;
             let link_busy = link_free_ns > now_ns + WAKE_AHEAD_NS;
-            ready_when_free = unsent.is_some()
+            ready_when_free = !tx.is_empty()
                 || (backlogged
                     && link_free_ns > now_ns
                     && self.enforcer.next_ready_ns(now_ns) == Some(now_ns));
-            let wait_ns = if unsent.is_some() {
+            let wait_ns = if !tx.is_empty() {
                 20_000
             } else if backlogged {
                 if link_busy {
@@ -371,7 +388,7 @@ impl Engine {
             } else {
                 IDLE_WAIT_NS
             };
-            if unsent.is_none() && backlogged && link_busy {
+            if tx.is_empty() && backlogged && link_busy {
                 return_poller.wait(wait_ns)?;
             } else {
                 poller.wait(wait_ns)?;
@@ -382,12 +399,33 @@ impl Engine {
             self.stats.frames[t].refused = c.refused_packets + self.stats.buffer_drops[t];
         }
         self.stats.split_classes = self.enforcer.classes().map(|c| c - self.apps);
-        if let Some(frame) = unsent {
-            self.stats.ledgers[frame.packet.tenant.index()].held_bytes += u64::from(frame.bytes);
+        // Handed to the link but never sent (the uplink stayed busy to the end):
+        // still held.
+        for packet in tx {
+            let ledger = &mut self.stats.ledgers[packet.tenant.index()];
+            ledger.sent_bytes -= u64::from(packet.len_bytes);
+            ledger.held_bytes += u64::from(packet.len_bytes);
+            self.stats.tx_bytes -= u64::from(packet.len_bytes);
         }
         self.stats.run_ns = clock.elapsed().as_nanos() as u64;
         self.drain_held(self.stats.run_ns);
         Ok(self.stats)
+    }
+
+    /// Sends the frames of `tx` in order, in one system call; whether all left (the
+    /// rest stay in `tx`, first in line).
+    fn flush(&mut self, uplink: &PacketSocket, tx: &mut VecDeque<Packet>) -> std::io::Result<bool> {
+        let slab = &self.slab;
+        let sent = uplink.send_batch(tx.iter().map(|p| slab.get(p.handle as u32)))?;
+        for packet in tx.drain(..sent) {
+            self.slab.release(packet.handle as u32);
+            self.stats.tx_frames += 1;
+            self.stats.uplink_bytes[packet.tenant.index()] += u64::from(packet.len_bytes);
+        }
+        if !tx.is_empty() {
+            self.stats.send_busy += 1;
+        }
+        Ok(tx.is_empty())
     }
 
     /// Counts what the enforcer still holds as held, taking it out in its own
@@ -414,9 +452,23 @@ impl Engine {
         }
     }
 
-    fn on_tenant_frame(&mut self, tenant: TenantId, buf: &[u8], len: usize, now_ns: u64) {
+    fn on_tenant_frame(&mut self, tenant: TenantId, frame: RxFrame<'_>, now_ns: u64) {
         self.stats.rx_frames += 1;
         let t = tenant.index();
+        let RxFrame {
+            bytes: buf,
+            len,
+            cut_for_room,
+        } = frame;
+        if cut_for_room {
+            // Larger than a ring slot and no room left to queue it whole: a drop
+            // for want of buffer, like a full socket's.
+            let len_bytes = len.saturating_sub(VNET_HDR_BYTES + ETHERNET_HEADER_BYTES) as u64;
+            self.stats.buffer_drops[t] += 1;
+            self.stats.ledgers[t].offered_bytes += len_bytes;
+            self.stats.ledgers[t].refused_bytes += len_bytes;
+            return;
+        }
         let parsed = if len > buf.len() {
             ParsedFrame::Malformed(Malformed::Oversize)
         } else if len < VNET_HDR_BYTES {
@@ -482,13 +534,11 @@ impl Engine {
         }
     }
 
-    fn on_sink_frame(
-        &mut self,
-        buf: &[u8],
-        len: usize,
-        ports: &[PacketSocket],
-    ) -> std::io::Result<()> {
-        if len > buf.len() || len < VNET_HDR_BYTES + 14 {
+    fn on_sink_frame(&mut self, frame: RxFrame<'_>, ports: &[RxRing]) -> std::io::Result<()> {
+        let RxFrame {
+            bytes: buf, len, ..
+        } = frame;
+        if len > buf.len() || len < VNET_HDR_BYTES + ETHERNET_HEADER_BYTES {
             self.stats.return_malformed += 1;
             return Ok(());
         }
@@ -499,11 +549,11 @@ impl Engine {
             .expect("14 bytes or more");
         match self.config.tenant_macs.iter().position(|&m| m == dst) {
             Some(t) => {
-                ports[t].send(frame)?;
+                ports[t].socket().send(frame)?;
             }
             None => {
                 for port in ports {
-                    port.send(frame)?;
+                    port.socket().send(frame)?;
                 }
             }
         }
