@@ -55,6 +55,10 @@ pub struct EngineConfig {
     /// engine forwards, not how well it shares a link).
     pub link_rate_bps: Option<u64>,
     pub buffer: HostBuffer,
+    /// Threads that send the enforcer's frames on the uplink beside the engine's
+    /// own (0: it sends them itself). Each flow's frames go to one of them, in
+    /// order; the engine thread keeps receiving, scheduling and pacing.
+    pub transmit_threads: usize,
 }
 
 /// The lab's qdisc limits, in packets ([`sched::Capacity::for_host`]). A real host's
@@ -188,6 +192,8 @@ pub struct EngineStats {
     pub lost_link_ns: u64,
     /// How long the engine ran.
     pub run_ns: u64,
+    /// CPU time of the transmit threads together ([`EngineConfig::transmit_threads`]).
+    pub transmit_cpu_ns: u64,
 }
 
 /// Frame bytes of every packet the enforcer holds, one slot per packet. A slot keeps
@@ -222,6 +228,61 @@ impl Slab {
         debug_assert!(!self.free.contains(&slot));
         self.free.push(slot);
     }
+
+    /// Lends a slot's bytes to a transmit thread; the slot stays taken.
+    fn lend(&mut self, slot: u32) -> Vec<u8> {
+        std::mem::take(&mut self.slots[slot as usize])
+    }
+
+    /// Takes a lent slot's bytes back and frees the slot.
+    fn give_back(&mut self, slot: u32, bytes: Vec<u8>) {
+        self.slots[slot as usize] = bytes;
+        self.release(slot);
+    }
+}
+
+/// Frames handed to a transmit thread, with their bytes; it hands the batch back
+/// with how many of them it sent.
+type TxBatch = Vec<(Packet, Vec<u8>)>;
+
+/// The engine's side of its transmit threads.
+struct TxThreads {
+    to: Vec<std::sync::mpsc::SyncSender<TxBatch>>,
+    back: std::sync::mpsc::Receiver<(TxBatch, usize)>,
+    /// Batches being filled, one per thread, and emptied ones for reuse.
+    filling: Vec<TxBatch>,
+    spare: Vec<TxBatch>,
+}
+
+/// Batches a transmit thread may have waiting before the engine waits for it.
+const TX_THREAD_BATCHES: usize = 8;
+
+/// A transmit thread: sends each batch it gets with `sendmmsg`, retrying while
+/// the device is busy (until `stop`), and hands it back. Returns its CPU time.
+fn transmit(
+    uplink: PacketSocket,
+    batches: std::sync::mpsc::Receiver<TxBatch>,
+    back: std::sync::mpsc::Sender<(TxBatch, usize)>,
+    stop: &AtomicBool,
+) -> std::io::Result<u64> {
+    let cpu_ns = crate::sys::clock::thread_cpu_ns();
+    for batch in batches {
+        let mut sent = 0;
+        while sent < batch.len() {
+            let n = uplink.send_batch(batch[sent..].iter().map(|(_, bytes)| bytes.as_slice()))?;
+            sent += n;
+            if n == 0 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+        }
+        if back.send((batch, sent)).is_err() {
+            break;
+        }
+    }
+    Ok(crate::sys::clock::thread_cpu_ns() - cpu_ns)
 }
 
 /// How far the emulated link may catch up after the thread woke late: frames may
@@ -258,6 +319,8 @@ const ETHERNET_HEADER_BYTES: usize = 14;
 
 pub struct Engine {
     config: EngineConfig,
+    /// The engine's time: 0 when its loop starts.
+    clock: Instant,
     classifier: Classifier,
     enforcer: Box<dyn Enforcer>,
     slab: Slab,
@@ -275,6 +338,7 @@ impl Engine {
     ) -> Engine {
         let tenants = config.ports.len();
         Engine {
+            clock: Instant::now(),
             slab: Slab::new(config.buffer.slab_slots),
             apps: policy.apps.len(),
             stats: EngineStats {
@@ -311,9 +375,73 @@ impl Engine {
         // before it dequeues. Waking for each one cost a core at 50 000 frames/s and
         // starved the senders. Return traffic (ACKs, requests) still wakes it.
         let mut return_poller = Poller::new(&[uplink.socket().raw_fd()]);
+        let transmitters = (0..self.config.transmit_threads)
+            .map(|_| PacketSocket::open_sender(&self.config.uplink))
+            .collect::<std::io::Result<Vec<_>>>()?;
         ready();
+        self.clock = Instant::now();
+        std::thread::scope(|scope| {
+            let mut threads = None;
+            let mut handles = Vec::new();
+            if !transmitters.is_empty() {
+                let (back_tx, back) = std::sync::mpsc::channel();
+                let mut to = Vec::new();
+                for (k, socket) in transmitters.into_iter().enumerate() {
+                    let (batch_tx, batches) = std::sync::mpsc::sync_channel(TX_THREAD_BATCHES);
+                    let back_tx = back_tx.clone();
+                    handles.push(
+                        std::thread::Builder::new()
+                            .name(format!("nicsched-tx{k}"))
+                            .spawn_scoped(scope, move || {
+                                transmit(socket, batches, back_tx, stop)
+                            })?,
+                    );
+                    to.push(batch_tx);
+                }
+                threads = Some(TxThreads {
+                    filling: vec![Vec::new(); to.len()],
+                    to,
+                    back,
+                    spare: Vec::new(),
+                });
+            }
+            let result = self.forward(
+                stop,
+                &mut ports,
+                &mut uplink,
+                &mut poller,
+                &mut return_poller,
+                threads.as_mut(),
+            );
+            // Closing the channels lets each thread send what it has and stop.
+            let unsent = threads.map(|mut t| {
+                t.to.clear();
+                t
+            });
+            for handle in handles {
+                self.stats.transmit_cpu_ns += handle
+                    .join()
+                    .map_err(|_| std::io::Error::other("a transmit thread panicked"))??;
+            }
+            if let Some(mut threads) = unsent {
+                self.take_back(&mut threads, true);
+            }
+            result
+        })?;
+        Ok(self.finish())
+    }
 
-        let clock = Instant::now();
+    /// The engine's loop, until `stop`.
+    fn forward(
+        &mut self,
+        stop: &AtomicBool,
+        ports: &mut [RxRing],
+        uplink: &mut RxRing,
+        poller: &mut Poller,
+        return_poller: &mut Poller,
+        mut threads: Option<&mut TxThreads>,
+    ) -> std::io::Result<()> {
+        let clock = self.clock;
         let mut link_free_ns = 0u64;
         // Whether the enforcer had a frame ready when the link was last busy.
         let mut ready_when_free = false;
@@ -322,6 +450,9 @@ impl Engine {
         while !stop.load(Ordering::Relaxed) {
             let now_ns = clock.elapsed().as_nanos() as u64;
             self.stats.loops += 1;
+            if let Some(threads) = threads.as_deref_mut() {
+                self.take_back(threads, false);
+            }
 
             for (t, port) in ports.iter_mut().enumerate() {
                 port.recv(BATCH, |frame| {
@@ -331,7 +462,7 @@ impl Engine {
             let mut returned = Ok(());
             uplink.recv(BATCH, |frame| {
                 if returned.is_ok() {
-                    returned = self.on_sink_frame(frame, &ports);
+                    returned = self.on_sink_frame(frame, ports);
                 }
             })?;
             returned?;
@@ -360,7 +491,12 @@ impl Engine {
                         link_free_ns = start_ns + serialisation_ns(frame.bytes, rate);
                     }
                 }
-                if tx.is_empty() || !self.flush(uplink.socket(), &mut tx)? {
+                if tx.is_empty() {
+                    break;
+                }
+                if let Some(threads) = threads.as_deref_mut() {
+                    self.hand_over(threads, &mut tx)?;
+                } else if !self.flush(uplink.socket(), &mut tx)? {
                     break;
                 }
                 if dry || link_free_ns > now_ns + TX_AHEAD_NS {
@@ -394,22 +530,83 @@ impl Engine {
                 poller.wait(wait_ns)?;
             }
         }
+        // Handed to the link but never sent (the uplink stayed busy to the end):
+        // still held.
+        for packet in tx {
+            self.unsent(&packet);
+        }
+        Ok(())
+    }
+
+    /// The run's counts, once the loop and the transmit threads have stopped.
+    fn finish(mut self) -> EngineStats {
         for (t, c) in self.enforcer.counters().iter().enumerate() {
             self.stats.refused[t] = c.refused_packets;
             self.stats.frames[t].refused = c.refused_packets + self.stats.buffer_drops[t];
         }
         self.stats.split_classes = self.enforcer.classes().map(|c| c - self.apps);
-        // Handed to the link but never sent (the uplink stayed busy to the end):
-        // still held.
-        for packet in tx {
-            let ledger = &mut self.stats.ledgers[packet.tenant.index()];
-            ledger.sent_bytes -= u64::from(packet.len_bytes);
-            ledger.held_bytes += u64::from(packet.len_bytes);
-            self.stats.tx_bytes -= u64::from(packet.len_bytes);
-        }
-        self.stats.run_ns = clock.elapsed().as_nanos() as u64;
+        self.stats.run_ns = self.clock.elapsed().as_nanos() as u64;
         self.drain_held(self.stats.run_ns);
-        Ok(self.stats)
+        self.stats
+    }
+
+    /// Counts a frame handed to the link that never left as held, not sent.
+    fn unsent(&mut self, packet: &Packet) {
+        let ledger = &mut self.stats.ledgers[packet.tenant.index()];
+        ledger.sent_bytes -= u64::from(packet.len_bytes);
+        ledger.held_bytes += u64::from(packet.len_bytes);
+        self.stats.tx_bytes -= u64::from(packet.len_bytes);
+    }
+
+    /// Hands the frames of `tx` to the transmit threads, each flow to its own, in
+    /// order; waits while a thread already has [`TX_THREAD_BATCHES`] batches.
+    fn hand_over(
+        &mut self,
+        threads: &mut TxThreads,
+        tx: &mut VecDeque<Packet>,
+    ) -> std::io::Result<()> {
+        let count = threads.to.len();
+        for packet in tx.drain(..) {
+            let bytes = self.slab.lend(packet.handle as u32);
+            threads.filling[packet.flow as usize % count].push((packet, bytes));
+        }
+        for (k, to) in threads.to.iter().enumerate() {
+            if threads.filling[k].is_empty() {
+                continue;
+            }
+            let batch = std::mem::replace(
+                &mut threads.filling[k],
+                threads.spare.pop().unwrap_or_default(),
+            );
+            to.send(batch)
+                .map_err(|_| std::io::Error::other("a transmit thread stopped"))?;
+        }
+        Ok(())
+    }
+
+    /// Takes back the batches the transmit threads are done with (waiting for all
+    /// of them when `all`): their slots free, their sent frames counted.
+    fn take_back(&mut self, threads: &mut TxThreads, all: bool) {
+        loop {
+            let returned = if all {
+                threads.back.recv().ok()
+            } else {
+                threads.back.try_recv().ok()
+            };
+            let Some((mut batch, sent)) = returned else {
+                break;
+            };
+            for (i, (packet, bytes)) in batch.drain(..).enumerate() {
+                self.slab.give_back(packet.handle as u32, bytes);
+                if i < sent {
+                    self.stats.tx_frames += 1;
+                    self.stats.uplink_bytes[packet.tenant.index()] += u64::from(packet.len_bytes);
+                } else {
+                    self.unsent(&packet);
+                }
+            }
+            threads.spare.push(batch);
+        }
     }
 
     /// Sends the frames of `tx` in order, in one system call; whether all left (the

@@ -98,6 +98,9 @@ pub struct LabOptions {
     /// scenario's traffic: an adversarial tenant's, to see the engine hold them to
     /// the policy. Refused under `linux-htb`, whose kernel path is not nicsched's.
     pub crafted: Vec<CraftedFrames>,
+    /// Threads of the engine: one receives, schedules and paces, the rest send
+    /// ([`engine::EngineConfig::transmit_threads`]).
+    pub engine_threads: usize,
 }
 
 impl LabOptions {
@@ -108,6 +111,7 @@ impl LabOptions {
             ("queue_packets", self.qdisc.queue_packets.to_string()),
             ("class_packets", self.qdisc.class_packets.to_string()),
             ("realtime", self.realtime.to_string()),
+            ("engine_threads", self.engine_threads.to_string()),
         ]
         .into_iter()
         .map(|(key, value)| (key.to_string(), value))
@@ -125,6 +129,7 @@ impl Default for LabOptions {
             realtime: true,
             tools: Tools::default(),
             crafted: Vec::new(),
+            engine_threads: 1,
         }
     }
 }
@@ -704,6 +709,7 @@ fn start_measuring(
             uplink: plan.uplink.clone(),
             link_rate_bps: Some(policy.link.rate_bps),
             buffer: engine::HostBuffer::new(enforcer, policy, options.qdisc)?,
+            transmit_threads: options.engine_threads.saturating_sub(1),
         };
         let stop = workers.stop.clone();
         let (name, policy) = (enforcer.to_string(), policy.clone());

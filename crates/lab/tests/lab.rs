@@ -114,6 +114,33 @@ fn tonic_shares_the_link_by_weight() {
     }
 }
 
+#[test]
+fn an_engine_with_transmit_threads_shares_by_weight_and_keeps_every_check() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("an_engine_with_transmit_threads_shares_by_weight_and_keeps_every_check") {
+        return;
+    }
+    let before = our_namespaces();
+    // Three threads: the engine's own and two that send, 10 flows spread over them.
+    let options = LabOptions {
+        engine_threads: 3,
+        ..LabOptions::default()
+    };
+    let record = lab::run(&two_tenants(), "wf2q", &options, &mut |_| {})
+        .unwrap_or_else(|e| panic!("wf2q with transmit threads: {e}"));
+    assert_nothing_left(&before);
+    assert_eq!(record.provenance.settings["engine_threads"], "3");
+    for c in &record.checks {
+        assert!(c.ok, "{c:?}");
+    }
+    let means = tenant_means(&record);
+    let total: f64 = means.iter().map(|m| m.0).sum();
+    assert!(total > 0.8 * 100e6 && total < 1.05 * 100e6, "{means:?}");
+    for (got, ideal) in &means {
+        assert!((got - ideal).abs() / ideal < 0.15, "{means:?}");
+    }
+}
+
 /// TONIC's Fig. 9 case, shorter: equal tenants, 8 iperf3 flows against 64, 1 Gbit/s.
 fn few_against_many() -> Scenario {
     scenario(

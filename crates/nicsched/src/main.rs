@@ -32,6 +32,9 @@ const HOST_LIMIT_PACKETS_MAX: i64 = 65_536;
 /// `bench --classes`: an enforcer holds a few hundred bytes per class (measured:
 /// up to about 240), so a million stays well inside a gigabyte.
 const BENCH_CLASSES_MAX: i64 = 1_000_000;
+/// `--engine-threads` of `lab` and `lab-bench`.
+const ENGINE_THREADS_MAX: i64 = 64;
+
 /// `--seconds` of `bench` and `lab-bench`: a measurement, not a soak test.
 const MEASURED_SECONDS_MAX: f64 = 600.0;
 const LAB_BENCH_ROUNDS_MAX: i64 = 100;
@@ -177,6 +180,13 @@ enum Command {
         /// follows the enforcer, not the CPU scheduler.
         #[arg(long)]
         no_realtime: bool,
+        /// Threads of the engine: one receives, schedules and paces; the others
+        /// send its frames on the uplink, each flow's on one of them (where the
+        /// sink's receive is run, in the send). More than one pays where the engine
+        /// has cores of its own.
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u16).range(1..=ENGINE_THREADS_MAX))]
+        engine_threads: u16,
         /// No progress bars.
         #[arg(long, short = 'q')]
         quiet: bool,
@@ -202,6 +212,10 @@ enum Command {
     /// receive share the machine's cores: the kernel paths forward inside the
     /// senders' own `sendmmsg` calls, the engine on a thread of its own, so the
     /// numbers compare forwarding costs on this machine, not NIC line rates.
+    /// "loss-free kframes/s" is the highest rate forwarded with at most 0.1% loss
+    /// under paced senders (`--search-steps`): the saturating offer makes senders
+    /// spend cores on frames a forwarder of its own then drops, which the kernel
+    /// paths never see.
     ///
     /// Example: `sudo nicsched lab-bench -e fifo -e tonic --seconds 3`.
     LabBench {
@@ -231,6 +245,19 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 4,
               value_parser = clap::value_parser!(u16).range(1..))]
         flows: u16,
+        /// Paced trials per path and round that look for the highest rate it
+        /// forwards with at most 0.1% loss (RFC 2544's throughput), by bisection
+        /// between its saturated forwarding rate and the saturating offer; a path
+        /// that lost nothing saturated needs none. 0: no search (the loss-free
+        /// columns are left out).
+        #[arg(long, value_name = "N", default_value_t = 4,
+              value_parser = clap::value_parser!(u32).range(0..=16))]
+        search_steps: u32,
+        /// Threads of the engine on every engine path (as `nicsched lab
+        /// --engine-threads`).
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u16).range(1..=ENGINE_THREADS_MAX))]
+        engine_threads: u16,
         /// Also write the result as DIR/lab-bench.json.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
@@ -330,6 +357,7 @@ fn main() -> ExitCode {
             queue_limit,
             class_limit,
             no_realtime,
+            engine_threads,
             quiet,
         } => run_lab(
             &scenario,
@@ -343,6 +371,7 @@ fn main() -> ExitCode {
                     queue_packets: queue_limit,
                     class_packets: class_limit,
                 },
+                engine_threads: usize::from(engine_threads),
                 ..lab::LabOptions::default()
             },
             quiet,
@@ -357,6 +386,8 @@ fn main() -> ExitCode {
             rounds,
             size,
             flows,
+            search_steps,
+            engine_threads,
             out,
             json,
             quiet,
@@ -367,6 +398,8 @@ fn main() -> ExitCode {
             rounds,
             size,
             flows,
+            search_steps,
+            usize::from(engine_threads),
             out,
             json,
             quiet,
@@ -866,6 +899,8 @@ fn lab_bench(
     rounds: u32,
     size: u16,
     flows: u16,
+    search_steps: u32,
+    engine_threads: usize,
     out: Option<PathBuf>,
     json: bool,
     quiet: bool,
@@ -895,11 +930,13 @@ fn lab_bench(
         rounds,
         payload_bytes: size,
         flows_per_tenant: flows,
+        search_steps,
+        engine_threads,
         ..lab::BenchOptions::default()
     };
     if !quiet {
         eprintln!(
-            "lab-bench: {label}, {} tenant(s) x {flows} UDP flow(s), {size}-byte payloads, {seconds} s per path, {rounds} round(s): {}",
+            "lab-bench: {label}, {} tenant(s) x {flows} UDP flow(s), {size}-byte payloads, {seconds} s per path, {rounds} round(s), {engine_threads} engine thread(s): {}",
             policy.tenants.len(),
             paths.join(", ")
         );
@@ -908,7 +945,12 @@ fn lab_bench(
     let bar = if quiet {
         ProgressBar::hidden()
     } else {
-        ProgressBar::new(per_path_ms * paths.len() as u64 * u64::from(rounds))
+        ProgressBar::new(
+            per_path_ms
+                * paths.len() as u64
+                * u64::from(rounds)
+                * u64::from(options.trials_per_path()),
+        )
     };
     bar.set_style(
         ProgressStyle::with_template("[{bar:30}] {pos:>6}/{len} ms  {msg:<11} {elapsed}")

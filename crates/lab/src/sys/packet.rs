@@ -107,9 +107,26 @@ impl PacketSocket {
         Self::open_with(name, rcvbuf_bytes, false)
     }
 
+    /// A socket on interface `name` that only sends, each frame behind a
+    /// virtio-net header: it receives nothing, so the kernel queues it no copies.
+    pub fn open_sender(name: &str) -> io::Result<PacketSocket> {
+        Self::open_bound(name, 0, true, 0)
+    }
+
     fn open_with(name: &str, rcvbuf_bytes: usize, vnet_hdr: bool) -> io::Result<PacketSocket> {
+        Self::open_bound(name, rcvbuf_bytes, vnet_hdr, libc::ETH_P_ALL as u16)
+    }
+
+    /// `ethertype` 0: the socket receives nothing (the kernel reads each sent
+    /// frame's protocol from its Ethernet header).
+    fn open_bound(
+        name: &str,
+        rcvbuf_bytes: usize,
+        vnet_hdr: bool,
+        ethertype: u16,
+    ) -> io::Result<PacketSocket> {
         let index = ifindex(name)?;
-        let protocol = (libc::ETH_P_ALL as u16).to_be();
+        let protocol = ethertype.to_be();
         // SAFETY: plain socket(2); the fd is owned right away.
         let raw = check(unsafe {
             libc::socket(
@@ -127,9 +144,11 @@ impl PacketSocket {
         if vnet_hdr {
             set_int(raw, libc::SOL_PACKET, PACKET_VNET_HDR, 1)?;
         }
-        let rcvbuf = rcvbuf_bytes.min(i32::MAX as usize) as libc::c_int;
-        if set_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcvbuf).is_err() {
-            set_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, rcvbuf)?;
+        if rcvbuf_bytes > 0 {
+            let rcvbuf = rcvbuf_bytes.min(i32::MAX as usize) as libc::c_int;
+            if set_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, rcvbuf).is_err() {
+                set_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, rcvbuf)?;
+            }
         }
         // SAFETY: a zeroed sockaddr_ll is valid; we fill the fields bind needs.
         let mut address: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
