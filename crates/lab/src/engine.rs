@@ -316,6 +316,9 @@ fn ring_bytes_per_port(ports: usize) -> usize {
 }
 
 const ETHERNET_HEADER_BYTES: usize = 14;
+/// Loop iterations between two reads of the ports' drop counts: far fewer
+/// frames than 2^32 arrive meanwhile.
+const PORT_DROPS_EVERY_LOOPS: u64 = 1 << 16;
 
 pub struct Engine {
     config: EngineConfig,
@@ -450,6 +453,9 @@ impl Engine {
         while !stop.load(Ordering::Relaxed) {
             let now_ns = clock.elapsed().as_nanos() as u64;
             self.stats.loops += 1;
+            if self.stats.loops.is_multiple_of(PORT_DROPS_EVERY_LOOPS) {
+                self.count_port_drops(ports)?;
+            }
             if let Some(threads) = threads.as_deref_mut() {
                 self.take_back(threads, false);
             }
@@ -535,7 +541,7 @@ impl Engine {
         for packet in tx {
             self.unsent(&packet);
         }
-        Ok(())
+        self.count_port_drops(ports)
     }
 
     /// The run's counts, once the loop and the transmit threads have stopped.
@@ -548,6 +554,15 @@ impl Engine {
         self.stats.run_ns = self.clock.elapsed().as_nanos() as u64;
         self.drain_held(self.stats.run_ns);
         self.stats
+    }
+
+    /// Adds what the kernel dropped at each tenant's port since the last count (its
+    /// count is 32 bits wide, so the loop reads it now and then).
+    fn count_port_drops(&mut self, ports: &[RxRing]) -> std::io::Result<()> {
+        for (t, port) in ports.iter().enumerate() {
+            self.stats.frames[t].lost_at_port += port.socket().take_drops()?;
+        }
+        Ok(())
     }
 
     /// Counts a frame handed to the link that never left as held, not sent.

@@ -22,8 +22,68 @@ fn fifo_and_kernel(seconds: f64, rounds: u32) -> BenchOptions {
         paths: vec!["fifo".into(), KERNEL_FORWARDING.into()],
         seconds,
         rounds,
+        search_steps: 0,
         ..BenchOptions::default()
     }
+}
+
+#[test]
+fn the_loss_free_search_paces_the_senders_within_the_saturating_offer() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("the_loss_free_search_paces_the_senders_within_the_saturating_offer") {
+        return;
+    }
+    let before = our_namespaces();
+    let options = BenchOptions {
+        search_steps: 2,
+        ..fifo_and_kernel(0.5, 1)
+    };
+    let mut steps = Vec::new();
+    let report = lab::run_bench(
+        &lab::default_policy(),
+        "built-in",
+        &options,
+        &mut |step, path, _| {
+            if steps.last() != Some(&(step, path.to_string())) {
+                steps.push((step, path.to_string()));
+            }
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_nothing_left(&before);
+    eprintln!("{}", report.table());
+    for p in &report.paths {
+        let rate = p
+            .loss_free_frames_per_s()
+            .unwrap_or_else(|| panic!("{}: no loss-free rate", p.path));
+        assert!(
+            rate <= p.offered_frames_per_s() * 1.05,
+            "{}: {rate} loss-free of {} offered",
+            p.path,
+            p.offered_frames_per_s()
+        );
+        // The first step of each path is its saturating trial (steps 0 and 3);
+        // a path that lost frames then was probed at paced rates after it.
+        let first = if p.kind() == PathKind::Engine { 0 } else { 3 };
+        let probed: Vec<usize> = steps
+            .iter()
+            .filter(|(step, path)| *path == p.path && *step != first)
+            .map(|(step, _)| *step)
+            .collect();
+        if p.loss() > options.loss_tolerance {
+            assert_eq!(probed, [first + 1, first + 2], "{}: {steps:?}", p.path);
+        } else {
+            assert!(probed.is_empty(), "{}: {steps:?}", p.path);
+            assert_eq!(rate, p.frames_per_s());
+        }
+    }
+    let json = report.to_json();
+    assert_eq!(json["search_steps"], 2);
+    assert!(
+        json["paths"][0]["loss_free_frames_per_s"]
+            .as_f64()
+            .is_some()
+    );
 }
 
 #[test]

@@ -32,9 +32,28 @@ pub struct TenantFrames {
     pub refused: u64,
     /// Dropped before the enforcer, by why.
     pub malformed: MalformedFrames,
+    /// Dropped by the kernel at the engine's port before the engine read them:
+    /// its receive ring was full (the engine fell behind).
+    #[serde(default)]
+    pub lost_at_port: u64,
 }
 
 impl TenantFrames {
+    /// Every frame the tenant's port saw, whatever became of it.
+    pub fn total(&self) -> u64 {
+        let (s, m) = (&self.scheduled, &self.malformed);
+        s.ipv4
+            + s.ipv6
+            + s.other
+            + self.refused
+            + m.runt
+            + m.bad_header
+            + m.length_beyond_frame
+            + m.truncated_transport
+            + m.oversize
+            + self.lost_at_port
+    }
+
     /// The counts of two runs together.
     pub fn merged(&self, other: &TenantFrames) -> TenantFrames {
         let (a, b) = (&self.malformed, &other.malformed);
@@ -45,6 +64,7 @@ impl TenantFrames {
                 other: self.scheduled.other + other.scheduled.other,
             },
             refused: self.refused + other.refused,
+            lost_at_port: self.lost_at_port + other.lost_at_port,
             malformed: MalformedFrames {
                 runt: a.runt + b.runt,
                 bad_header: a.bad_header + b.bad_header,

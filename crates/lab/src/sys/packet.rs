@@ -173,6 +173,27 @@ impl PacketSocket {
         self.fd.as_raw_fd()
     }
 
+    /// Frames the kernel dropped for this socket since the last call (its ring or
+    /// buffer was full), which starts a new count (`PACKET_STATISTICS`).
+    pub fn take_drops(&self) -> io::Result<u64> {
+        let mut stats = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: stats is a tpacket_stats of the size passed, alive for the call.
+        check(unsafe {
+            libc::getsockopt(
+                self.raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut stats as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        })?;
+        Ok(u64::from(stats.tp_drops))
+    }
+
     /// Reads up to `BATCH` frames into `bufs` without blocking, copying at most
     /// `snap_bytes` of each; `lens[i]` is the frame's real length (it may exceed
     /// what was copied). Returns how many of `bufs` hold a frame; frames this host
