@@ -52,7 +52,7 @@
 //! direct queue. `next_ready_ns` is the earliest time a capped class's ceil tokens
 //! allow it again (HTB's wait queue).
 
-use crate::tree::{self, Hierarchy, Layout, NodeParams, Selection};
+use crate::tree::{self, Hierarchy, Layout, NodeParams, Selection, SplitParams};
 use crate::{Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
 use policy::{AppId, Policy, TenantId};
 
@@ -78,7 +78,7 @@ pub struct Htb {
 }
 
 /// The HTB classes for `policy` (index = fixed node) and the split classes per app.
-fn classes(policy: &Policy) -> (Vec<NodeParams>, Vec<Option<NodeParams>>) {
+fn classes(policy: &Policy) -> (Vec<NodeParams>, Vec<Option<SplitParams>>) {
     let layout = Layout::new(policy);
     // The implicit `default` app of a tenant with declared apps takes only what
     // no rule matches, and is idle where the declared apps carry the traffic, as
@@ -121,13 +121,10 @@ fn classes(policy: &Policy) -> (Vec<NodeParams>, Vec<Option<NodeParams>>) {
         .apps
         .iter()
         .map(|app| {
-            app.split.map(|s| NodeParams {
-                rate_bps: 0,
-                buffer_bytes: u64::from(mtu),
-                ceil_bps: Some(s.max_rate_bps),
+            app.split.map(|s| SplitParams {
+                ceil_bps: s.max_rate_bps,
                 cbuffer_bytes: tc_burst_bytes(s.max_rate_bps, mtu),
                 quantum_bytes: mtu,
-                prio: 0,
             })
         })
         .collect();
@@ -137,7 +134,7 @@ fn classes(policy: &Policy) -> (Vec<NodeParams>, Vec<Option<NodeParams>>) {
 pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enforcer>, String> {
     let (params, split) = classes(policy);
     Ok(Box::new(Htb {
-        tree: Hierarchy::new(policy, &params, split, capacity, Selection::ByLevel),
+        tree: Hierarchy::new(policy, &params, &split, capacity, Selection::ByLevel),
     }))
 }
 

@@ -1,7 +1,7 @@
 //! The class tree both token-bucket enforcers ([`crate::valve`] and [`crate::htb`])
-//! run on: the policy as link → tenants → apps → split classes, one node per class
-//! in one flat array, each node with two token buckets, and the selection machinery
-//! that finds a class allowed to send in O(depth) per packet.
+//! run on: the policy as link → tenants → apps → split classes, each class with two
+//! token buckets, and the selection machinery that finds a class allowed to send in
+//! O(depth) per packet.
 //!
 //! ## Nodes
 //!
@@ -9,6 +9,14 @@
 //! [`Classes`] is node 1 + T + c, so app a is node 1 + T + a and split classes follow
 //! the apps in order of first appearance. An app with `split` is an interior node
 //! whose children are its split classes; every other app is a leaf with a FIFO.
+//!
+//! The root, the tenants and the apps are the *fixed* nodes, each a full [`Node`].
+//! A split class, of which there may be millions, is a 32-byte [`Leaf`]: the split
+//! classes of one app share their ceil, burst and quantum ([`SplitParams`]), have no
+//! rate of their own, and only ever sit in their app's rings, so a leaf keeps only
+//! what differs from class to class (its ceil bucket, its ring link, its FIFO, its
+//! deficit). A full node per split class was 136 B of state per class at 1M classes,
+//! and a cache miss of two lines on every visit.
 //!
 //! ## Buckets and modes (HTB's vocabulary, Linux `sch_htb.c` and Devera's HTB manual)
 //!
@@ -20,7 +28,9 @@
 //!   tokens an ancestor lends;
 //! - red (CANT_SEND): over its ceil; neither it nor anything below it may send.
 //!
-//! The root has no bucket: the link itself is its limit, so it always lends.
+//! The root has no bucket: the link itself is its limit, so it always lends. A split
+//! class's rate is 0 and its burst one quantum: green until it has sent that, it
+//! borrows for good after, so its only bucket that changes with time is its ceil.
 //!
 //! ## Selection
 //!
@@ -146,6 +156,11 @@ impl Layout {
     /// The leaf class of node `x`, the inverse of [`Layout::class`].
     pub fn class_of(&self, x: usize) -> ClassId {
         ClassId((x - 1 - self.tenants) as u32)
+    }
+
+    /// The app of app node `x`, the inverse of [`Layout::app`].
+    pub fn app_of(&self, x: usize) -> AppId {
+        AppId((x - 1 - self.tenants) as u32)
     }
 
     /// Nodes that exist from the start: the root, the tenants and the apps.
@@ -317,6 +332,117 @@ pub struct NodeParams {
     pub prio: u8,
 }
 
+/// The configuration every split class of one app shares. A split class has no
+/// rate of its own: it starts with one quantum of rate tokens, which it may send
+/// green, and after that only borrows from its app.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SplitParams {
+    pub ceil_bps: u64,
+    pub cbuffer_bytes: u64,
+    pub quantum_bytes: u32,
+}
+
+/// A split app: its split classes' shared configuration and its rings of them.
+#[derive(Clone, Copy, Debug)]
+struct SplitApp {
+    ceil_bps: u64,
+    cbuffer: i64,
+    quantum: i32,
+    /// The last leaf of its green ring and of its borrowing ring ([`LeafRing`]);
+    /// each ring is singly linked and circular, so the first is the last's `next`.
+    tails: [u32; 2],
+    /// The leaf that left the borrowing ring in the middle of its turn while still
+    /// holding packets (see `Hierarchy::resumes`).
+    resume: u32,
+}
+
+/// The rings of a split app: a split class is green until it has spent its burst,
+/// and borrows after, so its kind is [`GREEN_LEAF`] or [`BORROW`] and its priority
+/// is its siblings' (all of them are of the one app), ring 0 of the kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LeafRing {
+    Green,
+    Borrowing,
+}
+
+/// The kind of a green leaf (see the module docs).
+const GREEN_LEAF: u8 = 0;
+
+impl LeafRing {
+    fn slot(self) -> u8 {
+        match self {
+            LeafRing::Green => GREEN_LEAF * PRIO_LEVELS as u8,
+            LeafRing::Borrowing => BORROW * PRIO_LEVELS as u8,
+        }
+    }
+}
+
+/// A split class's deficit while it spends its burst is stored as this plus its
+/// green deficit (see [`Leaf::deficit`]).
+const SPENDING: i32 = i32::MIN;
+
+/// A split class: 32 bytes, a quarter of a [`Node`]. Its rate bucket needs no
+/// word of its own: with no rate, its tokens are its initial burst less what it sent
+/// green, and the burst being one quantum, that is its green deficit.
+#[derive(Clone, Copy, Debug)]
+struct Leaf {
+    ctokens: i64,
+    /// When `ctokens` was last brought up to date.
+    t_c_ns: u64,
+    /// The next leaf in its app's ring; [`NONE`] when it is in none.
+    next: u32,
+    /// The slab index of its last packet, whose `slab_next` is its first: the FIFO
+    /// is circular, so one word holds both ends.
+    tail: u32,
+    /// Its DRR deficit in one of its app's two rings. While it spends its burst it is
+    /// green and this is [`SPENDING`] plus its green deficit, which is also its rate
+    /// tokens left in bytes (both start at one quantum and fall by each packet it
+    /// sends green); once that goes below zero it only ever borrows, and this is its
+    /// deficit in the borrowing ring, which stays above −2³⁰ for packets and quanta
+    /// of under 1 GiB, far from [`SPENDING`].
+    deficit: i32,
+    app: u32,
+}
+
+impl Leaf {
+    fn new(app: AppId, split: &SplitApp, now_ns: u64) -> Self {
+        Leaf {
+            ctokens: split.cbuffer,
+            t_c_ns: now_ns,
+            next: NONE,
+            tail: NONE,
+            deficit: SPENDING + split.quantum,
+            app: app.0,
+        }
+    }
+
+    /// The ring it belongs in while it may send: green while its burst lasts.
+    fn ring(&self) -> LeafRing {
+        if self.deficit < SPENDING / 2 {
+            LeafRing::Green
+        } else {
+            LeafRing::Borrowing
+        }
+    }
+
+    /// Its ceil tokens at `now_ns`.
+    fn ctokens_at(&self, split: &SplitApp, now_ns: u64) -> i64 {
+        let dt_ns = now_ns.saturating_sub(self.t_c_ns);
+        refill(self.ctokens, split.ceil_bps, dt_ns, split.cbuffer)
+    }
+}
+
+/// What a node's packets are held by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Holds {
+    /// A FIFO of its own: an app without split.
+    Fifo,
+    /// Child nodes: the root and the tenants.
+    Nodes,
+    /// Split classes ([`Leaf`]): an app with split.
+    Leaves,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
     Green,
@@ -324,7 +450,7 @@ enum Mode {
     Red,
 }
 
-/// One class; ~100 bytes, so a path of three stays within a few cache lines.
+/// A fixed node: the root, a tenant or an app.
 #[derive(Clone, Copy, Debug)]
 struct Node {
     tokens: i64,
@@ -356,14 +482,14 @@ struct Node {
     tail: u32,
     prio: u8,
     slot: u8,
-    interior: bool,
+    holds: Holds,
     /// Its kind when it lends (green with only borrowers below): 0 for a leaf, 1
     /// for an app, 2 for a tenant.
     lend_kind: u8,
 }
 
 impl Node {
-    fn new(parent: usize, params: &NodeParams, interior: bool, now_ns: u64) -> Self {
+    fn new(parent: usize, params: &NodeParams, holds: Holds) -> Self {
         let buffer = bytes_to_tokens(params.buffer_bytes);
         let cbuffer = bytes_to_tokens(params.cbuffer_bytes);
         Node {
@@ -373,7 +499,7 @@ impl Node {
             cbuffer,
             rate_bps: params.rate_bps,
             ceil_bps: params.ceil_bps.unwrap_or(UNCAPPED),
-            t_c_ns: now_ns,
+            t_c_ns: 0,
             event_ns: NO_EVENT,
             sent_bytes: 0,
             packet_max: 0,
@@ -387,7 +513,7 @@ impl Node {
             tail: NONE,
             prio: params.prio.min(PRIO_LEVELS as u8 - 1),
             slot: NO_SLOT,
-            interior,
+            holds,
             lend_kind: 0,
         }
     }
@@ -415,6 +541,11 @@ fn bytes_to_tokens(bytes: u64) -> i64 {
     i64::try_from(u128::from(bytes) * TOKENS_PER_BYTE as u128).unwrap_or(i64::MAX)
 }
 
+/// How long ceil tokens of `ctokens` (below zero) take to reach zero at `ceil_bps`.
+fn ceil_wait_ns(ctokens: i64, ceil_bps: u64) -> u64 {
+    ctokens.unsigned_abs().div_ceil(ceil_bps.max(1))
+}
+
 /// `tokens` refilled at `rate_bps` for `dt_ns`, at most `cap`.
 fn refill(tokens: i64, rate_bps: u64, dt_ns: u64, cap: i64) -> i64 {
     let earned = (u128::from(rate_bps) * u128::from(dt_ns)).min(i64::MAX as u128) as i64;
@@ -427,10 +558,13 @@ pub struct Hierarchy {
     layout: Layout,
     classes: Classes,
     accounting: Accounting,
-    /// Configuration of the split classes of each app (`None`: no split).
-    split_params: Vec<Option<NodeParams>>,
+    /// The split classes of each app and their rings (`None`: no split), by app.
+    split: Vec<Option<SplitApp>>,
     nodes: Vec<Node>,
-    /// Ring heads of the fixed nodes, by (kind, priority).
+    /// Split class c is `leaves[c - apps]`, node `layout.fixed() + c - apps`.
+    leaves: Vec<Leaf>,
+    /// Ring heads of the root and the tenants, by (kind, priority); a split app's
+    /// rings are its [`SplitApp::tails`].
     ring_head: Vec<[u32; RINGS]>,
     /// Per fixed node and priority, the child that left its borrowing ring in the
     /// middle of its turn while still holding packets (it turned green or red):
@@ -449,8 +583,10 @@ pub struct Hierarchy {
 }
 
 /// Pending token events, by the nanosecond they fall due, on a timing wheel of
-/// nanosecond ticks. A node may have stale events here (a later one, superseded by
-/// an earlier): the caller skips an event whose time is no longer its node's.
+/// nanosecond ticks. A fixed node may have stale events here (a later one,
+/// superseded by an earlier): the caller skips an event whose time is no longer its
+/// node's. A split class has one at most, for when it is over its ceil, so it keeps
+/// no event time.
 #[derive(Default)]
 struct Events {
     slots: WheelSlots,
@@ -537,35 +673,60 @@ impl Hierarchy {
     pub fn new(
         policy: &Policy,
         params: &[NodeParams],
-        split_params: Vec<Option<NodeParams>>,
+        split_params: &[Option<SplitParams>],
         bounds: crate::Capacity,
         selection: Selection,
     ) -> Self {
         let layout = Layout::new(policy);
         debug_assert_eq!(params.len(), layout.fixed());
+        debug_assert_eq!(split_params.len(), policy.apps.len());
         let any_split = split_params.iter().any(Option::is_some);
-        let capacity = policy.apps.len() + if any_split { bounds.classes } else { 0 };
-        let mut nodes = Vec::with_capacity(1 + layout.tenants + capacity);
-        nodes.push(Node::new(ROOT, &params[ROOT], true, 0));
+        let split_classes = if any_split { bounds.classes } else { 0 };
+        let mut nodes = Vec::with_capacity(layout.fixed());
+        nodes.push(Node::new(ROOT, &params[ROOT], Holds::Nodes));
         for t in 0..policy.tenants.len() {
-            let mut tenant = Node::new(ROOT, &params[1 + t], true, 0);
+            let mut tenant = Node::new(ROOT, &params[1 + t], Holds::Nodes);
             tenant.lend_kind = 2;
             nodes.push(tenant);
         }
         for (a, app) in policy.apps.iter().enumerate() {
             let x = layout.app(AppId(a as u32));
             let parent = layout.tenant(app.tenant);
-            let mut node = Node::new(parent, &params[x], app.split.is_some(), 0);
-            node.lend_kind = u8::from(node.interior);
+            let holds = if app.split.is_some() {
+                Holds::Leaves
+            } else {
+                Holds::Fifo
+            };
+            let mut node = Node::new(parent, &params[x], holds);
+            node.lend_kind = u8::from(holds == Holds::Leaves);
             nodes.push(node);
         }
+        let split = split_params
+            .iter()
+            .map(|p| {
+                p.map(|p| {
+                    assert!(
+                        p.quantum_bytes < 1 << 30,
+                        "a split class's quantum is under 1 GiB"
+                    );
+                    SplitApp {
+                        ceil_bps: p.ceil_bps,
+                        cbuffer: bytes_to_tokens(p.cbuffer_bytes),
+                        quantum: p.quantum_bytes.max(1) as i32,
+                        tails: [NONE; 2],
+                        resume: NONE,
+                    }
+                })
+            })
+            .collect();
         let packets = bounds.packets;
         Hierarchy {
             layout,
-            classes: Classes::new(policy, capacity),
+            classes: Classes::new(policy, policy.apps.len() + split_classes),
             accounting: Accounting::new(policy, bounds.class_packets_max(policy.apps.len())),
-            split_params,
+            split,
             nodes,
+            leaves: Vec::with_capacity(split_classes),
             ring_head: vec![[NONE; RINGS]; layout.fixed()],
             resumes: vec![[NONE; PRIO_LEVELS]; layout.fixed()],
             occupied: vec![0; layout.fixed()],
@@ -584,11 +745,12 @@ impl Hierarchy {
             return Err((packet, Refusal::QueueFull));
         };
         let x = self.layout.class(class);
-        if x == self.nodes.len() {
-            let params = self.split_params[packet.app.index()]
+        let fixed = self.layout.fixed();
+        if x == fixed + self.leaves.len() {
+            let split = self.split[packet.app.index()]
+                .as_ref()
                 .expect("only split apps create classes beyond the apps");
-            let parent = self.layout.app(packet.app);
-            self.nodes.push(Node::new(parent, &params, false, now_ns));
+            self.leaves.push(Leaf::new(packet.app, split, now_ns));
         }
         if self.free == NONE && self.slab.len() == self.slab.capacity() {
             self.accounting.refuse(packet.tenant, packet.len_bytes);
@@ -608,21 +770,43 @@ impl Hierarchy {
             self.slab_next[index as usize] = NONE;
             index
         };
-        let node = &mut self.nodes[x];
-        if node.tail == NONE {
-            node.head = index;
-        } else {
-            self.slab_next[node.tail as usize] = index;
-        }
-        node.tail = index;
-        let mut y = x;
-        while y != ROOT {
-            self.nodes[y].queued += 1;
-            y = self.nodes[y].parent as usize;
-        }
         self.backlog += 1;
-        self.sync(x, now_ns);
+        if x >= fixed {
+            let l = x - fixed;
+            let leaf = &mut self.leaves[l];
+            let had_packets = leaf.tail != NONE;
+            if had_packets {
+                self.slab_next[index as usize] = self.slab_next[leaf.tail as usize];
+                self.slab_next[leaf.tail as usize] = index;
+            } else {
+                self.slab_next[index as usize] = index;
+            }
+            leaf.tail = index;
+            // A leaf that holds packets and is in no ring is over its ceil, and has
+            // its event pending.
+            let waiting = had_packets && leaf.next == NONE;
+            self.count_queued(self.layout.app(packet.app));
+            self.sync_leaf(l, now_ns, waiting);
+        } else {
+            let node = &mut self.nodes[x];
+            if node.tail == NONE {
+                node.head = index;
+            } else {
+                self.slab_next[node.tail as usize] = index;
+            }
+            node.tail = index;
+            self.count_queued(x);
+            self.sync(x, now_ns);
+        }
         Ok(())
+    }
+
+    /// Counts one more packet held in the subtrees of `x` and its ancestors.
+    fn count_queued(&mut self, mut x: usize) {
+        while x != ROOT {
+            self.nodes[x].queued += 1;
+            x = self.nodes[x].parent as usize;
+        }
     }
 
     pub fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
@@ -630,44 +814,55 @@ impl Hierarchy {
         if self.occupied[ROOT] == 0 {
             return None;
         }
+        // The fixed nodes taken below the root, then the split class, if any.
         let mut path = [NONE; DEPTH_MAX];
         let mut depth = 0;
-        // Index in `path` of the lender; `None` when the root lends.
+        let mut leaf = None;
+        // Index in `path` of the lender, a split class's being `depth`; `None` when
+        // the root lends.
         let mut lender = None;
         // Which nodes on the path were taken green (from a ring below BORROW).
         let mut green = [false; DEPTH_MAX];
         let mut x = ROOT;
         loop {
             let ring = self.occupied[x].trailing_zeros() as usize;
+            let taken_green = ring < usize::from(BORROW) * PRIO_LEVELS;
+            if self.nodes[x].holds == Holds::Leaves {
+                let taken = if taken_green {
+                    lender = Some(depth);
+                    LeafRing::Green
+                } else {
+                    LeafRing::Borrowing
+                };
+                leaf = Some((self.next_leaf(x, taken), taken));
+                break;
+            }
             let child = self.next_turn(x, ring);
             path[depth] = child;
-            if ring < usize::from(BORROW) * PRIO_LEVELS {
+            if taken_green {
                 lender = Some(depth);
                 green[depth] = true;
             }
             depth += 1;
             x = child as usize;
-            if !self.nodes[x].interior {
+            if self.nodes[x].holds == Holds::Fifo {
                 break;
             }
         }
-        let leaf = x;
-        let index = self.nodes[leaf].head as usize;
-        let packet = self.slab[index];
-        self.nodes[leaf].head = self.slab_next[index];
-        if self.nodes[leaf].head == NONE {
-            self.nodes[leaf].tail = NONE;
-        }
-        self.slab_next[index] = self.free;
-        self.free = index as u32;
+        let (packet, class_node) = match leaf {
+            Some((l, _)) => (self.pop_leaf_packet(l), self.layout.fixed() + l),
+            None => (self.pop_node_packet(x), x),
+        };
         self.backlog -= 1;
         self.accounting.release(&packet);
         // The sender's refill then finds its class in the recent-departures cache
         // instead of missing in a split table of megabytes (86% of an enqueue at 1M
         // classes).
-        self.classes.departed(&packet, self.layout.class_of(leaf));
+        self.classes
+            .departed(&packet, self.layout.class_of(class_node));
 
         let cost = i64::from(packet.len_bytes) * TOKENS_PER_BYTE;
+        let leaf = leaf.map(|(l, taken)| (l, taken, self.pay_leaf(l, taken, &packet, now_ns)));
         for (level, &y) in path[..depth].iter().enumerate().rev() {
             let y = y as usize;
             let pays_rate = match self.selection {
@@ -705,7 +900,77 @@ impl Hierarchy {
         for &y in &path[..depth] {
             self.sync(y as usize, now_ns);
         }
+        if let Some((l, taken, turn_over)) = leaf {
+            self.leaf_sent(l, taken, turn_over, now_ns);
+        }
         Some(Frame::whole(packet))
+    }
+
+    /// Takes the first packet of fixed node `x`'s FIFO.
+    fn pop_node_packet(&mut self, x: usize) -> Packet {
+        let index = self.nodes[x].head as usize;
+        self.nodes[x].head = self.slab_next[index];
+        if self.nodes[x].head == NONE {
+            self.nodes[x].tail = NONE;
+        }
+        self.free_slab(index)
+    }
+
+    /// Takes the first packet of leaf `l`'s circular FIFO.
+    fn pop_leaf_packet(&mut self, l: usize) -> Packet {
+        let tail = self.leaves[l].tail as usize;
+        let index = self.slab_next[tail] as usize;
+        if index == tail {
+            self.leaves[l].tail = NONE;
+        } else {
+            self.slab_next[tail] = self.slab_next[index];
+        }
+        self.free_slab(index)
+    }
+
+    fn free_slab(&mut self, index: usize) -> Packet {
+        self.slab_next[index] = self.free;
+        self.free = index as u32;
+        self.slab[index]
+    }
+
+    /// Charges leaf `l`, taken from its app's ring `taken`, for `packet`; returns
+    /// whether its turn there is over. A split class pays rate tokens exactly when
+    /// it was taken green (it is the lender then, and nothing is below it), and
+    /// since those tokens are its green deficit, paying them is the deficit's
+    /// update: they never go below the debt floor of a [`Node`], one packet.
+    fn pay_leaf(&mut self, l: usize, taken: LeafRing, packet: &Packet, now_ns: u64) -> bool {
+        let split = self.split[self.leaves[l].app as usize]
+            .as_ref()
+            .expect("a leaf's app splits");
+        let leaf = &mut self.leaves[l];
+        let cost = i64::from(packet.len_bytes) * TOKENS_PER_BYTE;
+        leaf.ctokens = leaf.ctokens_at(split, now_ns) - cost;
+        leaf.t_c_ns = now_ns;
+        let len = packet.len_bytes as i32;
+        match taken {
+            LeafRing::Green => {
+                let left = leaf.deficit - SPENDING - len;
+                if left < 0 {
+                    // Out of rate tokens, for good: from now on it borrows, with the
+                    // borrowing deficit it started with.
+                    leaf.deficit = split.quantum;
+                    true
+                } else {
+                    leaf.deficit = SPENDING + left;
+                    false
+                }
+            }
+            LeafRing::Borrowing => {
+                leaf.deficit -= len;
+                if leaf.deficit < 0 {
+                    leaf.deficit += split.quantum;
+                    true
+                } else {
+                    false
+                }
+            }
+        }
     }
 
     /// The child of `x` whose turn it is in ring `ring`. A child pays its packets
@@ -732,11 +997,36 @@ impl Hierarchy {
         child
     }
 
+    /// [`Hierarchy::next_turn`] among the split classes of app node `x`: the leaf
+    /// whose turn it is in `ring`.
+    fn next_leaf(&mut self, x: usize, ring: LeafRing) -> usize {
+        let split = self.split[self.layout.app_of(x).index()]
+            .as_mut()
+            .expect("an app holding leaves splits");
+        let tail = split.tails[ring as usize];
+        debug_assert_ne!(tail, NONE);
+        let mut before = tail as usize;
+        let mut leaf = self.leaves[before].next as usize;
+        if ring == LeafRing::Borrowing {
+            while self.leaves[leaf].deficit < 0 {
+                self.leaves[leaf].deficit += split.quantum;
+                before = leaf;
+                leaf = self.leaves[leaf].next as usize;
+            }
+            split.tails[ring as usize] = before as u32;
+        }
+        leaf
+    }
+
     /// Brings every node whose event is due to its current mode.
     fn run_events(&mut self, now_ns: u64) {
         while let Some((at_ns, x)) = self.events.pop_due(now_ns) {
             let x = x as usize;
-            if self.nodes[x].event_ns == at_ns {
+            let fixed = self.layout.fixed();
+            if x >= fixed {
+                // A leaf has at most one event pending (see `sync_leaf`), never stale.
+                self.sync_leaf(x - fixed, now_ns, false);
+            } else if self.nodes[x].event_ns == at_ns {
                 self.nodes[x].event_ns = NO_EVENT;
                 self.sync(x, now_ns);
             }
@@ -754,15 +1044,14 @@ impl Hierarchy {
         self.events.next_at_ns().map(|at_ns| at_ns.max(now_ns))
     }
 
-    /// Mode of node `x` at `now_ns`, and when it next changes by itself.
+    /// Mode of fixed node `x` at `now_ns`, and when it next changes by itself.
     fn mode(&self, x: usize, now_ns: u64) -> (Mode, u64) {
         let node = &self.nodes[x];
         let dt_ns = now_ns.saturating_sub(node.t_c_ns);
         if node.ceil_bps != UNCAPPED {
             let ctokens = refill(node.ctokens, node.ceil_bps, dt_ns, node.cbuffer);
             if ctokens < 0 {
-                let wait_ns = (ctokens.unsigned_abs()).div_ceil(node.ceil_bps.max(1));
-                return (Mode::Red, now_ns + wait_ns);
+                return (Mode::Red, now_ns + ceil_wait_ns(ctokens, node.ceil_bps));
             }
         }
         let tokens = refill(node.tokens, node.rate_bps, dt_ns, node.buffer);
@@ -776,15 +1065,15 @@ impl Hierarchy {
         }
     }
 
-    /// Puts `x` in the ring its mode and backlog call for, and its ancestors too
-    /// where that changes whether they have anything to send.
+    /// Puts fixed node `x` in the ring its mode and backlog call for, and its
+    /// ancestors too where that changes whether they have anything to send.
     fn sync(&mut self, mut x: usize, now_ns: u64) {
         while x != ROOT {
             let node = &self.nodes[x];
-            let has_work = if node.interior {
-                self.occupied[x] != 0
-            } else {
+            let has_work = if node.holds == Holds::Fifo {
                 node.head != NONE
+            } else {
+                self.occupied[x] != 0
             };
             let want = if has_work {
                 let (mode, event_ns) = self.mode(x, now_ns);
@@ -794,10 +1083,10 @@ impl Hierarchy {
                 }
                 let node = &self.nodes[x];
                 // The best kind among the children; BORROW for a leaf.
-                let below = if node.interior {
-                    (self.occupied[x].trailing_zeros() as usize / PRIO_LEVELS) as u8
-                } else {
+                let below = if node.holds == Holds::Fifo {
                     BORROW
+                } else {
+                    (self.occupied[x].trailing_zeros() as usize / PRIO_LEVELS) as u8
                 };
                 let kind = match (self.selection, mode) {
                     (_, Mode::Red) => None,
@@ -820,6 +1109,103 @@ impl Hierarchy {
                 self.link(x, want);
             }
             x = self.nodes[x].parent as usize;
+        }
+    }
+
+    /// [`Hierarchy::sync`] for leaf `l` outside a dequeue of its own, which can only
+    /// put it in a ring: holding packets, a leaf leaves its ring only when it sends
+    /// (over its ceil), so one in a ring is still under its ceil here, and its ceil
+    /// tokens only grow until it sends. `waiting`: it is over its ceil and holds
+    /// packets, so its event is pending. Under either selection a split class is of
+    /// the kind of its rate tokens alone, green or [`BORROW`], since nothing is below
+    /// it.
+    fn sync_leaf(&mut self, l: usize, now_ns: u64, waiting: bool) {
+        let leaf = self.leaves[l];
+        if leaf.tail == NONE || leaf.next != NONE {
+            return;
+        }
+        let split = self.split[leaf.app as usize]
+            .as_ref()
+            .expect("a leaf's app splits");
+        let ctokens = leaf.ctokens_at(split, now_ns);
+        if ctokens < 0 {
+            if !waiting {
+                let at_ns = now_ns + ceil_wait_ns(ctokens, split.ceil_bps);
+                self.events.push(at_ns, (self.layout.fixed() + l) as u32);
+            }
+            return;
+        }
+        let x = self.layout.app(AppId(leaf.app));
+        self.link_leaf(x, l, leaf.ring());
+        self.sync(x, now_ns);
+    }
+
+    /// [`Hierarchy::sync`] for leaf `l` after it sent from its app's ring `taken`,
+    /// where it was first: it stays, moving to the back if `turn_over`, or leaves
+    /// for the borrowing ring (its burst spent), for its event (over its ceil), or
+    /// for good (empty).
+    fn leaf_sent(&mut self, l: usize, taken: LeafRing, turn_over: bool, now_ns: u64) {
+        let leaf = self.leaves[l];
+        let app = leaf.app as usize;
+        let split = self.split[app].as_ref().expect("a leaf's app splits");
+        let has_work = leaf.tail != NONE;
+        let want = if !has_work {
+            None
+        } else if leaf.ctokens < 0 {
+            let at_ns = now_ns + ceil_wait_ns(leaf.ctokens, split.ceil_bps);
+            self.events.push(at_ns, (self.layout.fixed() + l) as u32);
+            None
+        } else {
+            Some(leaf.ring())
+        };
+        let split = self.split[app].as_mut().expect("a leaf's app splits");
+        if want == Some(taken) {
+            if turn_over {
+                split.tails[taken as usize] = l as u32;
+            }
+            return;
+        }
+        // It was first in its ring: out of it, the one after it is first and the
+        // ring's last stays last, whether or not its turn was over. It keeps its
+        // turn for when it is back only if the turn was not over.
+        if has_work && taken == LeafRing::Borrowing && !turn_over {
+            split.resume = l as u32;
+        }
+        let tail = split.tails[taken as usize] as usize;
+        let x = self.layout.app(AppId(leaf.app));
+        if leaf.next as usize == l {
+            split.tails[taken as usize] = NONE;
+            self.occupied[x] &= !(1 << taken.slot());
+        } else {
+            self.leaves[tail].next = leaf.next;
+        }
+        self.leaves[l].next = NONE;
+        if let Some(ring) = want {
+            self.link_leaf(x, l, ring);
+        }
+        self.sync(x, now_ns);
+    }
+
+    /// Adds leaf `l` at the back of ring `ring` of its app, node `x`, or at the
+    /// front when it left the borrowing ring in the middle of its turn (see
+    /// [`Hierarchy::link`]).
+    fn link_leaf(&mut self, x: usize, l: usize, ring: LeafRing) {
+        let split = self.split[self.leaves[l].app as usize]
+            .as_mut()
+            .expect("a leaf's app splits");
+        let resumes =
+            ring == LeafRing::Borrowing && std::mem::replace(&mut split.resume, NONE) == l as u32;
+        let tail = split.tails[ring as usize];
+        if tail == NONE {
+            self.leaves[l].next = l as u32;
+            split.tails[ring as usize] = l as u32;
+            self.occupied[x] |= 1 << ring.slot();
+        } else {
+            self.leaves[l].next = self.leaves[tail as usize].next;
+            self.leaves[tail as usize].next = l as u32;
+            if !resumes {
+                split.tails[ring as usize] = l as u32;
+            }
         }
     }
 
@@ -932,9 +1318,10 @@ impl Hierarchy {
 
 #[cfg(test)]
 mod size {
-    /// A node stays within 120 bytes: `bytes per class` in docs/results/bench.md.
+    /// A split class stays within 32 bytes, 48 with its split table slot: `bytes
+    /// per class` in docs/results/bench.md.
     #[test]
-    fn node_is_120_bytes() {
-        assert_eq!(std::mem::size_of::<super::Node>(), 120);
+    fn leaf_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<super::Leaf>(), 32);
     }
 }

@@ -39,7 +39,7 @@
 //!   tokens in any pattern within an interval, and what it leaves beyond that is
 //!   lent rather than saved.
 
-use crate::tree::{self, Claim, Hierarchy, Layout, NodeParams, Selection};
+use crate::tree::{self, Claim, Hierarchy, Layout, NodeParams, Selection, SplitParams};
 use crate::{Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
 use policy::{AppId, Policy, TenantId};
 
@@ -98,17 +98,14 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
         let x = layout.app(AppId(a as u32));
         params.push(class(x, app.max_rate_bps, app.weight, app.priority));
     }
-    let split = policy
+    let split: Vec<_> = policy
         .apps
         .iter()
         .map(|app| {
-            app.split.map(|s| NodeParams {
-                rate_bps: 0,
-                buffer_bytes: u64::from(mtu),
-                ceil_bps: Some(s.max_rate_bps),
+            app.split.map(|s| SplitParams {
+                ceil_bps: s.max_rate_bps,
                 cbuffer_bytes: burst_bytes(s.max_rate_bps, mtu, interval_ns),
                 quantum_bytes: mtu,
-                prio: 0,
             })
         })
         .collect();
@@ -120,7 +117,7 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
         .unwrap_or(0)
         .max(policy.tenants.len());
     Ok(Box::new(Valve {
-        tree: Hierarchy::new(policy, &params, split, capacity, Selection::AtEachNode),
+        tree: Hierarchy::new(policy, &params, &split, capacity, Selection::AtEachNode),
         update_due_ns: interval_ns,
         interval_ns,
         last_update_ns: 0,
