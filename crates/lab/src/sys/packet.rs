@@ -150,23 +150,31 @@ impl PacketSocket {
                 set_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, rcvbuf)?;
             }
         }
+        let socket = PacketSocket {
+            fd,
+            ignores_outgoing,
+        };
+        socket.bind(index, ethertype)?;
+        Ok(socket)
+    }
+
+    /// Binds the socket to interface `index`, receiving frames of `ethertype`
+    /// (`ETH_P_ALL`: every frame; 0: none). Binding again replaces the binding.
+    fn bind(&self, index: u32, ethertype: u16) -> io::Result<()> {
         // SAFETY: a zeroed sockaddr_ll is valid; we fill the fields bind needs.
         let mut address: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         address.sll_family = libc::AF_PACKET as u16;
-        address.sll_protocol = protocol;
+        address.sll_protocol = ethertype.to_be();
         address.sll_ifindex = index as i32;
         // SAFETY: address is a sockaddr_ll of the size passed.
         check(unsafe {
             libc::bind(
-                raw,
+                self.raw_fd(),
                 (&address as *const libc::sockaddr_ll).cast(),
                 size_of::<libc::sockaddr_ll>() as libc::socklen_t,
             )
-        })?;
-        Ok(PacketSocket {
-            fd,
-            ignores_outgoing,
         })
+        .map(drop)
     }
 
     pub fn raw_fd(&self) -> RawFd {
@@ -381,7 +389,9 @@ impl RxRing {
     /// about `ring_bytes` (at least one block) and a socket buffer of `rcvbuf_bytes`
     /// for the frames too large for a slot.
     pub fn open_vnet(name: &str, ring_bytes: usize, rcvbuf_bytes: usize) -> io::Result<RxRing> {
-        let socket = PacketSocket::open_with(name, rcvbuf_bytes, true)?;
+        // Receiving nothing until the ring is in place: a frame queued to the socket
+        // before would be read as the whole of a later slot's frame.
+        let socket = PacketSocket::open_bound(name, rcvbuf_bytes, true, 0)?;
         let fd = socket.raw_fd();
         set_int(
             fd,
@@ -424,14 +434,16 @@ impl RxRing {
         if area == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(RxRing {
+        let ring = RxRing {
             socket,
             area: std::ptr::NonNull::new(area.cast()).expect("mmap succeeded"),
             area_bytes,
             slots: blocks * slots_per_block,
             next: 0,
             whole: vec![0; FRAME_BYTES_MAX].into_boxed_slice(),
-        })
+        };
+        ring.socket.bind(ifindex(name)?, libc::ETH_P_ALL as u16)?;
+        Ok(ring)
     }
 
     pub fn socket(&self) -> &PacketSocket {
