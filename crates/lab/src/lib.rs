@@ -39,8 +39,8 @@ mod topology;
 mod traffic;
 
 pub use bench::{
-    BENCH_LINK_RATE_BPS, BenchOptions, BenchReport, DEFAULT_ENFORCERS, KERNEL_FORWARDING,
-    PAYLOAD_BYTES_MAX, PathKind, PathResult, default_paths, default_policy, json_path, run_bench,
+    BENCH_LINK_RATE_BPS, BenchOptions, BenchReport, KERNEL_FORWARDING, PAYLOAD_BYTES_MAX, PathKind,
+    PathResult, default_enforcers, default_paths, default_policy, json_path, run_bench,
 };
 pub use classify::{
     Class, Classifier, Ipv4Header, Ipv6Header, Malformed, ParsedFrame, Prefix, parse,
