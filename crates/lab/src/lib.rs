@@ -73,6 +73,14 @@ const WARM_UP: Duration = Duration::from_millis(500);
 /// The enforcer name that runs the kernel's HTB instead of nicsched's engine.
 pub const LINUX_HTB: &str = "linux-htb";
 
+/// Every enforcer the lab runs, and so every name a scenario may list: `sched`'s
+/// registry, then [`LINUX_HTB`].
+pub fn enforcer_names() -> Vec<&'static str> {
+    let mut names = sched::registry::names();
+    names.push(LINUX_HTB);
+    names
+}
+
 #[derive(Clone, Debug)]
 pub struct LabOptions {
     /// Where the programs' logs go (iperf3, sockperf and memcached output, sockperf

@@ -498,7 +498,7 @@ fn looks_like_scenario(path: &Path) -> bool {
 
 fn load_policy_or_scenario(path: &Path) -> Result<Policy, Failure> {
     if looks_like_scenario(path) {
-        Ok(policy::load_scenario(path)?.policy)
+        Ok(policy::load_scenario(path, &lab::enforcer_names())?.policy)
     } else {
         Ok(policy::load_policy(path)?)
     }
@@ -581,7 +581,7 @@ fn simulate(
     seed: Option<u64>,
     quiet: bool,
 ) -> Result<(), Failure> {
-    let mut scenario: Scenario = policy::load_scenario(path)?;
+    let mut scenario: Scenario = policy::load_scenario(path, &lab::enforcer_names())?;
     if let Some(seed) = seed {
         scenario.seed = seed;
     }
@@ -782,7 +782,7 @@ fn run_lab(
     quiet: bool,
 ) -> Result<(), Failure> {
     lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
-    let scenario: Scenario = policy::load_scenario(path)?;
+    let scenario: Scenario = policy::load_scenario(path, &lab::enforcer_names())?;
     let link_rate_bps =
         link_rate.unwrap_or_else(|| scenario.policy.link.rate_bps.min(LAB_LINK_RATE_BPS_DEFAULT));
     let scenario = scenario.scaled_to_link_rate(link_rate_bps);

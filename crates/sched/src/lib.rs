@@ -83,8 +83,8 @@ impl std::fmt::Display for BuildError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BuildError::Unknown(name) => {
-                let names: Vec<&str> = registry::names().collect();
-                write!(f, "unknown enforcer `{name}` (known: {})", names.join(", "))
+                let names = registry::names().join(", ");
+                write!(f, "unknown enforcer `{name}` (known: {names})")
             }
             BuildError::Unsupported { name, reason } => {
                 write!(f, "enforcer `{name}` cannot run this policy: {reason}")

@@ -124,6 +124,6 @@ pub fn find(name: &str) -> Option<&'static EnforcerInfo> {
 }
 
 /// Every registered name, in the table's order.
-pub fn names() -> impl Iterator<Item = &'static str> {
-    ENFORCERS.iter().map(|e| e.name)
+pub fn names() -> Vec<&'static str> {
+    ENFORCERS.iter().map(|e| e.name).collect()
 }

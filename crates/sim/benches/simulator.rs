@@ -12,7 +12,8 @@ const SIMULATED_NS: u64 = 1_000_000_000;
 fn asymmetry_1_8(c: &mut Criterion) {
     let path =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/tonic/asymmetry-1-8.yaml");
-    let mut scenario = policy::load_scenario(&path).expect("shipped scenario");
+    let mut scenario =
+        policy::load_scenario(&path, &sched::registry::names()).expect("shipped scenario");
     scenario.duration_ns = SIMULATED_NS;
     for t in &mut scenario.traffic {
         t.stop_ns = t.stop_ns.min(SIMULATED_NS);
