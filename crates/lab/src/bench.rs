@@ -47,8 +47,6 @@ pub const KERNEL_FORWARDING: &str = "kernel";
 /// The policy's link rate in the benchmark: far above what the engine forwards on
 /// any machine the lab runs on, so no enforcer's shaper ever holds a frame back.
 pub const BENCH_LINK_RATE_BPS: u64 = 100_000_000_000;
-/// The engine paths `nicsched lab-bench` runs when none is named.
-pub const DEFAULT_ENFORCERS: [&str; 6] = ["fifo", "tonic", "wf2q", "valve", "htb", "wheel"];
 /// The sink's UDP port.
 const SINK_PORT: u16 = 9000;
 /// Bytes around a UDP payload on the wire: UDP, IPv4 without options, Ethernet.
@@ -146,11 +144,18 @@ pub fn loss_free_rate(
     Ok(passed)
 }
 
+/// The engine paths `nicsched lab-bench` runs when none is named: the registry's
+/// enforcers marked `lab_bench`.
+pub fn default_enforcers() -> impl Iterator<Item = &'static str> {
+    sched::ENFORCERS
+        .iter()
+        .filter(|e| e.lab_bench)
+        .map(|e| e.name)
+}
+
 /// Every default enforcer, then `kernel` and `linux-htb`.
 pub fn default_paths() -> Vec<String> {
-    DEFAULT_ENFORCERS
-        .iter()
-        .copied()
+    default_enforcers()
         .chain([KERNEL_FORWARDING, LINUX_HTB])
         .map(str::to_string)
         .collect()
@@ -1089,20 +1094,20 @@ mod tests {
 
     #[test]
     fn engine_paths_run_before_the_kernel_and_htb_last() {
+        let engines = default_enforcers().count();
         let mut kinds: Vec<PathKind> = default_paths().iter().map(|p| PathKind::of(p)).collect();
-        assert_eq!(kinds[..6], [PathKind::Engine; 6]);
+        assert!(kinds[..engines].iter().all(|&k| k == PathKind::Engine));
         kinds.reverse();
         kinds.sort();
         assert_eq!(kinds.last(), Some(&PathKind::KernelHtb));
-        assert_eq!(kinds[6], PathKind::Kernel);
+        assert_eq!(kinds[engines], PathKind::Kernel);
     }
 
     #[test]
-    fn default_enforcers_exist_and_the_default_policy_builds_them() {
+    fn the_default_policy_builds_every_default_enforcer() {
         let policy = default_policy().scaled_to_link_rate(BENCH_LINK_RATE_BPS);
         assert_eq!(policy.tenants.len(), 2);
-        for name in DEFAULT_ENFORCERS {
-            assert!(sched::ENFORCERS.iter().any(|e| e.name == name), "{name}");
+        for name in default_enforcers() {
             sched::build(name, &policy).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }

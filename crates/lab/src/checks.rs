@@ -545,6 +545,7 @@ traffic:
 ",
             "s.yaml",
             Path::new("."),
+            &crate::enforcer_names(),
         )
         .unwrap()
     }

@@ -39,8 +39,8 @@ mod topology;
 mod traffic;
 
 pub use bench::{
-    BENCH_LINK_RATE_BPS, BenchOptions, BenchReport, DEFAULT_ENFORCERS, KERNEL_FORWARDING,
-    PAYLOAD_BYTES_MAX, PathKind, PathResult, default_paths, default_policy, json_path, run_bench,
+    BENCH_LINK_RATE_BPS, BenchOptions, BenchReport, KERNEL_FORWARDING, PAYLOAD_BYTES_MAX, PathKind,
+    PathResult, default_enforcers, default_paths, default_policy, json_path, run_bench,
 };
 pub use classify::{
     Class, Classifier, Ipv4Header, Ipv6Header, Malformed, ParsedFrame, Prefix, parse,
@@ -72,6 +72,14 @@ const WARM_UP: Duration = Duration::from_millis(500);
 
 /// The enforcer name that runs the kernel's HTB instead of nicsched's engine.
 pub const LINUX_HTB: &str = "linux-htb";
+
+/// Every enforcer the lab runs, and so every name a scenario may list: `sched`'s
+/// registry, then [`LINUX_HTB`].
+pub fn enforcer_names() -> Vec<&'static str> {
+    let mut names = sched::registry::names();
+    names.push(LINUX_HTB);
+    names
+}
 
 #[derive(Clone, Debug)]
 pub struct LabOptions {

@@ -720,6 +720,7 @@ traffic:
 "#,
             "s.yaml",
             Path::new("."),
+            &crate::enforcer_names(),
         )
         .unwrap();
         let mut net = Plan::new(&scenario.policy, 7).unwrap();
@@ -755,7 +756,7 @@ traffic:
     }
 
     fn scenario(yaml: &str) -> Scenario {
-        policy::parse_scenario(yaml, "s.yaml", Path::new(".")).unwrap()
+        policy::parse_scenario(yaml, "s.yaml", Path::new("."), &crate::enforcer_names()).unwrap()
     }
 
     #[test]

@@ -33,6 +33,7 @@ traffic:
 "#,
         "adversary.yaml",
         std::path::Path::new("."),
+        &lab::enforcer_names(),
     )
     .expect("valid scenario")
 }

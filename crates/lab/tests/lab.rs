@@ -29,7 +29,8 @@ fn runnable(test: &str) -> bool {
 }
 
 fn scenario(yaml: &str) -> Scenario {
-    policy::parse_scenario(yaml, "test.yaml", Path::new(".")).expect("valid scenario")
+    policy::parse_scenario(yaml, "test.yaml", Path::new("."), &lab::enforcer_names())
+        .expect("valid scenario")
 }
 
 /// Two tenants of weights 1 and 3, 2 and 8 iperf3 flows, 4 s.

@@ -325,7 +325,16 @@ enum Command {
         markdown: bool,
     },
     /// List the enforcers and the mechanism each implements.
-    Enforcers,
+    Enforcers {
+        /// Print the Markdown table README.md carries.
+        #[arg(long, conflicts_with = "json")]
+        markdown: bool,
+        /// Print a JSON list of objects, one per enforcer: name, from, mechanism,
+        /// nic_model (it drives the multiqueue NIC model, behind a qdisc per Tx
+        /// queue), lab_bench (lab-bench runs it by default), lab_only.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -421,15 +430,15 @@ fn main() -> ExitCode {
             json,
         } => bench(&enforcer, classes, active, seconds, vs.as_deref(), json),
         Command::Compare { results, markdown } => compare(&results, markdown),
-        Command::Enforcers => {
-            for e in sched::ENFORCERS {
-                println!("{:<11} {:<20} {}", e.name, e.from, e.mechanism);
+        Command::Enforcers { markdown, json } => {
+            let listed = listed_enforcers();
+            if json {
+                println!("{}", enforcers_json(&listed));
+            } else if markdown {
+                print!("{}", enforcers_markdown(&listed));
+            } else {
+                print!("{}", enforcers_text(&listed));
             }
-            println!(
-                "{:<11} {:<20} the policy compiled to tc HTB classes and u32 filters (lab only)",
-                lab::LINUX_HTB,
-                "Linux kernel"
-            );
             Ok(())
         }
     };
@@ -445,6 +454,88 @@ fn main() -> ExitCode {
 struct Failure {
     message: String,
     status: u8,
+}
+
+/// A line of `nicsched enforcers`.
+struct Listed {
+    name: &'static str,
+    from: &'static str,
+    mechanism: &'static str,
+    nic_model: bool,
+    lab_bench: bool,
+    lab_only: bool,
+}
+
+/// sched's registry, then the kernel's HTB the lab runs.
+fn listed_enforcers() -> Vec<Listed> {
+    let registered = sched::ENFORCERS.iter().map(|e| Listed {
+        name: e.name,
+        from: e.from,
+        mechanism: e.mechanism,
+        nic_model: e.nic.is_some(),
+        lab_bench: e.lab_bench,
+        lab_only: false,
+    });
+    let kernel = Listed {
+        name: lab::LINUX_HTB,
+        from: "Linux kernel",
+        mechanism: "the policy compiled to tc HTB classes and u32 filters",
+        nic_model: false,
+        lab_bench: lab::default_paths().iter().any(|p| p == lab::LINUX_HTB),
+        lab_only: true,
+    };
+    registered.chain([kernel]).collect()
+}
+
+fn enforcers_text(listed: &[Listed]) -> String {
+    listed
+        .iter()
+        .map(|e| {
+            let lab_only = if e.lab_only { " (lab only)" } else { "" };
+            format!("{:<11} {:<20} {}{lab_only}\n", e.name, e.from, e.mechanism)
+        })
+        .collect()
+}
+
+fn enforcers_markdown(listed: &[Listed]) -> String {
+    let mut table = String::from(
+        "| enforcer | from | mechanism | host queues in front of it | lab-bench runs it by default |\n\
+         | --- | --- | --- | --- | --- |\n",
+    );
+    for e in listed {
+        let mechanism = if e.lab_only {
+            format!("{} (lab only)", e.mechanism)
+        } else {
+            e.mechanism.to_string()
+        };
+        let queues = match (e.lab_only, e.nic_model) {
+            (true, _) => "the kernel's",
+            (false, true) => "a qdisc per Tx queue (`--queue-limit`)",
+            (false, false) => "one per app (`--class-limit`)",
+        };
+        let lab_bench = if e.lab_bench { "yes" } else { "no" };
+        table += &format!(
+            "| `{}` | {} | {mechanism} | {queues} | {lab_bench} |\n",
+            e.name, e.from
+        );
+    }
+    table
+}
+
+fn enforcers_json(listed: &[Listed]) -> serde_json::Value {
+    listed
+        .iter()
+        .map(|e| {
+            serde_json::json!({
+                "name": e.name,
+                "from": e.from,
+                "mechanism": e.mechanism,
+                "nic_model": e.nic_model,
+                "lab_bench": e.lab_bench,
+                "lab_only": e.lab_only,
+            })
+        })
+        .collect()
 }
 
 impl Failure {
@@ -498,7 +589,7 @@ fn looks_like_scenario(path: &Path) -> bool {
 
 fn load_policy_or_scenario(path: &Path) -> Result<Policy, Failure> {
     if looks_like_scenario(path) {
-        Ok(policy::load_scenario(path)?.policy)
+        Ok(policy::load_scenario(path, &lab::enforcer_names())?.policy)
     } else {
         Ok(policy::load_policy(path)?)
     }
@@ -581,7 +672,7 @@ fn simulate(
     seed: Option<u64>,
     quiet: bool,
 ) -> Result<(), Failure> {
-    let mut scenario: Scenario = policy::load_scenario(path)?;
+    let mut scenario: Scenario = policy::load_scenario(path, &lab::enforcer_names())?;
     if let Some(seed) = seed {
         scenario.seed = seed;
     }
@@ -782,7 +873,7 @@ fn run_lab(
     quiet: bool,
 ) -> Result<(), Failure> {
     lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
-    let scenario: Scenario = policy::load_scenario(path)?;
+    let scenario: Scenario = policy::load_scenario(path, &lab::enforcer_names())?;
     let link_rate_bps =
         link_rate.unwrap_or_else(|| scenario.policy.link.rate_bps.min(LAB_LINK_RATE_BPS_DEFAULT));
     let scenario = scenario.scaled_to_link_rate(link_rate_bps);
@@ -1078,6 +1169,42 @@ mod tests {
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The long help of `subcommand`, its whitespace runs as single spaces.
+    fn help_of(subcommand: &str) -> String {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut(subcommand)
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        help.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    fn quoted(names: impl Iterator<Item = &'static str>) -> String {
+        names
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    #[test]
+    fn help_names_the_enforcers_the_registry_lists() {
+        let nic_model = sched::ENFORCERS.iter().filter(|e| e.nic.is_some());
+        let software = sched::ENFORCERS.iter().filter(|e| e.has_classes());
+        let lab = help_of("lab");
+        let queue_limit = format!("({})", quoted(nic_model.map(|e| e.name)));
+        assert!(lab.contains(&queue_limit), "{queue_limit} in {lab}");
+        let class_limit = format!("({})", quoted(software.map(|e| e.name)));
+        assert!(lab.contains(&class_limit), "{class_limit} in {lab}");
+        let defaults = lab::default_enforcers().collect::<Vec<_>>().join(", ");
+        let lab_bench = help_of("lab-bench");
+        assert!(
+            lab_bench.contains(&format!("Default: {defaults}.")),
+            "{defaults} in {lab_bench}"
+        );
     }
 
     #[test]

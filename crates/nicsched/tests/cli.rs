@@ -23,6 +23,70 @@ fn shipped(name: &str) -> String {
     format!("../../scenarios/tonic/{name}")
 }
 
+/// The enforcer names in the first column of the Markdown table of `doc` that
+/// starts with `header`, in order.
+fn enforcer_table_names(doc: &str, header: &str) -> Vec<String> {
+    doc.lines()
+        .skip_while(|line| !line.starts_with(header))
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| {
+            line.split('|')
+                .nth(1)
+                .unwrap()
+                .trim()
+                .trim_matches('`')
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn the_enforcer_tables_of_the_docs_follow_the_registry() {
+    let out = nicsched(&["enforcers", "--markdown"]);
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    let readme = std::fs::read_to_string("../../README.md").unwrap();
+    assert!(
+        readme.contains(&table),
+        "README.md's enforcer table is not `nicsched enforcers --markdown`; paste it in:\n{table}"
+    );
+    let names = lab::enforcer_names();
+    assert_eq!(enforcer_table_names(&table, "| enforcer |"), names);
+    let reference = std::fs::read_to_string("../../docs/enforcers.md").unwrap();
+    assert_eq!(
+        enforcer_table_names(&reference, "| name | from |"),
+        names,
+        "docs/enforcers.md's summary table"
+    );
+}
+
+#[test]
+fn enforcers_lists_every_name_as_text_and_as_json() {
+    let names = lab::enforcer_names();
+    let out = nicsched(&["enforcers"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let listed: Vec<&str> = text.lines().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(listed, names);
+
+    let out = nicsched(&["enforcers", "--json"]);
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = json.as_array().unwrap();
+    let listed: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(listed, names);
+    for (row, info) in rows.iter().zip(sched::ENFORCERS) {
+        assert_eq!(row["from"], info.from);
+        assert_eq!(row["mechanism"], info.mechanism);
+        assert_eq!(row["nic_model"], info.nic.is_some(), "{}", info.name);
+        assert_eq!(row["lab_bench"], info.lab_bench, "{}", info.name);
+        assert_eq!(row["lab_only"], false);
+    }
+    let kernel = rows.last().unwrap();
+    assert_eq!(kernel["name"], lab::LINUX_HTB);
+    assert_eq!(kernel["lab_only"], true);
+}
+
 #[test]
 fn check_explains_tonic_pools_and_the_share_error() {
     let out = nicsched(&[

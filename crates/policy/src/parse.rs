@@ -956,10 +956,16 @@ pub fn load_policy(path: &Path) -> Result<Policy, PolicyError> {
     parse_policy(&read_file(path)?, &path.display().to_string())
 }
 
-pub fn load_scenario(path: &Path) -> Result<Scenario, PolicyError> {
+/// [`parse_scenario`] of the file at `path`.
+pub fn load_scenario(path: &Path, known_enforcers: &[&str]) -> Result<Scenario, PolicyError> {
     let text = read_file(path)?;
     let base_dir = path.parent().unwrap_or(Path::new(""));
-    parse_scenario(&text, &path.display().to_string(), base_dir)
+    parse_scenario(
+        &text,
+        &path.display().to_string(),
+        base_dir,
+        known_enforcers,
+    )
 }
 
 const SCENARIO_KEYS: &[&str] = &[
@@ -988,26 +994,19 @@ const TRAFFIC_KEYS: &[&str] = &[
 ];
 const COMMON_TRAFFIC_KEYS: &[&str] = &["name", "tenant", "app", "kind", "start", "stop"];
 
-/// Enforcers a scenario may name; the `sched` crate implements them.
-const ENFORCERS: &[&str] = &[
-    "fifo",
-    "hash",
-    "xps",
-    "tonic",
-    "tonic-band",
-    "wf2q",
-    "valve",
-    "htb",
-    "wheel",
-    "linux-htb",
-];
-
 const INTERVAL_NS_DEFAULT: u64 = 500_000_000;
 const PACKET_BYTES_DEFAULT: u64 = 1470;
 const MESSAGE_BYTES_DEFAULT: u64 = 64;
 
 /// Parses and validates a scenario; a `policy:` path is resolved against `base_dir`.
-pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenario, PolicyError> {
+/// `known_enforcers` are the names its `enforcers` may list, from the caller: the
+/// crates that implement them (`sched`'s registry, the lab) build on this one.
+pub fn parse_scenario(
+    text: &str,
+    file: &str,
+    base_dir: &Path,
+    known_enforcers: &[&str],
+) -> Result<Scenario, PolicyError> {
     let ctx = Ctx { file };
     let root = ctx.read(text)?;
     let top = ctx.fields(&root, "the scenario", SCENARIO_KEYS)?;
@@ -1149,7 +1148,7 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
         None => 1,
     };
     let enforcers = match top.get("enforcers") {
-        Some(node) => enforcers(ctx, node)?,
+        Some(node) => listed_enforcers(ctx, node, known_enforcers)?,
         None => vec!["tonic".to_owned()],
     };
 
@@ -1235,7 +1234,7 @@ pub fn parse_scenario(text: &str, file: &str, base_dir: &Path) -> Result<Scenari
     })
 }
 
-fn enforcers(ctx: Ctx, node: &Sp) -> Res<Vec<String>> {
+fn listed_enforcers(ctx: Ctx, node: &Sp, known: &[&str]) -> Res<Vec<String>> {
     let items = ctx.seq(node, "enforcers")?;
     if items.is_empty() {
         return ctx.err(
@@ -1247,11 +1246,11 @@ fn enforcers(ctx: Ctx, node: &Sp) -> Res<Vec<String>> {
     let mut names = Vec::new();
     for item in items {
         let name = ctx.string(item, "enforcer")?;
-        if !ENFORCERS.contains(&name) {
+        if !known.contains(&name) {
             return ctx.err(
                 item,
                 format!("unknown enforcer `{name}`"),
-                Some(format!("enforcers: {}", ENFORCERS.join(", "))),
+                Some(format!("enforcers: {}", known.join(", "))),
             );
         }
         if names.iter().any(|n| n == name) {

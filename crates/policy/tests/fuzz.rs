@@ -5,6 +5,9 @@ use policy::{PolicyError, parse_policy, parse_scenario};
 use proptest::prelude::*;
 use std::path::Path;
 
+/// The enforcers the scenarios below may list (nicsched passes its registry's).
+const KNOWN_ENFORCERS: &[&str] = &["xps", "tonic"];
+
 const POLICY: &str = "link:
   rate: 10Gbit
   queues: 16
@@ -104,7 +107,7 @@ fn check(result: Result<impl Sized, PolicyError>, text: &str) {
 fn both(text: &str) {
     check(parse_policy(text, "f.yaml"), text);
     check(
-        parse_scenario(text, "f.yaml", Path::new("/nonexistent")),
+        parse_scenario(text, "f.yaml", Path::new("/nonexistent"), KNOWN_ENFORCERS),
         text,
     );
 }
@@ -181,7 +184,7 @@ proptest! {
 #[test]
 fn the_unmutated_bases_are_valid() {
     parse_policy(POLICY, "p.yaml").unwrap();
-    parse_scenario(SCENARIO, "s.yaml", Path::new(".")).unwrap();
+    parse_scenario(SCENARIO, "s.yaml", Path::new("."), KNOWN_ENFORCERS).unwrap();
 }
 
 #[test]
@@ -286,7 +289,7 @@ traffic:
             pick(&datagram.0, "1Gbit"), pick(&datagram.1, "1470B"), pick(&datagram.2, "2"),
             pick(&rpc.0, "64B"), pick(&rpc.1, "1KiB"), pick(&rpc.2, "2"), pick(&rpc.3, "1000"),
         );
-        let result = parse_scenario(&text, "f.yaml", Path::new("/nonexistent"));
+        let result = parse_scenario(&text, "f.yaml", Path::new("/nonexistent"), KNOWN_ENFORCERS);
         match &result {
             Ok(s) => {
                 use policy::limits::*;

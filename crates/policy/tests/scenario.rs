@@ -3,6 +3,22 @@
 use policy::*;
 use std::path::{Path, PathBuf};
 
+/// What nicsched passes the parser (`lab::enforcer_names()`: sched's registry, then
+/// the lab's `linux-htb`), which this crate cannot depend on; the shipped scenarios
+/// list every one of them.
+const KNOWN_ENFORCERS: &[&str] = &[
+    "fifo",
+    "hash",
+    "xps",
+    "tonic",
+    "tonic-band",
+    "wf2q",
+    "valve",
+    "htb",
+    "wheel",
+    "linux-htb",
+];
+
 const POLICY: &str = "link: {rate: 10Gbit}
 tenants:
   - name: t1
@@ -19,7 +35,8 @@ fn inline(rest: &str) -> String {
 
 #[track_caller]
 fn fails(text: &str, line: u32, column: u32, fragment: &str) -> PolicyError {
-    let e = parse_scenario(text, "dir/case.yaml", Path::new("dir")).expect_err("must be refused");
+    let e = parse_scenario(text, "dir/case.yaml", Path::new("dir"), KNOWN_ENFORCERS)
+        .expect_err("must be refused");
     assert_eq!(
         (e.file.as_str(), e.line, e.column),
         ("dir/case.yaml", line, column),
@@ -41,7 +58,7 @@ traffic:
   - {tenant: t2, kind: rpc, request: 100B, response: 1KiB, concurrency: 8}
 ",
     );
-    let s = parse_scenario(&text, "dir/case.yaml", Path::new("dir")).unwrap();
+    let s = parse_scenario(&text, "dir/case.yaml", Path::new("dir"), KNOWN_ENFORCERS).unwrap();
     assert_eq!(s.name, "case");
     assert_eq!(
         (s.duration_ns, s.interval_ns, s.seed),
@@ -101,7 +118,7 @@ fn header_keys() {
     let text = inline(
         "name: my-case\nduration: 2s\ninterval: 100ms\nseed: 7\nenforcers: [xps, tonic, linux-htb]\nlink: {rate: 5Gbit, queues: 4}\ntraffic: [{tenant: t1, kind: bulk, flows: 8}]\n",
     );
-    let s = parse_scenario(&text, "x.yaml", Path::new(".")).unwrap();
+    let s = parse_scenario(&text, "x.yaml", Path::new("."), KNOWN_ENFORCERS).unwrap();
     assert_eq!(s.name, "my-case");
     assert_eq!((s.interval_ns, s.seed), (100_000_000, 7));
     assert_eq!(s.enforcers, vec!["xps", "tonic", "linux-htb"]);
@@ -140,7 +157,7 @@ fn policy_by_path() {
         "policy: policies/p.yaml\nduration: 1s\ntraffic: [{tenant: t2, kind: bulk}]\n",
     )
     .unwrap();
-    let s = load_scenario(&path).unwrap();
+    let s = load_scenario(&path, KNOWN_ENFORCERS).unwrap();
     assert_eq!(s.name, "case");
     assert_eq!(s.policy, parse_policy(POLICY, "p.yaml").unwrap());
 }
@@ -159,7 +176,7 @@ fn an_error_inside_a_referenced_policy_names_that_file() {
         "policy: policies/p.yaml\nduration: 1s\ntraffic: [{tenant: a, kind: bulk}]\n",
     )
     .unwrap();
-    let e = load_scenario(&path).unwrap_err();
+    let e = load_scenario(&path, KNOWN_ENFORCERS).unwrap_err();
     assert!(e.file.ends_with("policies/p.yaml"), "{e}");
     assert_eq!((e.line, e.column), (4, 13), "{e}");
     assert!(e.message.contains("weight"), "{e}");
@@ -193,11 +210,15 @@ fn mistakes() {
         11,
         "interval 2s",
     );
-    fails(
+    let e = fails(
         &inline(&format!("duration: 1s\nenforcers: [tonic, cbq]\n{bulk}")),
         10,
         20,
         "unknown enforcer `cbq`",
+    );
+    assert_eq!(
+        e.hint,
+        Some(format!("enforcers: {}", KNOWN_ENFORCERS.join(", ")))
     );
     fails(
         &inline("duration: 1s\ntraffic: []\n"),
@@ -305,7 +326,7 @@ fn shipped_scenarios_classify_their_traffic_to_its_app() {
                 .lines()
                 .any(|l| l.starts_with("traffic:"))
         })
-        .map(|f| load_scenario(f).unwrap_or_else(|e| panic!("{e}")))
+        .map(|f| load_scenario(f, KNOWN_ENFORCERS).unwrap_or_else(|e| panic!("{e}")))
         .collect();
     assert!(scenarios.len() >= 20, "found {}", scenarios.len());
     for s in &scenarios {

@@ -3,6 +3,9 @@
 use policy::*;
 use std::path::Path;
 
+/// The enforcers the scenarios below may list (nicsched passes its registry's).
+const KNOWN_ENFORCERS: &[&str] = &["tonic"];
+
 /// The example of policy.md, verbatim.
 const EXAMPLE: &str = "link:
   rate: 10Gbit        # required: line rate of the egress link
@@ -188,6 +191,7 @@ fn a_missing_policy_file_is_reported_at_the_reference() {
         "policy: nowhere.yaml\nduration: 1s\ntraffic: [{tenant: a, kind: bulk}]\n",
         "s.yaml",
         Path::new("/nonexistent"),
+        KNOWN_ENFORCERS,
     )
     .unwrap_err();
     assert_eq!((e.file.as_str(), e.line, e.column), ("s.yaml", 1, 9));
@@ -209,7 +213,8 @@ traffic:
   - { tenant: a, kind: bulk }
   - { tenant: b, app: x, kind: udp, rate: 3Gbit, flows: 20 }
 ";
-    let scenario = policy::parse_scenario(text, "s.yaml", std::path::Path::new(".")).unwrap();
+    let scenario =
+        policy::parse_scenario(text, "s.yaml", std::path::Path::new("."), KNOWN_ENFORCERS).unwrap();
     let lab = scenario.scaled_to_link_rate(1_000_000_000);
     assert_eq!(lab.policy.link.rate_bps, 1_000_000_000);
     assert_eq!(lab.policy.tenants[0].min_rate_bps, Some(200_000_000));

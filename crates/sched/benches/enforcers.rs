@@ -9,12 +9,20 @@ use sched::bench::{
     BenchConfig, CountingAllocator, Harness, bytes_per_class, live_heap_bytes, peer_binary,
     run_peer,
 };
+use sched::multiqueue::Driver;
 use std::time::{Duration, Instant};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
-const ENFORCERS: [&str; 5] = ["wf2q", "valve", "htb", "wheel", "tonic"];
+/// The registry's software schedulers, then TONIC for the multiqueue NIC model.
+fn enforcers_measured() -> Vec<&'static str> {
+    let software = sched::ENFORCERS.iter().filter(|e| e.has_classes());
+    let tonic = sched::ENFORCERS
+        .iter()
+        .filter(|e| e.nic == Some(Driver::Tonic));
+    software.chain(tonic).map(|e| e.name).collect()
+}
 const CLASSES: [u32; 4] = [1_000, 10_000, 100_000, 1_000_000];
 const ACTIVE: [f64; 2] = [1.0, 0.01];
 
@@ -32,7 +40,7 @@ fn enforcers(c: &mut Criterion) {
             group.measurement_time(Duration::from_secs(1));
             group.throughput(Throughput::Elements(1));
             let mut rates = Vec::new();
-            for enforcer in ENFORCERS {
+            for enforcer in enforcers_measured() {
                 let config = BenchConfig {
                     enforcer: enforcer.to_string(),
                     classes,

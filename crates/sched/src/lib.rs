@@ -13,6 +13,8 @@
 //! - [`wf2q`], [`valve`], [`htb`], [`wheel`]: software schedulers (SENIC, FlowValve,
 //!   Linux HTB, Carousel/PicNIC).
 //! - [`accounting`]: packet accounting shared by every enforcer.
+//! - [`registry`]: every enforcer, listed once, with its builder and what `check`
+//!   says of it.
 
 pub mod accounting;
 pub mod bench;
@@ -21,6 +23,7 @@ pub mod htb;
 pub mod multiqueue;
 pub mod nic;
 mod packet;
+pub mod registry;
 pub mod testkit;
 pub mod tree;
 pub mod valve;
@@ -29,6 +32,7 @@ pub mod wheel;
 
 pub use accounting::{Accounting, TenantCounters};
 pub use packet::{Frame, Packet, Refusal};
+pub use registry::{ENFORCERS, EnforcerInfo};
 
 use policy::Policy;
 
@@ -69,62 +73,6 @@ pub struct Approximation {
     pub share_error_max: Option<f64>,
 }
 
-/// One selectable enforcer.
-#[derive(Clone, Copy, Debug)]
-pub struct EnforcerInfo {
-    pub name: &'static str,
-    pub from: &'static str,
-    pub mechanism: &'static str,
-}
-
-pub const ENFORCERS: &[EnforcerInfo] = &[
-    EnforcerInfo {
-        name: "fifo",
-        from: "-",
-        mechanism: "one FIFO, no policy",
-    },
-    EnforcerInfo {
-        name: "hash",
-        from: "Linux per-flow hash",
-        mechanism: "each flow hashed to one of all Tx queues; NIC round robin",
-    },
-    EnforcerInfo {
-        name: "xps",
-        from: "Linux XPS",
-        mechanism: "a packet goes to the Tx queue of the core that sent it; NIC round robin",
-    },
-    EnforcerInfo {
-        name: "tonic",
-        from: "TONIC",
-        mechanism: "per-tenant queue pools sized by weight, per-packet round robin, head insertion for prioritised apps",
-    },
-    EnforcerInfo {
-        name: "tonic-band",
-        from: "TONIC, improved",
-        mechanism: "as tonic, with a priority band per queue instead of head insertion",
-    },
-    EnforcerInfo {
-        name: "wf2q",
-        from: "SENIC",
-        mechanism: "rate-limited WF2Q+ with system time slowed by oversubscription",
-    },
-    EnforcerInfo {
-        name: "valve",
-        from: "FlowValve",
-        mechanism: "token-bucket tree with priority, weights, guarantees and lending",
-    },
-    EnforcerInfo {
-        name: "htb",
-        from: "Linux HTB semantics",
-        mechanism: "hierarchical token bucket: rate, ceil, quantum, priority, borrowing",
-    },
-    EnforcerInfo {
-        name: "wheel",
-        from: "Carousel / PicNIC",
-        mechanism: "timing wheel, one earliest departure time per packet",
-    },
-];
-
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BuildError {
     Unknown(String),
@@ -135,8 +83,8 @@ impl std::fmt::Display for BuildError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BuildError::Unknown(name) => {
-                let names: Vec<&str> = ENFORCERS.iter().map(|e| e.name).collect();
-                write!(f, "unknown enforcer `{name}` (known: {})", names.join(", "))
+                let names = registry::names().join(", ");
+                write!(f, "unknown enforcer `{name}` (known: {names})")
             }
             BuildError::Unsupported { name, reason } => {
                 write!(f, "enforcer `{name}` cannot run this policy: {reason}")
@@ -194,7 +142,7 @@ impl Capacity {
     /// there, as on a host); a software scheduler replaces the qdisc layer, so each
     /// app may hold `limits.class_packets`.
     pub fn for_host(enforcer: &str, limits: HostLimits) -> Capacity {
-        if multiqueue::Driver::from_name(enforcer).is_some() {
+        if registry::find(enforcer).is_some_and(|e| e.nic.is_some()) {
             Capacity {
                 qdisc_packets: Some(limits.queue_packets),
                 ..Capacity::default()
@@ -246,36 +194,15 @@ pub fn build_with(
     policy: &Policy,
     capacity: Capacity,
 ) -> Result<Box<dyn Enforcer>, BuildError> {
-    let unsupported = |reason: String| BuildError::Unsupported {
+    let info = registry::find(name).ok_or_else(|| BuildError::Unknown(name.to_string()))?;
+    (info.build)(policy, capacity).map_err(|reason| BuildError::Unsupported {
         name: name.to_string(),
         reason,
-    };
-    match name {
-        "fifo" | "hash" | "xps" | "tonic" | "tonic-band" => {
-            let driver = multiqueue::Driver::from_name(name).expect("matched above");
-            let enforcer = multiqueue::MultiQueue::new(policy, driver, capacity.qdisc_packets)
-                .map_err(unsupported)?;
-            Ok(Box::new(enforcer))
-        }
-        "wf2q" => wf2q::build(policy, capacity).map_err(unsupported),
-        "valve" => valve::build(policy, capacity).map_err(unsupported),
-        "htb" => htb::build(policy, capacity).map_err(unsupported),
-        "wheel" => wheel::build(policy, capacity).map_err(unsupported),
-        _ => Err(BuildError::Unknown(name.to_string())),
-    }
+    })
 }
 
 /// What `nicsched check --enforcer NAME` says about `policy`.
 pub fn approximation(name: &str, policy: &Policy) -> Result<Approximation, BuildError> {
-    match name {
-        "fifo" | "hash" | "xps" | "tonic" | "tonic-band" => {
-            let driver = multiqueue::Driver::from_name(name).expect("matched above");
-            Ok(multiqueue::approximation(policy, driver))
-        }
-        "wf2q" => Ok(wf2q::approximation(policy)),
-        "valve" => Ok(valve::approximation(policy)),
-        "htb" => Ok(htb::approximation(policy)),
-        "wheel" => Ok(wheel::approximation(policy)),
-        _ => Err(BuildError::Unknown(name.to_string())),
-    }
+    let info = registry::find(name).ok_or_else(|| BuildError::Unknown(name.to_string()))?;
+    Ok((info.approximation)(policy))
 }

@@ -13,7 +13,9 @@
 //! prioritised packet goes to the tail of a priority band of the same queue.
 
 use crate::nic::{Insert, Nic, NicConfig, ring_bytes_max};
-use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
+use crate::{
+    Accounting, Approximation, Capacity, Enforcer, Frame, Packet, Refusal, TenantCounters,
+};
 use policy::{Policy, format_rate};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,17 +28,6 @@ pub enum Driver {
 }
 
 impl Driver {
-    pub fn from_name(name: &str) -> Option<Driver> {
-        match name {
-            "fifo" => Some(Driver::Fifo),
-            "hash" => Some(Driver::Hash),
-            "xps" => Some(Driver::Xps),
-            "tonic" => Some(Driver::Tonic),
-            "tonic-band" => Some(Driver::TonicBand),
-            _ => None,
-        }
-    }
-
     /// The NIC's Tx queues this driver uses: one for `fifo`, `link.queues` otherwise.
     pub fn queues(self, policy: &Policy) -> u16 {
         if self == Driver::Fifo {
@@ -329,6 +320,20 @@ fn common_ignored(policy: &Policy, out: &mut Approximation) {
         out.exact
             .push("buffer caps (packet accounting at admission)".into());
     }
+}
+
+/// The multiqueue NIC model behind `driver`, its qdiscs bounded by
+/// `capacity.qdisc_packets`.
+pub fn build(
+    policy: &Policy,
+    capacity: Capacity,
+    driver: Driver,
+) -> Result<Box<dyn Enforcer>, String> {
+    Ok(Box::new(MultiQueue::new(
+        policy,
+        driver,
+        capacity.qdisc_packets,
+    )?))
 }
 
 /// What `check` says for the multiqueue drivers.

@@ -27,9 +27,10 @@ tenants:
             depth: 4,
         })
         .collect();
-    for name in ["wf2q", "valve", "htb", "wheel", "hash", "tonic"] {
+    for info in sched::ENFORCERS {
+        let name = info.name;
         let mut enforcer = sched::build(name, &policy).unwrap();
-        let has_classes = !matches!(name, "hash" | "tonic");
+        let has_classes = info.has_classes();
         let apps = policy.apps.len();
         assert_eq!(
             enforcer.classes(),

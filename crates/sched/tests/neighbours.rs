@@ -8,7 +8,13 @@
 use policy::{AppId, TenantId};
 use sched::{Capacity, Packet, Refusal};
 
-const SOFTWARE_SCHEDULERS: [&str; 4] = ["wf2q", "valve", "htb", "wheel"];
+/// The registry's software schedulers: those with a queue per app.
+fn software_schedulers() -> impl Iterator<Item = &'static str> {
+    sched::ENFORCERS
+        .iter()
+        .filter(|e| e.has_classes())
+        .map(|e| e.name)
+}
 
 fn packet(tenant: u16, handle: u64) -> Packet {
     Packet {
@@ -39,7 +45,7 @@ fn a_flood_is_refused_at_its_own_limit_and_the_neighbour_is_still_admitted() {
         class_packets: Some(10),
         ..Capacity::default()
     };
-    for name in SOFTWARE_SCHEDULERS {
+    for name in software_schedulers() {
         let mut enforcer = sched::build_with(name, &policy, capacity).unwrap();
         for handle in 0..10 {
             assert!(enforcer.enqueue(0, packet(0, handle)).is_ok(), "{name}");
@@ -76,7 +82,7 @@ fn without_a_class_limit_each_app_gets_an_equal_part_of_the_pool() {
         ..Capacity::default()
     };
     assert_eq!(capacity.class_packets_max(2), 4);
-    for name in SOFTWARE_SCHEDULERS {
+    for name in software_schedulers() {
         let mut enforcer = sched::build_with(name, &policy, capacity).unwrap();
         let admitted = (0..100)
             .filter(|&h| enforcer.enqueue(0, packet(0, h)).is_ok())
@@ -97,7 +103,7 @@ fn a_flooded_app_leaves_room_for_its_sibling() {
         class_packets: Some(4),
         ..Capacity::default()
     };
-    for name in SOFTWARE_SCHEDULERS {
+    for name in software_schedulers() {
         let mut enforcer = sched::build_with(name, &policy, capacity).unwrap();
         let of_app = |app: u32, handle: u64| Packet {
             app: AppId(app),
@@ -120,12 +126,13 @@ fn the_host_limits_go_where_a_host_has_them() {
         queue_packets: 7,
         class_packets: 9,
     };
-    for name in SOFTWARE_SCHEDULERS {
+    for name in software_schedulers() {
         let capacity = Capacity::for_host(name, limits);
         assert_eq!(capacity.class_packets, Some(9), "{name}");
         assert_eq!(capacity.qdisc_packets, None, "{name}");
     }
-    for name in ["fifo", "hash", "xps", "tonic", "tonic-band"] {
+    for nic_model in sched::ENFORCERS.iter().filter(|e| e.nic.is_some()) {
+        let name = nic_model.name;
         let capacity = Capacity::for_host(name, limits);
         assert_eq!(capacity.class_packets, None, "{name}");
         assert_eq!(capacity.qdisc_packets, Some(7), "{name}");

@@ -246,6 +246,35 @@ tenants:
     assert_eq!(wheel.backlog_packets(), 5);
 }
 
+/// A split class is made when its first packet is classified, before admission; one
+/// whose first packet was refused once left the next new class without its
+/// departure time (an index out of bounds).
+#[test]
+fn a_split_class_made_by_a_refused_packet_does_not_upset_the_next() {
+    let p = policy(
+        "link: { rate: 1Gbit }
+buffer: 2000B
+tenants:
+  - name: a
+    apps:
+      - { name: spread, split: { by: destination, max_rate: 100Mbit } }
+",
+    );
+    let mut wheel = sched::build("wheel", &p).unwrap();
+    let to = |destination: u32, handle: u64| Packet {
+        destination,
+        ..packet(&p, 0, handle, 1500)
+    };
+    wheel.enqueue(0, to(0, 0)).unwrap();
+    let (_, reason) = wheel.enqueue(0, to(1, 1)).unwrap_err();
+    assert_eq!(reason, Refusal::HostBuffer);
+    assert_eq!(wheel.dequeue(0).unwrap().packet.handle, 0);
+    wheel.enqueue(0, to(2, 2)).unwrap();
+    wheel.enqueue(0, to(1, 3)).unwrap_err();
+    assert_eq!(wheel.dequeue(0).unwrap().packet.handle, 2);
+    assert_eq!(wheel.classes(), Some(4));
+}
+
 #[test]
 fn a_full_descriptor_pool_refuses_with_queue_full() {
     let p = policy("link: { rate: 1Gbit }\ntenants:\n  - { name: a }\n");

@@ -12,14 +12,16 @@ const SIMULATED_NS: u64 = 1_000_000_000;
 fn asymmetry_1_8(c: &mut Criterion) {
     let path =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/tonic/asymmetry-1-8.yaml");
-    let mut scenario = policy::load_scenario(&path).expect("shipped scenario");
+    let mut scenario =
+        policy::load_scenario(&path, &sched::registry::names()).expect("shipped scenario");
     scenario.duration_ns = SIMULATED_NS;
     for t in &mut scenario.traffic {
         t.stop_ns = t.stop_ns.min(SIMULATED_NS);
     }
     let mut group = c.benchmark_group("sim/asymmetry-1-8");
     group.sample_size(10);
-    for enforcer in ["fifo", "hash", "xps", "tonic", "tonic-band"] {
+    let nic_model = sched::ENFORCERS.iter().filter(|e| e.nic.is_some());
+    for enforcer in nic_model.map(|e| e.name) {
         let frames = sim::run(&scenario, enforcer, sim::HostModel::default(), &mut |_| {})
             .expect("builds")
             .frames_sent;

@@ -34,7 +34,13 @@ traffic:
 ";
 
 fn summary_json(seed: u64, enforcer: &str) -> String {
-    let mut scenario = parse_scenario(SCENARIO, "s.yaml", Path::new(".")).unwrap();
+    let mut scenario = parse_scenario(
+        SCENARIO,
+        "s.yaml",
+        Path::new("."),
+        &sched::registry::names(),
+    )
+    .unwrap();
     scenario.seed = seed;
     let record = sim::run(&scenario, enforcer, sim::HostModel::default(), &mut |_| {}).unwrap();
     report::summarize(&record).to_json()
@@ -42,7 +48,7 @@ fn summary_json(seed: u64, enforcer: &str) -> String {
 
 #[test]
 fn same_seed_gives_byte_identical_summaries() {
-    for enforcer in ["fifo", "hash", "xps", "tonic", "tonic-band"] {
+    for enforcer in sched::registry::names() {
         assert_eq!(
             summary_json(7, enforcer),
             summary_json(7, enforcer),

@@ -83,7 +83,13 @@ fn tenant(capped: bool) -> impl Strategy<Value = TenantSpec> {
 }
 
 fn parse(text: &str) -> Scenario {
-    parse_scenario(text, "generated.yaml", Path::new(".")).unwrap()
+    parse_scenario(
+        text,
+        "generated.yaml",
+        Path::new("."),
+        &sched::registry::names(),
+    )
+    .unwrap()
 }
 
 /// A send is indivisible: an interval holds a whole number of them, so a tenant's

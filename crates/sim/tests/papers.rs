@@ -8,7 +8,7 @@ fn shipped(file: &str) -> policy::Scenario {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../scenarios")
         .join(file);
-    load_scenario(&path).expect("shipped scenarios are valid")
+    load_scenario(&path, &sched::registry::names()).expect("shipped scenarios are valid")
 }
 
 fn simulate(scenario: &policy::Scenario, enforcer: &str) -> Summary {
@@ -163,7 +163,13 @@ fn unseen_policies_stay_within_two_percent_of_the_ideal() {
                 app.name
             );
         }
-        let scenario = parse_scenario(&text, "unseen.yaml", Path::new(".")).unwrap();
+        let scenario = parse_scenario(
+            &text,
+            "unseen.yaml",
+            Path::new("."),
+            &sched::registry::names(),
+        )
+        .unwrap();
         for enforcer in ENFORCERS_UNDER_TEST {
             let s = simulate(&scenario, enforcer);
             assert!(
@@ -210,7 +216,8 @@ traffic:
   - { tenant: b, kind: bulk, flows: 40 }
   - { tenant: c, kind: bulk, flows: 4 }
 ";
-    let scenario = parse_scenario(text, "slow.yaml", Path::new(".")).unwrap();
+    let scenario =
+        parse_scenario(text, "slow.yaml", Path::new("."), &sched::registry::names()).unwrap();
     for enforcer in ["valve", "htb", "wf2q"] {
         let s = simulate(&scenario, enforcer);
         assert!(

@@ -11,7 +11,8 @@ fn scenario_path(name: &str) -> PathBuf {
 }
 
 fn simulate(file: &str, enforcer: &str) -> Summary {
-    let scenario = load_scenario(&scenario_path(file)).expect("shipped scenarios are valid");
+    let scenario = load_scenario(&scenario_path(file), &sched::registry::names())
+        .expect("shipped scenarios are valid");
     let record = sim::run(&scenario, enforcer, sim::HostModel::default(), &mut |_| {})
         .expect("shipped enforcers build");
     summarize(&record)

@@ -8,7 +8,8 @@ fn run(traffic: &str, enforcer: &str) -> report::RunRecord {
     let text = format!(
         "policy:\n  link: {{ rate: 10Gbit, queues: 4 }}\n  tenants:\n    - name: a\n    - name: b\n      buffer: 100KB\nduration: 1s\ninterval: 100ms\ntraffic:\n{traffic}"
     );
-    let scenario = parse_scenario(&text, "t.yaml", Path::new(".")).unwrap();
+    let scenario =
+        parse_scenario(&text, "t.yaml", Path::new("."), &sched::registry::names()).unwrap();
     sim::run(&scenario, enforcer, sim::HostModel::default(), &mut |_| {}).unwrap()
 }
 

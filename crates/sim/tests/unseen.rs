@@ -32,7 +32,7 @@ proptest! {
         let weights = &weights[..tenants];
         let flows = &flows[..tenants];
         let text = scenario(weights, flows, queues, seed);
-        let scenario = parse_scenario(&text, "unseen.yaml", Path::new(".")).unwrap();
+        let scenario = parse_scenario(&text, "unseen.yaml", Path::new("."), &sched::registry::names()).unwrap();
         let promised = sched::approximation("tonic", &scenario.policy)
             .unwrap()
             .share_error_max
@@ -57,7 +57,7 @@ proptest! {
         seed in 0u64..1000,
     ) {
         let text = scenario(&[1, 1], &[few, few * ratio], queues, seed);
-        let scenario = parse_scenario(&text, "unseen.yaml", Path::new(".")).unwrap();
+        let scenario = parse_scenario(&text, "unseen.yaml", Path::new("."), &sched::registry::names()).unwrap();
         let record = sim::run(&scenario, "hash", sim::HostModel::default(), &mut |_| {}).unwrap();
         let summary = report::summarize(&record);
         prop_assert!(
@@ -71,7 +71,13 @@ proptest! {
 fn tonic_is_fair_to_a_single_flow_against_many_on_any_queue_count() {
     for (weight, queues) in [(1, 2), (1, 16), (3, 6), (4, 64)] {
         let text = scenario(&[weight, weight], &[1, 64], queues, 3);
-        let scenario = parse_scenario(&text, "unseen.yaml", Path::new(".")).unwrap();
+        let scenario = parse_scenario(
+            &text,
+            "unseen.yaml",
+            Path::new("."),
+            &sched::registry::names(),
+        )
+        .unwrap();
         let record = sim::run(&scenario, "tonic", sim::HostModel::default(), &mut |_| {}).unwrap();
         let summary = report::summarize(&record);
         assert!(

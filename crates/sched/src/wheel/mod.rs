@@ -191,8 +191,11 @@ impl Wheel {
         let mut edt = now_fx;
         if class >= self.apps {
             let split = class - self.apps;
-            if split == self.split_free_fx.len() {
-                self.split_free_fx.push(0);
+            // Classes are made at classification, before admission: a new class
+            // whose first packet was refused has no next free time yet, nor has
+            // any made after it until one of their packets is admitted.
+            if split >= self.split_free_fx.len() {
+                self.split_free_fx.resize(split + 1, 0);
             }
             let cost = self.split_ns_per_byte_fx[packet.app.index()]
                 .expect("split classes exist only for apps with split");
