@@ -16,6 +16,11 @@ pub const RATE_BPS_MAX: u64 = 10_000_000_000_000;
 /// A run's duration: 1000 s. The simulator carries issue times of requests in 40
 /// bits of nanoseconds (about 1099 s).
 pub const DURATION_NS_MAX: u64 = 1_000_000_000_000;
+/// Engine work per packet (`engine.packet_cost`, a traffic's `cost`): 1 ms, so
+/// that a core's busy time over a run stays well inside `u64`.
+pub const ENGINE_COST_NS_MAX: u64 = 1_000_000;
+/// Engine cores (`engine.cores`): as many as a host may have.
+pub const ENGINE_CORES_MAX: u64 = crate::model::CORE_INDEX_MAX as u64 + 1;
 /// Sampling intervals of one run (duration / interval): each holds a row per
 /// class in every enforcer's record.
 pub const INTERVALS_MAX: u64 = 100_000;

@@ -46,6 +46,36 @@ pub struct Policy {
     /// Cores of the host: one past the highest core any tenant names, or
     /// `link.queues` when no tenant names cores (one Tx queue per core, as XPS pairs them).
     pub host_cores: u16,
+    pub engine: EngineCpu,
+}
+
+/// How the engine's cores process tenants' packets before the enforcer sees them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineCpu {
+    pub cores: u16,
+    pub cpu: CpuSharing,
+    /// The engine's own work per packet (simulator); 0 leaves the CPU unlimited.
+    pub packet_cost_ns: u64,
+}
+
+impl Default for EngineCpu {
+    fn default() -> Self {
+        EngineCpu {
+            cores: 1,
+            cpu: CpuSharing::Weighted,
+            packet_cost_ns: 0,
+        }
+    }
+}
+
+/// How a free engine core picks the next waiting packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuSharing {
+    /// Arrival order across tenants, from one queue: whoever sends most takes most.
+    Fifo,
+    /// By tenant weight: each tenant its own queue, CPU time shared by weight
+    /// (PicNIC's CPU-fair queues).
+    Weighted,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -256,6 +286,8 @@ pub struct Traffic {
     pub kind: TrafficKind,
     pub start_ns: u64,
     pub stop_ns: u64,
+    /// Engine work per packet beyond `engine.packet_cost` (FairNIC's antagonist).
+    pub cost_ns: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -7,14 +7,15 @@
 //! anyway, and refusing it would force every app cap to be edited with the tenant's.
 
 use crate::limits::{
-    APPS_MAX, DATAGRAM_BYTES_MAX, DURATION_NS_MAX, FLOWS_MAX, INTERVAL_CELLS_MAX, INTERVALS_MAX,
-    MESSAGE_BYTES_MAX, RATE_BPS_MAX, REQUESTS_PER_S_MAX, RETRIES_PER_PACKET, SENDER_RETRIES_PER_S,
-    SIM_PACKETS_MAX, TENANTS_MAX, traffic_packets_estimate,
+    APPS_MAX, DATAGRAM_BYTES_MAX, DURATION_NS_MAX, ENGINE_CORES_MAX, ENGINE_COST_NS_MAX, FLOWS_MAX,
+    INTERVAL_CELLS_MAX, INTERVALS_MAX, MESSAGE_BYTES_MAX, RATE_BPS_MAX, REQUESTS_PER_S_MAX,
+    RETRIES_PER_PACKET, SENDER_RETRIES_PER_S, SIM_PACKETS_MAX, TENANTS_MAX,
+    traffic_packets_estimate,
 };
 use crate::units::{self, UnitError};
 use crate::{
-    App, AppId, CORE_INDEX_MAX, Cidr, Link, Policy, PolicyError, Proto, Scenario, Split, SplitBy,
-    Tenant, TenantId, Traffic, TrafficKind,
+    App, AppId, CORE_INDEX_MAX, Cidr, CpuSharing, EngineCpu, Link, Policy, PolicyError, Proto,
+    Scenario, Split, SplitBy, Tenant, TenantId, Traffic, TrafficKind,
 };
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::options::DuplicateKeyPolicy;
@@ -397,6 +398,22 @@ impl Ctx<'_> {
         units::time_ns(&text).map_err(|e| self.unit_err(node, key, e))
     }
 
+    /// Engine work per packet, bounded so that a run's busy time fits in `u64`.
+    fn engine_cost(&self, node: &Sp, key: &str) -> Res<u64> {
+        let cost = self.time(node, key)?;
+        if cost > ENGINE_COST_NS_MAX {
+            return self.err(
+                node,
+                format!("{key} {} is above the bound", units::format_time(cost)),
+                Some(format!(
+                    "engine work per packet is at most {} (ENGINE_COST_NS_MAX)",
+                    units::format_time(ENGINE_COST_NS_MAX)
+                )),
+            );
+        }
+        Ok(cost)
+    }
+
     fn seq<'n>(&self, node: &'n Sp, key: &str) -> Res<&'n [Sp]> {
         match &node.value {
             Node::Seq(items) => Ok(items),
@@ -428,7 +445,8 @@ impl<'n> Fields<'n> {
 const NAME_BYTES_MAX: usize = 64;
 const NAME_HINT: &str = "names have 1 to 64 characters of a-z, 0-9, `_` and `-`";
 
-const POLICY_KEYS: &[&str] = &["link", "buffer", "tenants"];
+const POLICY_KEYS: &[&str] = &["link", "buffer", "tenants", "engine"];
+const ENGINE_KEYS: &[&str] = &["cores", "cpu", "packet_cost"];
 const LINK_KEYS: &[&str] = &["rate", "queues", "mtu"];
 const TENANT_KEYS: &[&str] = &[
     "name", "weight", "priority", "min_rate", "max_rate", "cores", "buffer", "match", "apps",
@@ -450,6 +468,7 @@ struct Draft<'n> {
     ctx: Ctx<'n>,
     link: Link,
     buffer_bytes: Option<u64>,
+    engine: EngineCpu,
     tenants: Vec<Tenant>,
     apps: Vec<App>,
     /// Where each tenant's `min_rate` was written, for the guarantee checks.
@@ -487,6 +506,10 @@ fn policy_draft<'n>(ctx: Ctx<'n>, root: &'n Sp) -> Res<Draft<'n>> {
         .get("buffer")
         .map(|node| ctx.size(node, "buffer"))
         .transpose()?;
+    let engine = match top.get("engine") {
+        Some(node) => engine(ctx, node)?,
+        None => EngineCpu::default(),
+    };
 
     let tenants_node = ctx.require(&top, "tenants", "the policy")?;
     let tenant_nodes = ctx.seq(tenants_node, "tenants")?;
@@ -510,6 +533,7 @@ fn policy_draft<'n>(ctx: Ctx<'n>, root: &'n Sp) -> Res<Draft<'n>> {
         ctx,
         link,
         buffer_bytes,
+        engine,
         tenants: Vec::new(),
         apps: Vec::new(),
         tenant_min_at: Vec::new(),
@@ -520,6 +544,31 @@ fn policy_draft<'n>(ctx: Ctx<'n>, root: &'n Sp) -> Res<Draft<'n>> {
         tenant(&mut draft, node)?;
     }
     Ok(draft)
+}
+
+fn engine(ctx: Ctx, node: &Sp) -> Res<EngineCpu> {
+    let fields = ctx.fields(node, "engine", ENGINE_KEYS)?;
+    let mut engine = EngineCpu::default();
+    if let Some(node) = fields.get("cores") {
+        engine.cores = ctx.integer(node, "engine.cores", 1, ENGINE_CORES_MAX)? as u16;
+    }
+    if let Some(node) = fields.get("cpu") {
+        engine.cpu = match ctx.string(node, "engine.cpu")? {
+            "fifo" => CpuSharing::Fifo,
+            "weighted" => CpuSharing::Weighted,
+            other => {
+                return ctx.err(
+                    node,
+                    format!("unknown engine.cpu `{other}`"),
+                    Some("engine.cpu is `fifo` or `weighted`".into()),
+                );
+            }
+        };
+    }
+    if let Some(node) = fields.get("packet_cost") {
+        engine.packet_cost_ns = ctx.engine_cost(node, "engine.packet_cost")?;
+    }
+    Ok(engine)
 }
 
 /// Reads `min_rate` and `max_rate` and checks that the first is below the second.
@@ -929,6 +978,7 @@ impl Draft<'_> {
             tenants,
             apps: self.apps,
             host_cores,
+            engine: self.engine,
         }
     }
 }
@@ -991,8 +1041,9 @@ const TRAFFIC_KEYS: &[&str] = &[
     "request",
     "response",
     "concurrency",
+    "cost",
 ];
-const COMMON_TRAFFIC_KEYS: &[&str] = &["name", "tenant", "app", "kind", "start", "stop"];
+const COMMON_TRAFFIC_KEYS: &[&str] = &["name", "tenant", "app", "kind", "start", "stop", "cost"];
 
 const INTERVAL_NS_DEFAULT: u64 = 500_000_000;
 const PACKET_BYTES_DEFAULT: u64 = 1470;
@@ -1494,6 +1545,11 @@ fn traffic_entry(
         );
     }
 
+    let cost_ns = match fields.get("cost") {
+        Some(node) => ctx.engine_cost(node, "cost")?,
+        None => 0,
+    };
+
     check_traffic_app(
         ctx,
         policy,
@@ -1518,6 +1574,7 @@ fn traffic_entry(
         kind,
         start_ns,
         stop_ns,
+        cost_ns,
     })
 }
 

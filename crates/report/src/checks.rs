@@ -91,6 +91,45 @@ pub fn conservation(tenants: &[String], ledgers: &[TenantLedger]) -> Check {
     }
 }
 
+/// Bytes of one tenant at the engine's cores: arrived from its senders, processed
+/// (handed to the enforcer), refused for want of room waiting for a core, and still
+/// waiting or on a core when the run ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineLedger {
+    pub arrived_bytes: u64,
+    pub processed_bytes: u64,
+    pub refused_bytes: u64,
+    pub waiting_bytes: u64,
+}
+
+/// The engine's cores lose and invent nothing, per tenant, exact: arrived =
+/// processed + refused + waiting.
+pub fn engine_conservation(tenants: &[String], ledgers: &[EngineLedger]) -> Check {
+    let broken: Vec<String> = tenants
+        .iter()
+        .zip(ledgers)
+        .filter(|(_, l)| l.processed_bytes + l.refused_bytes + l.waiting_bytes != l.arrived_bytes)
+        .map(|(name, l)| {
+            format!(
+                "{name}: arrived {} B != processed {} + refused {} + waiting {} B",
+                l.arrived_bytes, l.processed_bytes, l.refused_bytes, l.waiting_bytes
+            )
+        })
+        .collect();
+    if broken.is_empty() {
+        let arrived: u64 = ledgers.iter().map(|l| l.arrived_bytes).sum();
+        Check::new(
+            "engine-conservation",
+            true,
+            format!(
+                "every tenant: arrived at the engine's cores = processed + refused + waiting ({arrived} B arrived in all)"
+            ),
+        )
+    } else {
+        Check::new("engine-conservation", false, broken.join("; "))
+    }
+}
+
 /// What the meter counted per tenant against what left on the link, within
 /// `tolerance` (0 for exact): a meter that misses or misfiles bytes breaks it.
 pub fn meter_against_link(

@@ -32,7 +32,10 @@ mod record;
 mod summary;
 mod table;
 
-pub use checks::{Check, Provenance, TenantLedger, conservation, meter_against_link};
+pub use checks::{
+    Check, EngineLedger, Provenance, TenantLedger, conservation, engine_conservation,
+    meter_against_link,
+};
 pub use compare::{load_summaries, side_by_side};
 pub use figures::*;
 pub use files::*;

@@ -96,6 +96,15 @@ pub struct MalformedFrames {
 }
 
 /// One class of the report: an app of a tenant.
+/// One tenant at the engine's cores over a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineCpuTenant {
+    /// Core time its packets took, in nanoseconds.
+    pub busy_ns: u64,
+    /// Packets refused for want of room waiting for a core.
+    pub refused_packets: u64,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClassName {
     pub tenant: String,
@@ -239,6 +248,9 @@ pub struct RunRecord {
     /// Per tenant, its frames by fate; empty where no engine of nicsched's counted
     /// them (the simulator, `linux-htb`).
     pub tenant_frames: Vec<TenantFrames>,
+    /// Per tenant, what the engine's cores did with its packets; empty where no
+    /// engine cost was asked (the CPU stage is then a pass-through).
+    pub engine_cpu: Vec<EngineCpuTenant>,
     /// Frames that left on the link over the whole run.
     pub frames_sent: u64,
     /// The run's self-checks, in the order they were made.

@@ -81,6 +81,13 @@ pub struct TenantSummary {
     /// The lab engine's count of the tenant's frames by fate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frames: Option<crate::TenantFrames>,
+    /// The fraction of the engine cores' busy time its packets took, where the run
+    /// asked for engine cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_cpu_share: Option<f64>,
+    /// Packets refused for want of room waiting for an engine core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_refused: Option<u64>,
     pub apps: Vec<AppSummary>,
 }
 
@@ -298,6 +305,15 @@ fn tenant_summary(run: &RunRecord, steady: &[&Interval], tenant: usize) -> Tenan
         rel_error_max: error.max_or(0.0),
         drops: run.tenant_drops.get(tenant).copied().unwrap_or(0),
         frames: run.tenant_frames.get(tenant).cloned(),
+        engine_cpu_share: run.engine_cpu.get(tenant).map(|cpu| {
+            let busy_ns: u64 = run.engine_cpu.iter().map(|c| c.busy_ns).sum();
+            if busy_ns == 0 {
+                0.0
+            } else {
+                cpu.busy_ns as f64 / busy_ns as f64
+            }
+        }),
+        engine_refused: run.engine_cpu.get(tenant).map(|cpu| cpu.refused_packets),
         apps,
     }
 }

@@ -128,6 +128,7 @@ fn two_tenants() -> RunRecord {
         }],
         tenant_drops: vec![3, 0],
         tenant_frames: Vec::new(),
+        engine_cpu: Vec::new(),
         frames_sent: 123_456,
         checks: Vec::new(),
         provenance: Default::default(),

@@ -96,6 +96,7 @@ pub fn policy_for(classes: u32, active: u32) -> Policy {
         tenants,
         apps,
         host_cores: 1,
+        engine: policy::EngineCpu::default(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The run loop: senders offer packets to the enforcer, the link takes one frame at a
 //! time at the line rate, completions and responses flow back to the senders.
 
+use crate::cpu::Cpu;
 use crate::events::{Event, EventQueue};
 use crate::host::HostModel;
 use policy::wire::{UDP_HEADER_BYTES, bulk_send_bytes, serialisation_ns, tcp_wire_bytes};
@@ -74,6 +75,9 @@ pub struct Engine<'a> {
     /// counted here, apart from the enforcer's own counters, for the self-checks.
     offered_bytes: Vec<u64>,
     link_bytes: Vec<u64>,
+    /// The engine's cores, where the run asks for engine cost; without it every
+    /// send reaches the enforcer the moment it is offered.
+    cpu: Option<Cpu>,
 }
 
 impl<'a> Engine<'a> {
@@ -216,6 +220,9 @@ impl<'a> Engine<'a> {
             traffic_latency,
             offered_bytes: vec![0; policy.tenants.len()],
             link_bytes: vec![0; policy.tenants.len()],
+            cpu: (policy.engine.packet_cost_ns > 0
+                || scenario.traffic.iter().any(|t| t.cost_ns > 0))
+            .then(|| Cpu::new(policy, host.engine_queue_packets)),
         }
     }
 
@@ -236,6 +243,17 @@ impl<'a> Engine<'a> {
         progress(end_ns);
         for (t, counters) in self.enforcer.counters().iter().enumerate() {
             self.record.tenant_drops[t] = counters.refused_packets;
+        }
+        if let Some(cpu) = &self.cpu {
+            self.record.engine_cpu = cpu
+                .busy_ns
+                .iter()
+                .zip(&cpu.refused_packets)
+                .map(|(&busy_ns, &refused_packets)| report::EngineCpuTenant {
+                    busy_ns,
+                    refused_packets,
+                })
+                .collect();
         }
         self.record.checks = self.self_checks(end_ns);
         self.record
@@ -281,10 +299,17 @@ impl<'a> Engine<'a> {
                 metered[self.record.class_tenant[c]] += bytes;
             }
         }
-        vec![
+        let mut checks = vec![
             report::conservation(&self.record.tenants, &ledgers),
             report::meter_against_link(&self.record.tenants, &metered, &self.link_bytes, 0.0),
-        ]
+        ];
+        if let Some(cpu) = &self.cpu {
+            checks.push(report::engine_conservation(
+                &self.record.tenants,
+                &cpu.final_ledgers(),
+            ));
+        }
+        checks
     }
 
     fn handle(&mut self, now: u64, event: Event) {
@@ -329,6 +354,11 @@ impl<'a> Engine<'a> {
                     );
                 }
             }
+            Event::Processed {
+                sender,
+                bytes,
+                issued_ns,
+            } => self.processed(now, sender, bytes, issued_ns),
             Event::ResponseReceived { sender, issued_ns } => {
                 let s = &self.senders[sender as usize];
                 let traffic = s.traffic as usize;
@@ -438,8 +468,73 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Offers one send to the enforcer; true when admitted.
+    /// Offers one send to the engine: to its cores when the run asks for engine
+    /// cost, else straight to the enforcer; true when admitted.
     fn offer(&mut self, now: u64, sender: u32, bytes: u32, issued_ns: u64) -> bool {
+        let Some(cpu) = &mut self.cpu else {
+            return self.hand_to_enforcer(now, sender, bytes, issued_ns);
+        };
+        let s = &self.senders[sender as usize];
+        let cost_ns = self.scenario.policy.engine.packet_cost_ns
+            + self.scenario.traffic[s.traffic as usize].cost_ns;
+        let admitted = cpu.arrive(sender, s.tenant, bytes, issued_ns, cost_ns);
+        if admitted {
+            self.start_cores(now);
+        }
+        admitted
+    }
+
+    /// Puts waiting sends on the idle cores.
+    fn start_cores(&mut self, now: u64) {
+        let cpu = self
+            .cpu
+            .as_mut()
+            .expect("only a run with engine cost has cores");
+        while let Some(send) = cpu.take() {
+            self.events.schedule(
+                now + send.cost_ns,
+                Event::Processed {
+                    sender: send.sender,
+                    bytes: send.bytes,
+                    issued_ns: send.issued_ns,
+                },
+            );
+        }
+    }
+
+    /// A core processed a send: the enforcer gets it now. A sender whose send the
+    /// enforcer refuses here learns of it as of a refused offer.
+    fn processed(&mut self, now: u64, sender: u32, bytes: u32, issued_ns: u64) {
+        let tenant = self.senders[sender as usize].tenant;
+        self.cpu
+            .as_mut()
+            .expect("only a run with engine cost has cores")
+            .processed(tenant, bytes);
+        if !self.hand_to_enforcer(now, sender, bytes, issued_ns) {
+            let retry_at = now + self.host.refused_retry_ns;
+            let s = &mut self.senders[sender as usize];
+            match s.kind {
+                SenderKind::Bulk => {
+                    s.in_flight -= 1;
+                    // With sends still in flight, their completions refill it.
+                    if s.in_flight == 0 && !s.retry_pending {
+                        s.retry_pending = true;
+                        self.events.schedule(retry_at, Event::Retry { sender });
+                    }
+                }
+                SenderKind::RpcClosed | SenderKind::RpcOpen { .. } => {
+                    self.events
+                        .schedule(retry_at, Event::Respond { sender, issued_ns });
+                }
+                // A refused datagram is dropped: counted by the enforcer against its tenant.
+                SenderKind::Datagram { .. } => {}
+            }
+        }
+        self.start_cores(now);
+    }
+
+    /// Hands one send to the enforcer; true when admitted.
+    fn hand_to_enforcer(&mut self, now: u64, sender: u32, bytes: u32, issued_ns: u64) -> bool {
         let s = &self.senders[sender as usize];
         let packet = Packet {
             len_bytes: bytes,

@@ -34,6 +34,12 @@ pub enum Event {
         sender: u32,
         issued_ns: u64,
     },
+    /// An engine core finished processing a send; the enforcer gets it now.
+    Processed {
+        sender: u32,
+        bytes: u32,
+        issued_ns: u64,
+    },
     /// The last byte of a response reached the client.
     ResponseReceived {
         sender: u32,

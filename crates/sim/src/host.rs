@@ -28,6 +28,10 @@ pub struct HostModel {
     /// The host's qdisc limits in front of the enforcer (`txqueuelen`): what an
     /// open-loop sender beyond its share may queue before its datagrams are dropped.
     pub limits: sched::HostLimits,
+    /// Packets that may wait for an engine core (a NIC's receive ring of 1024
+    /// descriptors): under `engine.cpu: weighted` each tenant has a queue this long,
+    /// under `fifo` all tenants share one, as an engine without CPU isolation does.
+    pub engine_queue_packets: u32,
 }
 
 impl Default for HostModel {
@@ -42,6 +46,7 @@ impl Default for HostModel {
             // The bound on a scenario's work counts these retries (policy::limits).
             refused_retry_ns: (1e9 / policy::limits::SENDER_RETRIES_PER_S) as u64,
             limits: sched::HostLimits::LINUX,
+            engine_queue_packets: 1024,
         }
     }
 }
@@ -66,6 +71,10 @@ impl HostModel {
         set("refused_retry_ns", self.refused_retry_ns.to_string());
         set("queue_packets", self.limits.queue_packets.to_string());
         set("class_packets", self.limits.class_packets.to_string());
+        set(
+            "engine_queue_packets",
+            self.engine_queue_packets.to_string(),
+        );
         settings
     }
 }
