@@ -237,6 +237,37 @@ fn unknown_enforcers_are_refused_before_anything_is_built() {
 }
 
 #[test]
+fn engine_cpu_costs_the_lab_does_not_spend_are_refused_before_anything_is_built() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable("engine_cpu_costs_the_lab_does_not_spend_are_refused_before_anything_is_built") {
+        return;
+    }
+    let before = our_namespaces();
+    let costly = scenario(
+        r#"
+name: lab-costly
+policy:
+  link: { rate: 100Mbit }
+  tenants: [{ name: a }, { name: b }]
+duration: 2s
+traffic:
+  - { name: heavy, tenant: a, kind: udp, rate: 10Mbit, cost: 2us }
+  - { name: light, tenant: b, kind: bulk }
+"#,
+    );
+    let error = lab::run(&costly, "wf2q", &LabOptions::default(), &mut |_| {}).unwrap_err();
+    assert!(
+        error.to_string().contains("traffic `heavy` has a `cost`"),
+        "{error}"
+    );
+    let mut cores = two_tenants();
+    cores.policy.engine.cores = 2;
+    let error = lab::run(&cores, "wf2q", &LabOptions::default(), &mut |_| {}).unwrap_err();
+    assert!(error.to_string().contains("`engine.cores: 2`"), "{error}");
+    assert_nothing_left(&before);
+}
+
+#[test]
 fn a_policy_past_htbs_limits_is_refused_under_linux_htb_before_anything_is_built() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !runnable("a_policy_past_htbs_limits_is_refused_under_linux_htb_before_anything_is_built") {
