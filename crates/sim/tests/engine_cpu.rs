@@ -8,7 +8,8 @@ use report::{RunRecord, Summary, summarize};
 use std::path::Path;
 
 fn run(text: &str, enforcer: &str) -> RunRecord {
-    let scenario = parse_scenario(text, "s.yaml", Path::new(".")).unwrap();
+    let scenario =
+        parse_scenario(text, "s.yaml", Path::new("."), &sched::registry::names()).unwrap();
     let record = sim::run(&scenario, enforcer, sim::HostModel::default(), &mut |_| {}).unwrap();
     let failed: Vec<_> = record.failed_checks().collect();
     assert!(failed.is_empty(), "{failed:?}");
