@@ -168,8 +168,8 @@ enum Command {
         queue_limit: u32,
         /// The packets each app (leaf class, its split classes together) may hold in
         /// the engine in front of the software schedulers (`wf2q`, `valve`, `htb`,
-        /// `wheel`), which replace the qdiscs: as HTB's leaves each have a qdisc of
-        /// their own. A packet beyond it is dropped and counted against its tenant.
+        /// `wheel`, `fairnic`), which replace the qdiscs: as HTB's leaves each have a
+        /// qdisc of their own. A packet beyond it is dropped and counted against its tenant.
         #[arg(long, visible_alias = "tenant-limit", value_name = "PACKETS",
               default_value_t = lab::LAB_HOST_LIMITS.class_packets,
               value_parser = clap::value_parser!(u32).range(1..=HOST_LIMIT_PACKETS_MAX))]

@@ -16,6 +16,7 @@ const KNOWN_ENFORCERS: &[&str] = &[
     "valve",
     "htb",
     "wheel",
+    "fairnic",
     "linux-htb",
 ];
 

@@ -10,8 +10,8 @@
 //!   bounded descriptor ring, round-robin arbiter one MTU per queue per round). The
 //!   `fifo`, `hash`, `xps`, `tonic` and `tonic-band` enforcers are queue-selection
 //!   drivers in front of it ([`multiqueue`]).
-//! - [`wf2q`], [`valve`], [`htb`], [`wheel`]: software schedulers (SENIC, FlowValve,
-//!   Linux HTB, Carousel/PicNIC).
+//! - [`wf2q`], [`valve`], [`htb`], [`wheel`], [`fairnic`]: software schedulers
+//!   (SENIC, FlowValve, Linux HTB, Carousel/PicNIC, FairNIC).
 //! - [`accounting`]: packet accounting shared by every enforcer.
 //! - [`registry`]: every enforcer, listed once, with its builder and what `check`
 //!   says of it.
@@ -19,6 +19,7 @@
 pub mod accounting;
 pub mod bench;
 pub mod classes;
+pub mod fairnic;
 pub mod htb;
 pub mod multiqueue;
 pub mod nic;

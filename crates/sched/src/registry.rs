@@ -3,11 +3,14 @@
 //! own module plus one row here.
 
 use crate::multiqueue::{self, Driver};
-use crate::{Approximation, Capacity, Enforcer, htb, valve, wf2q, wheel};
+use crate::{Approximation, Capacity, Enforcer, fairnic, htb, valve, wf2q, wheel};
 use policy::Policy;
 
 /// Builds an enforcer for a policy; `Err` says why it cannot run that policy.
 pub type Builder = fn(&Policy, Capacity) -> Result<Box<dyn Enforcer>, String>;
+
+/// The engine cores each tenant's packets may be processed on (index = tenant).
+pub type CoreMask = fn(&Policy) -> Vec<Vec<u16>>;
 
 /// One selectable enforcer.
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +28,9 @@ pub struct EnforcerInfo {
     pub approximation: fn(&Policy) -> Approximation,
     /// Whether `nicsched lab-bench` runs it when no enforcer is named.
     pub lab_bench: bool,
+    /// The engine cores each tenant's packets may be processed on (index = tenant),
+    /// for an enforcer that partitions the engine's cores; `None`: any core.
+    pub core_mask: Option<CoreMask>,
 }
 
 impl EnforcerInfo {
@@ -43,6 +49,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         build: |policy, capacity| multiqueue::build(policy, capacity, Driver::Fifo),
         approximation: |policy| multiqueue::approximation(policy, Driver::Fifo),
         lab_bench: true,
+        core_mask: None,
     },
     EnforcerInfo {
         name: "hash",
@@ -52,6 +59,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         build: |policy, capacity| multiqueue::build(policy, capacity, Driver::Hash),
         approximation: |policy| multiqueue::approximation(policy, Driver::Hash),
         lab_bench: false,
+        core_mask: None,
     },
     EnforcerInfo {
         name: "xps",
@@ -61,6 +69,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         build: |policy, capacity| multiqueue::build(policy, capacity, Driver::Xps),
         approximation: |policy| multiqueue::approximation(policy, Driver::Xps),
         lab_bench: false,
+        core_mask: None,
     },
     EnforcerInfo {
         name: "tonic",
@@ -70,6 +79,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         build: |policy, capacity| multiqueue::build(policy, capacity, Driver::Tonic),
         approximation: |policy| multiqueue::approximation(policy, Driver::Tonic),
         lab_bench: true,
+        core_mask: None,
     },
     EnforcerInfo {
         name: "tonic-band",
@@ -79,6 +89,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         build: |policy, capacity| multiqueue::build(policy, capacity, Driver::TonicBand),
         approximation: |policy| multiqueue::approximation(policy, Driver::TonicBand),
         lab_bench: false,
+        core_mask: None,
     },
     EnforcerInfo {
         name: "wf2q",
@@ -88,6 +99,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         build: wf2q::build,
         approximation: wf2q::approximation,
         lab_bench: true,
+        core_mask: None,
     },
     EnforcerInfo {
         name: "valve",
@@ -97,6 +109,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         build: valve::build,
         approximation: valve::approximation,
         lab_bench: true,
+        core_mask: None,
     },
     EnforcerInfo {
         name: "htb",
@@ -106,6 +119,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         build: htb::build,
         approximation: htb::approximation,
         lab_bench: true,
+        core_mask: None,
     },
     EnforcerInfo {
         name: "wheel",
@@ -115,6 +129,17 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         build: wheel::build,
         approximation: wheel::approximation,
         lab_bench: true,
+        core_mask: None,
+    },
+    EnforcerInfo {
+        name: "fairnic",
+        from: "FairNIC",
+        mechanism: "engine cores masked by weight; per-core local tokens, a global overflow pool shared by AIMD",
+        nic: None,
+        build: fairnic::build,
+        approximation: fairnic::approximation,
+        lab_bench: false,
+        core_mask: Some(fairnic::core_mask),
     },
 ];
 

@@ -4,6 +4,10 @@
 //! that sends more, or costlier, sends takes more of the cores. Under `weighted`
 //! each tenant waits in its own queue and the cores are shared by start-time fair
 //! queueing on core time divided by tenant weight (PicNIC's CPU-fair queues).
+//! Under an enforcer with a core mask (`fairnic`), a tenant's sends wait only for
+//! its own cores: each core has its queue, fed in arrival order by the tenants it
+//! serves (a sender to one of its tenant's cores), so another tenant's costly sends
+//! never hold up a core outside its mask.
 
 use policy::{CpuSharing, Policy, TenantId};
 use report::EngineLedger;
@@ -21,14 +25,20 @@ pub struct Waiting {
     pub bytes: u32,
     pub issued_ns: u64,
     pub cost_ns: u64,
+    /// Masked: the core it waits for, and runs on.
+    pub core: u16,
     /// Weighted: the send's start tag in virtual time; fifo: unused.
     start_tag: u128,
 }
 
 pub struct Cpu {
     sharing: CpuSharing,
-    /// Weighted: one queue per tenant; fifo: one queue for all.
+    /// Weighted: one queue per tenant; fifo: one queue for all; masked: one per core.
     queues: Vec<VecDeque<Waiting>>,
+    /// Per tenant, the cores it may use (masked), from the enforcer's registry row.
+    mask: Option<Vec<Vec<u16>>>,
+    /// Masked: whether each core is busy.
+    core_busy: Vec<bool>,
     /// Room of each queue, in sends.
     room: usize,
     cores: u32,
@@ -50,15 +60,19 @@ pub struct Cpu {
 }
 
 impl Cpu {
-    pub fn new(policy: &Policy, room: u32) -> Cpu {
+    /// `mask`: per tenant, the cores its sends may run on; `None`: any core.
+    pub fn new(policy: &Policy, room: u32, mask: Option<Vec<Vec<u16>>>) -> Cpu {
         let tenants = policy.tenants.len();
-        let queues = match policy.engine.cpu {
-            CpuSharing::Fifo => 1,
-            CpuSharing::Weighted => tenants,
+        let queues = match (&mask, policy.engine.cpu) {
+            (Some(_), _) => usize::from(policy.engine.cores),
+            (None, CpuSharing::Fifo) => 1,
+            (None, CpuSharing::Weighted) => tenants,
         };
         Cpu {
             sharing: policy.engine.cpu,
             queues: vec![VecDeque::new(); queues],
+            core_busy: vec![false; if mask.is_some() { queues } else { 0 }],
+            mask,
             room: room as usize,
             cores: u32::from(policy.engine.cores),
             idle_cores: u32::from(policy.engine.cores),
@@ -85,6 +99,26 @@ impl Cpu {
     ) -> bool {
         let t = tenant.index();
         self.ledgers[t].arrived_bytes += u64::from(bytes);
+        if let Some(mask) = &self.mask {
+            let cores = &mask[t];
+            let core = cores[sender as usize % cores.len()];
+            let q = usize::from(core);
+            if self.queues[q].len() >= self.room {
+                self.ledgers[t].refused_bytes += u64::from(bytes);
+                self.refused_packets[t] += 1;
+                return false;
+            }
+            self.queues[q].push_back(Waiting {
+                sender,
+                tenant,
+                bytes,
+                issued_ns,
+                cost_ns,
+                core,
+                start_tag: 0,
+            });
+            return true;
+        }
         let q = match self.sharing {
             CpuSharing::Fifo => 0,
             CpuSharing::Weighted => t,
@@ -112,6 +146,7 @@ impl Cpu {
             bytes,
             issued_ns,
             cost_ns,
+            core: 0,
             start_tag,
         });
         true
@@ -122,7 +157,24 @@ impl Cpu {
         if self.idle_cores == 0 {
             return None;
         }
-        let send = match self.sharing {
+        let send = if self.mask.is_some() {
+            let core = (0..self.queues.len())
+                .find(|&c| !self.core_busy[c] && !self.queues[c].is_empty())?;
+            self.core_busy[core] = true;
+            self.queues[core].pop_front().expect("checked not empty")
+        } else {
+            self.take_shared()?
+        };
+        let t = send.tenant.index();
+        self.idle_cores -= 1;
+        self.busy_ns[t] += send.cost_ns;
+        self.on_cores_bytes[t] += u64::from(send.bytes);
+        Some(send)
+    }
+
+    /// The next send for any idle core, by `engine.cpu`.
+    fn take_shared(&mut self) -> Option<Waiting> {
+        Some(match self.sharing {
             CpuSharing::Fifo => self.queues[0].pop_front()?,
             CpuSharing::Weighted => {
                 let (start, q) = self.heads.pop_first()?;
@@ -135,18 +187,16 @@ impl Cpu {
                 self.virtual_time = start;
                 send
             }
-        };
-        let t = send.tenant.index();
-        self.idle_cores -= 1;
-        self.busy_ns[t] += send.cost_ns;
-        self.on_cores_bytes[t] += u64::from(send.bytes);
-        Some(send)
+        })
     }
 
-    /// A core finished a send of `tenant`.
-    pub fn processed(&mut self, tenant: TenantId, bytes: u32) {
+    /// Core `core` finished a send of `tenant`.
+    pub fn processed(&mut self, tenant: TenantId, bytes: u32, core: u16) {
         let t = tenant.index();
         self.idle_cores += 1;
+        if let Some(busy) = self.core_busy.get_mut(usize::from(core)) {
+            *busy = false;
+        }
         self.on_cores_bytes[t] -= u64::from(bytes);
         self.ledgers[t].processed_bytes += u64::from(bytes);
         if self.heads.is_empty() && self.idle_cores == self.cores {

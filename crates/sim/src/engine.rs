@@ -222,7 +222,12 @@ impl<'a> Engine<'a> {
             link_bytes: vec![0; policy.tenants.len()],
             cpu: (policy.engine.packet_cost_ns > 0
                 || scenario.traffic.iter().any(|t| t.cost_ns > 0))
-            .then(|| Cpu::new(policy, host.engine_queue_packets)),
+            .then(|| {
+                let mask = sched::registry::find(enforcer_name)
+                    .and_then(|e| e.core_mask)
+                    .map(|core_mask| core_mask(policy));
+                Cpu::new(policy, host.engine_queue_packets, mask)
+            }),
         }
     }
 
@@ -358,7 +363,8 @@ impl<'a> Engine<'a> {
                 sender,
                 bytes,
                 issued_ns,
-            } => self.processed(now, sender, bytes, issued_ns),
+                core,
+            } => self.processed(now, sender, bytes, issued_ns, core),
             Event::ResponseReceived { sender, issued_ns } => {
                 let s = &self.senders[sender as usize];
                 let traffic = s.traffic as usize;
@@ -497,6 +503,7 @@ impl<'a> Engine<'a> {
                     sender: send.sender,
                     bytes: send.bytes,
                     issued_ns: send.issued_ns,
+                    core: send.core,
                 },
             );
         }
@@ -504,12 +511,12 @@ impl<'a> Engine<'a> {
 
     /// A core processed a send: the enforcer gets it now. A sender whose send the
     /// enforcer refuses here learns of it as of a refused offer.
-    fn processed(&mut self, now: u64, sender: u32, bytes: u32, issued_ns: u64) {
+    fn processed(&mut self, now: u64, sender: u32, bytes: u32, issued_ns: u64, core: u16) {
         let tenant = self.senders[sender as usize].tenant;
         self.cpu
             .as_mut()
             .expect("only a run with engine cost has cores")
-            .processed(tenant, bytes);
+            .processed(tenant, bytes, core);
         if !self.hand_to_enforcer(now, sender, bytes, issued_ns) {
             let retry_at = now + self.host.refused_retry_ns;
             let s = &mut self.senders[sender as usize];

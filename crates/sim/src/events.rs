@@ -39,6 +39,7 @@ pub enum Event {
         sender: u32,
         bytes: u32,
         issued_ns: u64,
+        core: u16,
     },
     /// The last byte of a response reached the client.
     ResponseReceived {

@@ -1,0 +1,663 @@
+//! # `fairnic`: FairNIC's core mask and distributed token rate limiting
+//!
+//! Grant, Yelam, Bland and Snoeren, "SmartNIC Performance Isolation with FairNIC:
+//! Programmable Networking for the Cloud", SIGCOMM 2020, §4.4.
+//!
+//! ## Core mask
+//!
+//! Each tenant's packets are processed only on its own engine cores, a set sized by
+//! weight (at least one core, contiguous on a ring of `engine.cores`, see
+//! [`core_mask`]). A packet is bound to one core of its tenant by its flow, so a flow
+//! stays on one core and its packets stay in order. The simulator's engine CPU stage
+//! reads the same mask (the registry row's `core_mask`), so a tenant whose packets
+//! cost the cores much can only use up its own cores.
+//!
+//! ## Tokens
+//!
+//! The link is shared by byte tokens in three places:
+//! - a local bucket per (core, tenant): refilled at the tenant's base rate divided
+//!   over its cores, from the bucket's own timestamp only; it holds at most
+//!   [`BURST_PERIODS`] periods of its rate, so a burst is at most twice a core's
+//!   tokens. What a full bucket would gain beyond that spills into
+//! - the global overflow pool: refilled at the link capacity no base rate reserves,
+//!   plus those spills, so tokens that an idle tenant does not use are not lost
+//!   (work conservation). A core whose local tokens do not cover its packet takes
+//!   them from the pool;
+//! - stolen tokens are counted apart per tenant, and each tenant may steal at most
+//!   its allowance per period. Allowances follow additive increase /
+//!   multiplicative decrease: a tenant that used up its allowance while the pool
+//!   still had tokens gains [`AI_DIVISOR`]⁻¹ of a period of link; when the pool ran
+//!   dry under a tenant that stole, its allowance halves (so stealers converge to
+//!   equal allowances, Chiu and Jain's argument). A tenant with `max_rate` may steal
+//!   at most `max_rate − base` per period, so it never exceeds its cap.
+//!
+//! Base rates are policy.md's ideal with every app backlogged
+//! ([`tree::backlogged_rates_bps`]): weights, guarantees and caps of tenants.
+//!
+//! ## Per core, without cross-core communication
+//!
+//! The enforcer is one sans-I/O object, but its state is laid out as a multi-threaded
+//! engine would split it: [`Core`] holds everything one engine core touches on its
+//! fast path (its queues, its local buckets, refilled from their own timestamps), and
+//! [`Pool`] with the allowances ([`Steal`]) is the only shared state, touched when a
+//! core's local tokens do not cover a packet or a full bucket spills. A threaded
+//! engine gives each thread its `Core` and guards the pool with one atomic.
+//!
+//! ## Units and constants
+//!
+//! Tokens are kept in bit·ns per second units ([`UNITS_PER_BYTE`] = 8·10⁹ per byte), so
+//! a refill is `rate_bps × Δt_ns` with no division and no rounding: the arithmetic is
+//! exact, and so are its tests. A bucket may go into debt by one packet: a packet
+//! leaves when the tokens cover it, or cover the whole burst when the packet is
+//! larger than the burst (a TSO send on a slow tenant), and is charged in full.
+//!
+//! The period P is [`crate::valve::update_interval_ns`]: the longer of 500 µs and the
+//! time 16 of the largest sends take at the link rate, for FlowValve's reason: a
+//! period must hold many packets, or allowances counted in whole packets swing
+//! between none and one packet per period.
+
+use crate::classes::{ClassId, Classes};
+use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters, tree};
+use policy::{Policy, TenantId, format_rate, format_time};
+use std::collections::VecDeque;
+
+/// Token units per byte: bits × (ns per s), so refills are `rate_bps × Δt_ns`.
+pub const UNITS_PER_BYTE: i128 = 8_000_000_000;
+/// A local bucket holds this many periods of its rate (FairNIC: bursts bounded by
+/// twice a core's tokens); so does the pool, of the link rate.
+pub const BURST_PERIODS: i128 = 2;
+/// Additive increase of an allowance: this fraction of one period of link, so a
+/// lone stealer reaches the whole link within this many periods.
+pub const AI_DIVISOR: u64 = 8;
+
+/// The engine cores each tenant's packets are processed on (index = tenant): as many
+/// as its weight's share of `engine.cores` (rounded, at least one, at most all),
+/// contiguous and starting where the previous tenant's ended, on a ring.
+pub fn core_mask(policy: &Policy) -> Vec<Vec<u16>> {
+    let cores = u64::from(policy.engine.cores.max(1));
+    let total: u64 = policy.tenants.iter().map(|t| u64::from(t.weight)).sum();
+    let mut start = 0u64;
+    policy
+        .tenants
+        .iter()
+        .map(|t| {
+            let n = (cores * u64::from(t.weight) + total / 2) / total.max(1);
+            let n = n.clamp(1, cores);
+            let mask = (start..start + n).map(|c| (c % cores) as u16).collect();
+            start = (start + n) % cores;
+            mask
+        })
+        .collect()
+}
+
+/// A token bucket refilled from its own timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    /// In [`UNITS_PER_BYTE`] units; negative while in debt.
+    pub tokens: i128,
+    pub stamp_ns: u64,
+    pub rate_bps: u64,
+    /// Most tokens it holds.
+    pub cap: i128,
+}
+
+impl Bucket {
+    /// Empty at time 0, holding at most [`BURST_PERIODS`] periods of `rate_bps`.
+    pub fn new(rate_bps: u64, period_ns: u64) -> Self {
+        Bucket {
+            tokens: 0,
+            stamp_ns: 0,
+            rate_bps,
+            cap: BURST_PERIODS * i128::from(rate_bps) * i128::from(period_ns),
+        }
+    }
+
+    /// Refills up to `now_ns`; returns what the cap turned away (the spill).
+    pub fn refill(&mut self, now_ns: u64) -> i128 {
+        let elapsed = now_ns.saturating_sub(self.stamp_ns);
+        self.stamp_ns = self.stamp_ns.max(now_ns);
+        let tokens = self.tokens + i128::from(self.rate_bps) * i128::from(elapsed);
+        let kept = tokens.min(self.cap.max(self.tokens));
+        self.tokens = kept;
+        tokens - kept
+    }
+
+    /// The tokens a packet of `len_bytes` needs: all of it, or the whole burst for a
+    /// packet larger than the burst.
+    fn need(&self, len_bytes: u32) -> i128 {
+        (i128::from(len_bytes) * UNITS_PER_BYTE).min(self.cap)
+    }
+
+    /// Whether a packet of `len_bytes` may leave on these tokens now.
+    pub fn covers(&self, len_bytes: u32) -> bool {
+        self.cap > 0 && self.tokens >= self.need(len_bytes)
+    }
+
+    pub fn charge(&mut self, len_bytes: u32) {
+        self.tokens -= i128::from(len_bytes) * UNITS_PER_BYTE;
+    }
+
+    /// When, refilled from its stamp, it covers `len_bytes`; `None` never.
+    fn covers_at_ns(&self, len_bytes: u32) -> Option<u64> {
+        if self.cap <= 0 || self.rate_bps == 0 {
+            return None;
+        }
+        let missing = (self.need(len_bytes) - self.tokens).max(0);
+        let rate = i128::from(self.rate_bps);
+        let wait = (missing + rate - 1) / rate;
+        Some(
+            self.stamp_ns
+                .saturating_add(u64::try_from(wait).unwrap_or(u64::MAX)),
+        )
+    }
+
+    /// When, refilled from its stamp, it is full and starts to spill.
+    fn full_at_ns(&self) -> Option<u64> {
+        self.covers_at_ns(u32::MAX)
+    }
+}
+
+/// The global overflow pool: unreserved link capacity and local spills.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pool {
+    pub bucket: Bucket,
+    /// Whether a tenant allowed to steal found it short this period.
+    pub ran_dry: bool,
+}
+
+impl Pool {
+    /// Takes in a local bucket's spill, up to the pool's own cap.
+    pub fn absorb(&mut self, spill: i128) {
+        self.bucket.tokens =
+            (self.bucket.tokens + spill).min(self.bucket.cap.max(self.bucket.tokens));
+    }
+}
+
+/// Stolen tokens per tenant and their AIMD allowances, in bytes per period.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Steal {
+    pub allowance: Vec<u64>,
+    pub stolen: Vec<u64>,
+    /// Per tenant: whether it wanted to steal beyond its allowance this period.
+    pub wanted_more: Vec<bool>,
+    /// Most each tenant may steal per period: `(max_rate − base) × P`, or two periods
+    /// of link for an uncapped tenant.
+    pub ceiling: Vec<u64>,
+    /// Additive increase, bytes.
+    pub increase: u64,
+    /// Least allowance after a decrease, bytes (one MTU: a tenant can always try).
+    pub floor: u64,
+}
+
+impl Steal {
+    /// Whether `tenant` may steal `len_bytes` more this period.
+    pub fn allows(&self, t: usize, len_bytes: u32) -> bool {
+        self.stolen[t] + u64::from(len_bytes) <= self.allowance[t]
+    }
+
+    /// The end of a period: additive increase for tenants that hit their allowance
+    /// while the pool had tokens, multiplicative decrease for those that stole when
+    /// it ran dry; every allowance within [floor, ceiling].
+    pub fn end_period(&mut self, pool_ran_dry: bool) {
+        for t in 0..self.allowance.len() {
+            let a = self.allowance[t];
+            let a = if pool_ran_dry && self.stolen[t] > 0 {
+                a / 2
+            } else if self.wanted_more[t] && !pool_ran_dry {
+                a + self.increase
+            } else {
+                a
+            };
+            self.allowance[t] = a.max(self.floor).min(self.ceiling[t]);
+            self.stolen[t] = 0;
+            self.wanted_more[t] = false;
+        }
+    }
+}
+
+/// A packet waiting on a core, with its leaf class.
+type Held = (Packet, ClassId);
+
+/// What one engine core owns: per tenant it serves, a queue and a local bucket.
+pub struct Core {
+    /// (tenant, its queue on this core, its local bucket here).
+    pub lanes: Vec<(TenantId, VecDeque<Held>, Bucket)>,
+}
+
+pub struct FairNic {
+    cores: Vec<Core>,
+    /// Per tenant: its (core, lane) places, in mask order.
+    places: Vec<Vec<(usize, usize)>>,
+    pool: Pool,
+    steal: Steal,
+    period_ns: u64,
+    period_end_ns: u64,
+    /// Round robin over (core, lane), flattened.
+    cursor: usize,
+    lanes: usize,
+    held: usize,
+    packets_max: usize,
+    classes: Classes,
+    accounting: Accounting,
+}
+
+/// Each tenant's base rate: its ideal share with every app backlogged.
+pub fn base_rates_bps(policy: &Policy) -> Vec<u64> {
+    let layout = tree::Layout::new(policy);
+    let rates = tree::backlogged_rates_bps(policy);
+    (0..policy.tenants.len())
+        .map(|t| rates[layout.tenant(TenantId(t as u16))].floor() as u64)
+        .collect()
+}
+
+impl FairNic {
+    pub fn new(policy: &Policy, capacity: crate::Capacity) -> Self {
+        let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
+        let mask = core_mask(policy);
+        let base = base_rates_bps(policy);
+        let mut cores: Vec<Core> = (0..policy.engine.cores.max(1))
+            .map(|_| Core { lanes: Vec::new() })
+            .collect();
+        let mut places = Vec::with_capacity(policy.tenants.len());
+        let mut reserved = 0u64;
+        for (t, tenant_cores) in mask.iter().enumerate() {
+            let lane_rate = base[t] / tenant_cores.len() as u64;
+            reserved += lane_rate * tenant_cores.len() as u64;
+            places.push(
+                tenant_cores
+                    .iter()
+                    .map(|&c| {
+                        let core = &mut cores[usize::from(c)];
+                        core.lanes.push((
+                            TenantId(t as u16),
+                            VecDeque::new(),
+                            Bucket::new(lane_rate, period_ns),
+                        ));
+                        (usize::from(c), core.lanes.len() - 1)
+                    })
+                    .collect(),
+            );
+        }
+        let link_period_bytes = bytes_in(policy.link.rate_bps, period_ns);
+        let unreserved_bps = policy.link.rate_bps.saturating_sub(reserved);
+        let mut pool_bucket = Bucket::new(unreserved_bps, period_ns);
+        pool_bucket.cap = BURST_PERIODS * i128::from(policy.link.rate_bps) * i128::from(period_ns);
+        let increase = (link_period_bytes / AI_DIVISOR).max(u64::from(policy.link.mtu_bytes));
+        let ceiling: Vec<u64> = policy
+            .tenants
+            .iter()
+            .zip(&base)
+            .map(|(tenant, &b)| match tenant.max_rate_bps {
+                Some(max) => bytes_in(max.saturating_sub(b), period_ns),
+                None => BURST_PERIODS as u64 * link_period_bytes,
+            })
+            .collect();
+        let floor = u64::from(policy.link.mtu_bytes);
+        let tenants = policy.tenants.len();
+        let lanes = cores.iter().map(|c| c.lanes.len()).sum();
+        FairNic {
+            cores,
+            places,
+            pool: Pool {
+                bucket: pool_bucket,
+                ran_dry: false,
+            },
+            steal: Steal {
+                allowance: ceiling.iter().map(|&c| increase.min(c)).collect(),
+                stolen: vec![0; tenants],
+                wanted_more: vec![false; tenants],
+                ceiling,
+                increase,
+                floor,
+            },
+            period_ns,
+            period_end_ns: period_ns,
+            cursor: 0,
+            lanes,
+            held: 0,
+            packets_max: capacity.packets,
+            classes: Classes::new(policy, capacity.classes),
+            accounting: Accounting::new(
+                policy,
+                crate::class_packets_max(
+                    capacity.packets,
+                    capacity.class_packets,
+                    policy.apps.len(),
+                ),
+            ),
+        }
+    }
+
+    /// Refills the pool, then every local bucket from its own stamp, spilling into
+    /// the pool; ends the period when due.
+    fn refill(&mut self, now_ns: u64) {
+        if now_ns >= self.period_end_ns {
+            self.steal.end_period(self.pool.ran_dry);
+            self.pool.ran_dry = false;
+            self.period_end_ns = now_ns - now_ns % self.period_ns + self.period_ns;
+        }
+        let spill = self.pool.bucket.refill(now_ns);
+        debug_assert!(spill >= 0);
+        for core in &mut self.cores {
+            for (_, _, bucket) in &mut core.lanes {
+                let spill = bucket.refill(now_ns);
+                self.pool.absorb(spill);
+            }
+        }
+    }
+
+    /// The (core, lane) at flattened index `i`.
+    fn lane_at(&self, mut i: usize) -> (usize, usize) {
+        for (c, core) in self.cores.iter().enumerate() {
+            if i < core.lanes.len() {
+                return (c, i);
+            }
+            i -= core.lanes.len();
+        }
+        unreachable!("lane index within the lanes")
+    }
+
+    fn pop(&mut self, c: usize, l: usize, flat: usize) -> Frame {
+        let (packet, class) = self.cores[c].lanes[l]
+            .1
+            .pop_front()
+            .expect("a lane that sends holds a packet");
+        self.held -= 1;
+        self.cursor = (flat + 1) % self.lanes;
+        self.classes.departed(&packet, class);
+        self.accounting.release(&packet);
+        Frame::whole(packet)
+    }
+
+    fn refuse(&mut self, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        self.accounting.refuse(packet.tenant, packet.len_bytes);
+        Err((packet, Refusal::QueueFull))
+    }
+}
+
+fn bytes_in(rate_bps: u64, ns: u64) -> u64 {
+    (u128::from(rate_bps) * u128::from(ns) / 8_000_000_000) as u64
+}
+
+impl Enforcer for FairNic {
+    fn enqueue(&mut self, _now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        let Some(class) = self.classes.classify(&packet) else {
+            return self.refuse(packet);
+        };
+        if self.held >= self.packets_max {
+            return self.refuse(packet);
+        }
+        if let Err(reason) = self.accounting.admit(&packet) {
+            return Err((packet, reason));
+        }
+        let places = &self.places[packet.tenant.index()];
+        let (c, l) = places[packet.flow as usize % places.len()];
+        self.cores[c].lanes[l].1.push_back((packet, class));
+        self.held += 1;
+        Ok(())
+    }
+
+    fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
+        if self.held == 0 {
+            return None;
+        }
+        self.refill(now_ns);
+        // Local tokens first, in turns over every (core, tenant) lane.
+        for k in 0..self.lanes {
+            let flat = (self.cursor + k) % self.lanes;
+            let (c, l) = self.lane_at(flat);
+            let (_, queue, bucket) = &mut self.cores[c].lanes[l];
+            if let Some((packet, _)) = queue.front()
+                && bucket.covers(packet.len_bytes)
+            {
+                bucket.charge(packet.len_bytes);
+                return Some(self.pop(c, l, flat));
+            }
+        }
+        // Then the pool, for tenants within their steal allowance.
+        for k in 0..self.lanes {
+            let flat = (self.cursor + k) % self.lanes;
+            let (c, l) = self.lane_at(flat);
+            let (tenant, queue, _) = &self.cores[c].lanes[l];
+            let Some((packet, _)) = queue.front() else {
+                continue;
+            };
+            let (t, len) = (tenant.index(), packet.len_bytes);
+            if !self.steal.allows(t, len) {
+                self.steal.wanted_more[t] = true;
+                continue;
+            }
+            if !self.pool.bucket.covers(len) {
+                self.pool.ran_dry = true;
+                continue;
+            }
+            self.pool.bucket.charge(len);
+            self.steal.stolen[t] += u64::from(len);
+            return Some(self.pop(c, l, flat));
+        }
+        None
+    }
+
+    fn next_ready_ns(&self, now_ns: u64) -> Option<u64> {
+        if self.held == 0 {
+            return None;
+        }
+        // A new period renews allowances; local buckets refill; idle full buckets
+        // spill into the pool, and empty ones start to once full.
+        let mut at = self.period_end_ns;
+        let mut inflow_bps = self.pool.bucket.rate_bps;
+        let mut pool_wanted = None;
+        for core in &self.cores {
+            for (tenant, queue, bucket) in &core.lanes {
+                match queue.front() {
+                    Some((packet, _)) => {
+                        if let Some(t) = bucket.covers_at_ns(packet.len_bytes) {
+                            at = at.min(t);
+                        }
+                        if self.steal.allows(tenant.index(), packet.len_bytes) {
+                            let need = pool_wanted.unwrap_or(u32::MAX).min(packet.len_bytes);
+                            pool_wanted = Some(need);
+                        }
+                    }
+                    None if bucket.tokens >= bucket.cap => inflow_bps += bucket.rate_bps,
+                    None => {
+                        if let Some(t) = bucket.full_at_ns() {
+                            at = at.min(t);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(len) = pool_wanted
+            && inflow_bps > 0
+        {
+            let pool = Bucket {
+                rate_bps: inflow_bps,
+                ..self.pool.bucket
+            };
+            if let Some(t) = pool.covers_at_ns(len) {
+                at = at.min(t);
+            }
+        }
+        Some(at.max(now_ns))
+    }
+
+    fn backlog_packets(&self) -> usize {
+        self.held
+    }
+
+    fn counters(&self) -> &[TenantCounters] {
+        self.accounting.counters()
+    }
+
+    fn classes(&self) -> Option<usize> {
+        Some(self.classes.len())
+    }
+}
+
+pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enforcer>, String> {
+    Ok(Box::new(FairNic::new(policy, capacity)))
+}
+
+/// What `check` says for `fairnic`.
+pub fn approximation(policy: &Policy) -> Approximation {
+    let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
+    let mut out = Approximation {
+        exact: vec![
+            "max_rate of tenants (local tokens at most the base rate, stolen tokens at most max_rate − base per period)".into(),
+            "packet accounting (tenant and host buffers)".into(),
+        ],
+        approximate: vec![
+            format!(
+                "weights and guarantees of tenants: base rates of local tokens per engine core (policy.md's ideal with all backlogged); what an idle tenant leaves goes to a shared pool, shared by AIMD allowances over periods of {}",
+                format_time(period_ns)
+            ),
+            format!(
+                "bursts: a core's tokens hold two periods of its rate ({} for a tenant at the link rate)",
+                policy::format_size(bytes_in(policy.link.rate_bps, 2 * period_ns))
+            ),
+            format!(
+                "a tenant's packets are processed only on its engine cores (a mask by weight over {} cores); a tenant with fewer flows than cores leaves some of its local tokens to the pool",
+                policy.engine.cores
+            ),
+        ],
+        ignored: vec![
+            "priorities of tenants and apps (no strict priority: a tenant's base rate is its ideal share, and the pool is shared by AIMD)".into(),
+            "weights, caps and guarantees of apps within a tenant: its packets leave in arrival order per core".into(),
+        ],
+        // All backlogged, every tenant lives on its own tokens: the error is the
+        // rounding of base rates to whole bits per second per core, and a burst
+        // bucket's worth at start-up; 1% covers both on runs of many periods.
+        share_error_max: Some(0.01),
+    };
+    for t in &policy.tenants {
+        if let Some(min) = t.min_rate_bps {
+            out.approximate.push(format!(
+                "{}: min_rate {} through its base rate",
+                t.name,
+                format_rate(min as f64)
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const U: i128 = UNITS_PER_BYTE;
+
+    #[test]
+    fn refill_adds_rate_times_elapsed_from_its_own_stamp() {
+        // 8 Mbit/s is 1 byte per µs; a period of 100 µs holds 100 bytes.
+        let mut b = Bucket::new(8_000_000, 100_000);
+        assert_eq!(b.cap, 200 * U);
+        assert_eq!(b.refill(30_000), 0);
+        assert_eq!(b.tokens, 30 * U);
+        assert_eq!(b.stamp_ns, 30_000);
+        // A stale time takes nothing back.
+        assert_eq!(b.refill(10_000), 0);
+        assert_eq!(b.tokens, 30 * U);
+        assert_eq!(b.refill(30_500), 0);
+        assert_eq!(b.tokens, 30 * U + U / 2);
+    }
+
+    #[test]
+    fn burst_is_bounded_by_twice_a_periods_tokens_and_the_rest_spills() {
+        let mut b = Bucket::new(8_000_000, 100_000);
+        assert_eq!(b.refill(250_000), 50 * U);
+        assert_eq!(b.tokens, 200 * U);
+        assert!(b.covers(200));
+        // A packet larger than the burst leaves on a full bucket and leaves a debt.
+        assert!(b.covers(1500));
+        b.charge(1500);
+        assert_eq!(b.tokens, -1300 * U);
+        assert!(!b.covers(1));
+        assert_eq!(b.covers_at_ns(1), Some(250_000 + 1_301_000));
+    }
+
+    #[test]
+    fn a_packet_leaves_only_when_tokens_cover_it() {
+        let mut b = Bucket::new(8_000_000, 100_000);
+        b.refill(99_000);
+        assert!(!b.covers(100));
+        assert_eq!(b.covers_at_ns(100), Some(100_000));
+        b.refill(100_000);
+        assert!(b.covers(100));
+        b.charge(100);
+        assert_eq!(b.tokens, 0);
+    }
+
+    #[test]
+    fn the_pool_takes_spills_up_to_its_cap() {
+        let mut pool = Pool {
+            bucket: Bucket::new(0, 100_000),
+            ran_dry: false,
+        };
+        pool.bucket.cap = 1000 * U;
+        pool.absorb(600 * U);
+        assert_eq!(pool.bucket.tokens, 600 * U);
+        pool.absorb(600 * U);
+        assert_eq!(pool.bucket.tokens, 1000 * U);
+    }
+
+    fn steal() -> Steal {
+        Steal {
+            allowance: vec![3000, 3000],
+            stolen: vec![0, 0],
+            wanted_more: vec![false, false],
+            ceiling: vec![100_000, 4000],
+            increase: 1500,
+            floor: 1500,
+        }
+    }
+
+    #[test]
+    fn steal_is_counted_apart_and_bounded_by_the_allowance() {
+        let mut s = steal();
+        assert!(s.allows(0, 3000));
+        s.stolen[0] += 1500;
+        assert!(s.allows(0, 1500));
+        assert!(!s.allows(0, 1501));
+        assert_eq!(s.stolen, vec![1500, 0]);
+    }
+
+    #[test]
+    fn aimd_increases_additively_and_halves_when_the_pool_runs_dry() {
+        let mut s = steal();
+        s.wanted_more = vec![true, true];
+        s.stolen = vec![3000, 3000];
+        s.end_period(false);
+        // Tenant 1 is capped: max_rate − base is 4000 bytes per period.
+        assert_eq!(s.allowance, vec![4500, 4000]);
+        assert_eq!(s.stolen, vec![0, 0]);
+        assert_eq!(s.wanted_more, vec![false, false]);
+        s.stolen = vec![4500, 0];
+        s.end_period(true);
+        // Only a tenant that stole is cut.
+        assert_eq!(s.allowance, vec![2250, 4000]);
+        s.stolen = vec![2250, 0];
+        s.end_period(true);
+        s.stolen = vec![1125, 0];
+        s.end_period(true);
+        assert_eq!(s.allowance, vec![1500, 4000], "never below the floor");
+        s.end_period(false);
+        assert_eq!(s.allowance, vec![1500, 4000], "no increase without demand");
+    }
+
+    #[test]
+    fn the_core_mask_follows_weights_on_a_ring() {
+        let mut policy = policy::parse_policy(
+            "link: { rate: 10Gbit }\ntenants:\n  - { name: a, weight: 1, apps: [ { name: x } ] }\n  - { name: b, weight: 3, apps: [ { name: y } ] }\n",
+            "mask.yaml",
+        )
+        .unwrap();
+        policy.engine.cores = 4;
+        assert_eq!(core_mask(&policy), vec![vec![0], vec![1, 2, 3]]);
+        policy.engine.cores = 2;
+        assert_eq!(core_mask(&policy), vec![vec![0], vec![1, 0]]);
+        policy.engine.cores = 1;
+        assert_eq!(core_mask(&policy), vec![vec![0], vec![0]]);
+    }
+}
