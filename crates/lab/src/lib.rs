@@ -502,7 +502,7 @@ pub fn run(
 /// only. Run anyway, their figures would be judged against a CPU the lab never
 /// spent. (`engine.packet_cost` is the simulator's stand-in for what the lab
 /// measures, so it is not refused.)
-fn engine_cpu_supported(scenario: &Scenario) -> Result<(), LabError> {
+pub fn engine_cpu_supported(scenario: &Scenario) -> Result<(), LabError> {
     if let Some(traffic) = scenario.traffic.iter().find(|t| t.cost_ns > 0) {
         return Err(LabError::Unsupported(format!(
             "traffic `{}` has a `cost`: the lab does not spend per-packet engine costs yet; run it with `nicsched sim`, or remove `cost`",

@@ -368,6 +368,32 @@ fn tc_refuses_unmatched_tenants_and_odd_devices_and_prints_a_whole_script() {
 }
 
 #[test]
+fn lab_refuses_engine_costs_it_does_not_spend_before_claiming_out() {
+    if !runnable(
+        "lab_refuses_engine_costs_it_does_not_spend_before_claiming_out",
+        &[],
+    ) {
+        return;
+    }
+    let scratch = Scratch::new("lab-cost");
+    let costly = scratch.file(
+        "costly.yaml",
+        "policy:\n  link: { rate: 100Mbit }\n  tenants: [{ name: a }]\nduration: 1s\ntraffic:\n  - { name: heavy, tenant: a, kind: udp, rate: 10Mbit, cost: 2us }\n",
+    );
+    let out_dir = format!("{}/out", scratch.0.display());
+    let out = nicsched(&["lab", &costly, "-e", "wf2q", "--out", &out_dir, "-q"]);
+    assert_eq!(out.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        error.starts_with(&format!(
+            "{costly}: the lab cannot run this scenario: traffic `heavy` has a `cost`"
+        )),
+        "{error}"
+    );
+    assert!(!std::path::Path::new(&out_dir).exists(), "nothing claimed");
+}
+
+#[test]
 fn check_for_linux_htb_refuses_what_tc_refuses_with_the_same_words() {
     let scratch = Scratch::new("htb-limits");
     // One port more than u32's 2047 prios hold: 1024 both ways and the catch-all.
