@@ -99,38 +99,26 @@ impl Cpu {
     ) -> bool {
         let t = tenant.index();
         self.ledgers[t].arrived_bytes += u64::from(bytes);
-        if let Some(mask) = &self.mask {
-            let cores = &mask[t];
-            let core = cores[sender as usize % cores.len()];
-            let q = usize::from(core);
-            if self.queues[q].len() >= self.room {
-                self.ledgers[t].refused_bytes += u64::from(bytes);
-                self.refused_packets[t] += 1;
-                return false;
+        // A masked tenant waits for one of its own cores; otherwise one queue for
+        // all (fifo) or one per tenant (weighted).
+        let (q, core) = match &self.mask {
+            Some(mask) => {
+                let cores = &mask[t];
+                let core = cores[sender as usize % cores.len()];
+                (usize::from(core), core)
             }
-            self.queues[q].push_back(Waiting {
-                sender,
-                tenant,
-                bytes,
-                issued_ns,
-                cost_ns,
-                core,
-                start_tag: 0,
-            });
-            return true;
-        }
-        let q = match self.sharing {
-            CpuSharing::Fifo => 0,
-            CpuSharing::Weighted => t,
+            None => match self.sharing {
+                CpuSharing::Fifo => (0, 0),
+                CpuSharing::Weighted => (t, 0),
+            },
         };
         if self.queues[q].len() >= self.room {
             self.ledgers[t].refused_bytes += u64::from(bytes);
             self.refused_packets[t] += 1;
             return false;
         }
-        let start_tag = match self.sharing {
-            CpuSharing::Fifo => 0,
-            CpuSharing::Weighted => {
+        let start_tag = match (&self.mask, self.sharing) {
+            (None, CpuSharing::Weighted) => {
                 let start = self.virtual_time.max(self.last_finish[t]);
                 self.last_finish[t] =
                     start + u128::from(cost_ns) * TAG_SCALE / u128::from(self.weights[t]);
@@ -139,6 +127,7 @@ impl Cpu {
                 }
                 start
             }
+            _ => 0,
         };
         self.queues[q].push_back(Waiting {
             sender,
@@ -146,7 +135,7 @@ impl Cpu {
             bytes,
             issued_ns,
             cost_ns,
-            core: 0,
+            core,
             start_tag,
         });
         true

@@ -48,6 +48,14 @@ unsafe fn arrival_ns(header: &libc::msghdr) -> u64 {
     }
 }
 
+/// A send's error: `Ok` when it only says the device is busy (retry later).
+fn busy_or_error(e: io::Error) -> io::Result<()> {
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(()),
+        _ => Err(e),
+    }
+}
+
 pub struct PacketSocket {
     fd: OwnedFd,
     ignores_outgoing: bool,
@@ -312,11 +320,7 @@ impl PacketSocket {
                 libc::MSG_DONTWAIT,
             );
             if sent < 0 {
-                let e = io::Error::last_os_error();
-                return match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(0),
-                    _ => Err(e),
-                };
+                return busy_or_error(io::Error::last_os_error()).map(|()| 0);
             }
             Ok(sent as usize)
         }
@@ -334,11 +338,7 @@ impl PacketSocket {
             )
         };
         if rc < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(false),
-                _ => Err(e),
-            };
+            return busy_or_error(io::Error::last_os_error()).map(|()| false);
         }
         Ok(true)
     }
