@@ -70,19 +70,56 @@ pub const BURST_PERIODS: i128 = 2;
 /// lone stealer reaches the whole link within this many periods.
 pub const AI_DIVISOR: u64 = 8;
 
-/// The engine cores each tenant's packets are processed on (index = tenant): as many
-/// as its weight's share of `engine.cores` (rounded, at least one, at most all),
+/// The engine cores each tenant's packets are processed on (index = tenant),
 /// contiguous and starting where the previous tenant's ended, on a ring.
+///
+/// With at least as many cores as tenants the masks are disjoint and cover every
+/// core: cores go by weight, largest remainder first (Hamilton's method), at least
+/// one each, so that no two tenants share a core. Rounding each share on its own
+/// once gave 3 cores of weights 3:1:2 out as 2+1+1, and the heavy tenant's costly
+/// packets then ran on its neighbour's core. With fewer cores than tenants each
+/// tenant gets one core, in turn, and some share.
 pub fn core_mask(policy: &Policy) -> Vec<Vec<u16>> {
     let cores = u64::from(policy.engine.cores.max(1));
-    let total: u64 = policy.tenants.iter().map(|t| u64::from(t.weight)).sum();
+    let counts: Vec<u64> = if cores < policy.tenants.len() as u64 {
+        vec![1; policy.tenants.len()]
+    } else {
+        // Quotas are cores × weight / total; kept as numerators over `total`.
+        let total = policy
+            .tenants
+            .iter()
+            .map(|t| i128::from(t.weight))
+            .sum::<i128>()
+            .max(1);
+        let quota: Vec<i128> = policy
+            .tenants
+            .iter()
+            .map(|t| i128::from(cores) * i128::from(t.weight))
+            .collect();
+        let mut counts: Vec<i128> = quota.iter().map(|q| (q / total).max(1)).collect();
+        let mut given: i128 = counts.iter().sum();
+        // Short: one more to the largest remainder; over (the one-core floors):
+        // one less from the tenant furthest over its quota; the earlier on a tie.
+        while given != i128::from(cores) {
+            let t = if given < i128::from(cores) {
+                (0..counts.len())
+                    .max_by_key(|&t| (quota[t] - counts[t] * total, std::cmp::Reverse(t)))
+            } else {
+                (0..counts.len())
+                    .filter(|&t| counts[t] > 1)
+                    .min_by_key(|&t| (quota[t] - (counts[t] - 1) * total, std::cmp::Reverse(t)))
+            }
+            .expect("a tenant to give or take a core: cores >= tenants");
+            let step = if given < i128::from(cores) { 1 } else { -1 };
+            counts[t] += step;
+            given += step;
+        }
+        counts.into_iter().map(|n| n as u64).collect()
+    };
     let mut start = 0u64;
-    policy
-        .tenants
-        .iter()
-        .map(|t| {
-            let n = (cores * u64::from(t.weight) + total / 2) / total.max(1);
-            let n = n.clamp(1, cores);
+    counts
+        .into_iter()
+        .map(|n| {
             let mask = (start..start + n).map(|c| (c % cores) as u16).collect();
             start = (start + n) % cores;
             mask
@@ -656,8 +693,68 @@ mod tests {
         policy.engine.cores = 4;
         assert_eq!(core_mask(&policy), vec![vec![0], vec![1, 2, 3]]);
         policy.engine.cores = 2;
-        assert_eq!(core_mask(&policy), vec![vec![0], vec![1, 0]]);
+        assert_eq!(
+            core_mask(&policy),
+            vec![vec![0], vec![1]],
+            "at least one core each"
+        );
         policy.engine.cores = 1;
         assert_eq!(core_mask(&policy), vec![vec![0], vec![0]]);
+    }
+
+    #[test]
+    fn core_masks_are_disjoint_and_cover_every_core_when_cores_suffice() {
+        let mut policy = policy::parse_policy(
+            "link: { rate: 10Gbit }\ntenants:\n  - { name: a, weight: 3 }\n  - { name: b, weight: 1 }\n  - { name: c, weight: 2 }\n",
+            "mask.yaml",
+        )
+        .unwrap();
+        policy.engine.cores = 3;
+        assert_eq!(core_mask(&policy), vec![vec![0], vec![1], vec![2]]);
+        policy.engine.cores = 7;
+        // 7 cores by 3:1:2 are 3.5, 1.17, 2.33: a's remainder is the largest.
+        assert_eq!(
+            core_mask(&policy),
+            vec![vec![0, 1, 2, 3], vec![4], vec![5, 6]]
+        );
+        policy.engine.cores = 2;
+        assert_eq!(core_mask(&policy), vec![vec![0], vec![1], vec![0]]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn core_masks_partition_the_cores_by_weight(
+            weights in proptest::collection::vec(1u32..100, 1..6),
+            extra in 0u16..12,
+        ) {
+            let yaml: String = weights
+                .iter()
+                .enumerate()
+                .map(|(i, w)| format!("  - {{ name: t{i}, weight: {w} }}\n"))
+                .collect();
+            let mut policy = policy::parse_policy(
+                &format!("link: {{ rate: 10Gbit }}\ntenants:\n{yaml}"),
+                "mask.yaml",
+            )
+            .unwrap();
+            policy.engine.cores = weights.len() as u16 + extra;
+            let masks = core_mask(&policy);
+            let mut used: Vec<u16> = masks.iter().flatten().copied().collect();
+            used.sort_unstable();
+            let all: Vec<u16> = (0..policy.engine.cores).collect();
+            proptest::prop_assert_eq!(used, all, "each core once");
+            let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
+            for (t, (mask, &w)) in masks.iter().zip(&weights).enumerate() {
+                // Never a core beyond the next above its weighted share; fewer only
+                // where other tenants' one-core floors take them.
+                let share = f64::from(policy.engine.cores) * f64::from(w) / total as f64;
+                proptest::prop_assert!(!mask.is_empty() && (mask.len() as f64) < share + 1.0);
+                for (other, &v) in masks.iter().zip(&weights).skip(t + 1) {
+                    if w > v {
+                        proptest::prop_assert!(mask.len() >= other.len(), "a heavier tenant has no fewer cores");
+                    }
+                }
+            }
+        }
     }
 }
