@@ -13,12 +13,15 @@
 //! - [`wf2q`], [`valve`], [`htb`], [`wheel`], [`fairnic`]: software schedulers
 //!   (SENIC, FlowValve, Linux HTB, Carousel/PicNIC, FairNIC).
 //! - [`accounting`]: packet accounting shared by every enforcer.
+//! - [`cores`]: the engine's cores in front of the enforcer (`engine.cpu`), for both
+//!   worlds.
 //! - [`registry`]: every enforcer, listed once, with its builder and what `check`
 //!   says of it.
 
 pub mod accounting;
 pub mod bench;
 pub mod classes;
+pub mod cores;
 pub mod fairnic;
 pub mod htb;
 pub mod multiqueue;

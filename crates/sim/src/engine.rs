@@ -1,7 +1,6 @@
 //! The run loop: senders offer packets to the enforcer, the link takes one frame at a
 //! time at the line rate, completions and responses flow back to the senders.
 
-use crate::cpu::Cpu;
 use crate::events::{Event, EventQueue};
 use crate::host::HostModel;
 use policy::wire::{UDP_HEADER_BYTES, bulk_send_bytes, serialisation_ns, tcp_wire_bytes};
@@ -10,6 +9,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use report::measure;
 use report::{LatencyRecord, Mode, RunRecord};
+use sched::cores::Cores;
 use sched::{Enforcer, Frame, Packet};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -55,6 +55,13 @@ fn latency_histogram() -> hdrhistogram::Histogram<u64> {
         .expect("constant bounds are valid")
 }
 
+/// A send waiting for the engine's cores (`engine.packet_cost`, a traffic's `cost`).
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    sender: u32,
+    issued_ns: u64,
+}
+
 pub struct Engine<'a> {
     scenario: &'a Scenario,
     host: HostModel,
@@ -77,7 +84,7 @@ pub struct Engine<'a> {
     link_bytes: Vec<u64>,
     /// The engine's cores, where the run asks for engine cost; without it every
     /// send reaches the enforcer the moment it is offered.
-    cpu: Option<Cpu>,
+    cpu: Option<Cores<Sent>>,
 }
 
 impl<'a> Engine<'a> {
@@ -226,7 +233,7 @@ impl<'a> Engine<'a> {
                 let mask = sched::registry::find(enforcer_name)
                     .and_then(|e| e.core_mask)
                     .map(|core_mask| core_mask(policy));
-                Cpu::new(policy, host.engine_queue_packets, mask)
+                Cores::new(policy, host.engine_queue_packets, mask)
             }),
         }
     }
@@ -309,10 +316,18 @@ impl<'a> Engine<'a> {
             report::meter_against_link(&self.record.tenants, &metered, &self.link_bytes, 0.0),
         ];
         if let Some(cpu) = &self.cpu {
-            checks.push(report::engine_conservation(
-                &self.record.tenants,
-                &cpu.final_ledgers(),
-            ));
+            let ledgers: Vec<report::EngineLedger> = cpu
+                .ledgers
+                .iter()
+                .zip(cpu.waiting_bytes())
+                .map(|(l, waiting_bytes)| report::EngineLedger {
+                    arrived_bytes: l.arrived_bytes,
+                    processed_bytes: l.processed_bytes,
+                    refused_bytes: l.refused_bytes,
+                    waiting_bytes,
+                })
+                .collect();
+            checks.push(report::engine_conservation(&self.record.tenants, &ledgers));
         }
         checks
     }
@@ -483,7 +498,8 @@ impl<'a> Engine<'a> {
         let s = &self.senders[sender as usize];
         let cost_ns = self.scenario.policy.engine.packet_cost_ns
             + self.scenario.traffic[s.traffic as usize].cost_ns;
-        let admitted = cpu.arrive(sender, s.tenant, bytes, issued_ns, cost_ns);
+        let sent = Sent { sender, issued_ns };
+        let admitted = cpu.arrive(sent, sender, s.tenant, bytes, cost_ns).is_ok();
         if admitted {
             self.start_cores(now);
         }
@@ -500,9 +516,9 @@ impl<'a> Engine<'a> {
             self.events.schedule(
                 now + send.cost_ns,
                 Event::Processed {
-                    sender: send.sender,
+                    sender: send.item.sender,
                     bytes: send.bytes,
-                    issued_ns: send.issued_ns,
+                    issued_ns: send.item.issued_ns,
                     core: send.core,
                 },
             );

@@ -8,13 +8,10 @@
 //! - [`host`]: the mechanisms around the enforcer (TCP small queues, Tx completion
 //!   moderation, wire and server delays) as named constants.
 //! - `events`: the event queue.
-//! - `cpu`: the engine's cores in front of the enforcer, when a run asks for engine
-//!   cost (`engine.packet_cost`, a traffic's `cost`).
 //! - `engine`: senders (bulk TCP-like flows placed on the tenant's cores, udp,
 //!   poisson, rpc), the link, completions.
 //! - `faults` (feature `faults`, tests only): figures made wrong on purpose.
 
-mod cpu;
 mod engine;
 mod events;
 #[cfg(feature = "faults")]
