@@ -240,7 +240,9 @@ pub fn lab_checks(scenario: &Scenario, record: &mut RunRecord, seen: &Observed) 
         .zip(seen.tallies)
         .map(|(p, tally)| offered_bps(scenario, p, tally.as_ref()))
         .collect();
-    if let Some(stats) = seen.engine {
+    // With the engine's cores modelled, frames dropped at a tenant's port are the
+    // cores' refusals (its engine_refused): the tenant offered them.
+    if let Some(stats) = seen.engine.filter(|s| s.cores.is_none()) {
         lost_before_the_engine(scenario, &stats.ledgers, &mut offered);
     }
     let (demand, demands) = offered_demand(scenario, &asked, &offered);
@@ -268,6 +270,9 @@ pub fn lab_checks(scenario: &Scenario, record: &mut RunRecord, seen: &Observed) 
                 METER_LINK_TOLERANCE,
             ));
             checks.push(engine_kept_up(&record.tenants, stats));
+            if let Some(cores) = &stats.cores {
+                checks.push(report::engine_conservation(&record.tenants, &cores.ledgers));
+            }
         }
         None => checks.push(Check::new(
             "conservation",
@@ -343,7 +348,17 @@ fn engine_kept_up(tenants: &[String], stats: &EngineStats) -> Check {
     for (name, frames) in tenants.iter().zip(&stats.frames) {
         let lost = frames.lost_at_port;
         let lost_share = lost as f64 / frames.total().max(1) as f64;
-        if lost_share > LOST_AT_PORT_MAX {
+        if stats.cores.is_some() {
+            // With the engine's cores modelled, a tenant's frames wait in its own
+            // port's ring for them and overflow it when it asks more of the cores
+            // than it gets: the engine's refusal, counted in its engine_refused.
+            if lost > 0 {
+                detail.push_str(&format!(
+                    "; {name}: {lost} frames ({:.1}%) refused at its port for want of the engine's cores",
+                    100.0 * lost_share
+                ));
+            }
+        } else if lost_share > LOST_AT_PORT_MAX {
             ok = false;
             detail.push_str(&format!(
                 "; {name}: {lost} frames ({:.1}%) dropped at the engine's port before it read them",

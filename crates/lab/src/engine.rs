@@ -35,6 +35,7 @@
 
 use crate::LabError;
 use crate::classify::{Classifier, Malformed, ParsedFrame, parse};
+use crate::cores::{CoreSetup, CoreSpent, Shared};
 use crate::sys::packet::{BATCH, PacketSocket, Poller, RxFrame, RxRing, VNET_HDR_BYTES};
 use policy::wire::serialisation_ns;
 use policy::{Policy, TenantId};
@@ -59,6 +60,9 @@ pub struct EngineConfig {
     /// own (0: it sends them itself). Each flow's frames go to one of them, in
     /// order; the engine thread keeps receiving, scheduling and pacing.
     pub transmit_threads: usize,
+    /// The engine's cores, when the run asks for them: frames then wait for a core
+    /// thread before the enforcer sees them ([`crate::cores`]).
+    pub cores: Option<CoreSetup>,
 }
 
 /// The lab's qdisc limits, in packets ([`sched::Capacity::for_host`]). A real host's
@@ -194,6 +198,22 @@ pub struct EngineStats {
     pub run_ns: u64,
     /// CPU time of the transmit threads together ([`EngineConfig::transmit_threads`]).
     pub transmit_cpu_ns: u64,
+    /// What the engine's cores did, when the run has them.
+    pub cores: Option<CoreStats>,
+}
+
+/// The engine's cores over a run ([`crate::cores`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CoreStats {
+    /// Per core thread, the CPU time it spent on each tenant's frames.
+    pub tenant_cpu_ns: Vec<Vec<u64>>,
+    /// Per core thread, its CPU time in all (waiting for the queue's lock included).
+    pub thread_cpu_ns: Vec<u64>,
+    /// Per tenant, frames refused for want of room in the cores' queues, and frames
+    /// dropped at its port before the engine read them (under `weighted` its frames
+    /// wait there for room, so that is where the cores refuse them).
+    pub refused: Vec<u64>,
+    pub ledgers: Vec<report::EngineLedger>,
 }
 
 /// Frame bytes of every packet the enforcer holds, one slot per packet. A slot keeps
@@ -327,6 +347,16 @@ pub struct Engine {
     classifier: Classifier,
     enforcer: Box<dyn Enforcer>,
     slab: Slab,
+    /// What each slab slot holds, counted when the enforcer takes it.
+    slot_kind: Vec<FrameKind>,
+    /// The engine's cores, when the run has them.
+    shared: Option<Shared>,
+    /// Frames read this pass, for the cores: each with its cost.
+    for_cores: Vec<(Packet, u64)>,
+    /// Frames the cores processed, taken for the enforcer (kept for its room).
+    processed: Vec<Packet>,
+    /// Per tenant, frames the cores' queues refused.
+    core_refused: Vec<u64>,
     /// The policy's apps, the first of the enforcer's classes.
     apps: usize,
     stats: EngineStats,
@@ -338,11 +368,20 @@ impl Engine {
         classifier: Classifier,
         policy: &Policy,
         enforcer: Box<dyn Enforcer>,
-    ) -> Engine {
+    ) -> std::io::Result<Engine> {
         let tenants = config.ports.len();
-        Engine {
+        let shared = match &config.cores {
+            Some(setup) => Some(Shared::new(policy, setup)?),
+            None => None,
+        };
+        Ok(Engine {
             clock: Instant::now(),
             slab: Slab::new(config.buffer.slab_slots),
+            slot_kind: vec![FrameKind::Other; config.buffer.slab_slots as usize],
+            shared,
+            for_cores: Vec::new(),
+            processed: Vec::new(),
+            core_refused: vec![0; tenants],
             apps: policy.apps.len(),
             stats: EngineStats {
                 buffer_drops: vec![0; tenants],
@@ -355,7 +394,7 @@ impl Engine {
             config,
             classifier,
             enforcer,
-        }
+        })
     }
 
     /// Runs in the calling thread (already in the engine namespace) until `stop`.
@@ -372,18 +411,41 @@ impl Engine {
         let mut uplink = RxRing::open_vnet(&self.config.uplink, ring_bytes, RCVBUF_BYTES)?;
         let mut fds: Vec<_> = ports.iter().map(|p| p.socket().raw_fd()).collect();
         fds.push(uplink.socket().raw_fd());
+        // Processed frames wake the engine as a frame does.
+        let done_fd = self.shared.as_ref().map(|s| s.done_ready.raw_fd());
+        fds.extend(done_fd);
         let mut poller = Poller::new(&fds);
         // While the emulated link is busy a tenant's frame can wait in its ring:
         // it cannot leave before the link frees, and the engine reads every port
         // before it dequeues. Waking for each one cost a core at 50 000 frames/s and
         // starved the senders. Return traffic (ACKs, requests) still wakes it.
-        let mut return_poller = Poller::new(&[uplink.socket().raw_fd()]);
+        let mut return_fds = vec![uplink.socket().raw_fd()];
+        return_fds.extend(done_fd);
+        let mut return_poller = Poller::new(&return_fds);
+        if self.shared.is_some() {
+            crate::cores::spin_rate();
+        }
         let transmitters = (0..self.config.transmit_threads)
             .map(|_| PacketSocket::open_sender(&self.config.uplink))
             .collect::<std::io::Result<Vec<_>>>()?;
         ready();
         self.clock = Instant::now();
-        std::thread::scope(|scope| {
+        let tenants = self.config.ports.len();
+        let core_count = self.config.cores.as_ref().map_or(0, |c| c.cores);
+        let shared = self.shared.take();
+        let spent = std::thread::scope(|scope| {
+            let core_threads = match &shared {
+                Some(shared) => (0..core_count)
+                    .map(|core| {
+                        std::thread::Builder::new()
+                            .name(format!("nicsched-core{core}"))
+                            .spawn_scoped(scope, move || {
+                                crate::cores::run_core(shared, core, tenants)
+                            })
+                    })
+                    .collect::<std::io::Result<Vec<_>>>()?,
+                None => Vec::new(),
+            };
             let mut threads = None;
             let mut handles = Vec::new();
             if !transmitters.is_empty() {
@@ -410,12 +472,23 @@ impl Engine {
             }
             let result = self.forward(
                 stop,
+                shared.as_ref(),
                 &mut ports,
                 &mut uplink,
                 &mut poller,
                 &mut return_poller,
                 threads.as_mut(),
             );
+            if let Some(shared) = &shared {
+                shared.stop();
+            }
+            let spent = core_threads
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .map_err(|_| std::io::Error::other("a core thread panicked"))
+                })
+                .collect::<std::io::Result<Vec<_>>>()?;
             // Closing the channels lets each thread send what it has and stop.
             let unsent = threads.map(|mut t| {
                 t.to.clear();
@@ -429,15 +502,17 @@ impl Engine {
             if let Some(mut threads) = unsent {
                 self.take_back(&mut threads, true);
             }
-            result
+            result.map(|()| spent)
         })?;
-        Ok(self.finish())
+        Ok(self.finish(shared, spent))
     }
 
     /// The engine's loop, until `stop`.
+    #[allow(clippy::too_many_arguments)]
     fn forward(
         &mut self,
         stop: &AtomicBool,
+        shared: Option<&Shared>,
         ports: &mut [RxRing],
         uplink: &mut RxRing,
         poller: &mut Poller,
@@ -460,10 +535,30 @@ impl Engine {
                 self.take_back(threads, false);
             }
 
+            if let Some(shared) = shared {
+                self.from_cores(shared, now_ns);
+            }
             for (t, port) in ports.iter_mut().enumerate() {
-                port.recv(BATCH, |frame| {
-                    self.on_tenant_frame(TenantId(t as u16), frame, now_ns)
-                })?;
+                let tenant = TenantId(t as u16);
+                // A tenant with a queue of its own for the cores waits in its port's
+                // ring while that queue is full.
+                let room = match shared {
+                    Some(shared) => {
+                        let state = shared.lock();
+                        if state.cores.queue_per_tenant() {
+                            state.cores.room_for(tenant, 0).min(BATCH)
+                        } else {
+                            BATCH
+                        }
+                    }
+                    None => BATCH,
+                };
+                if room > 0 {
+                    port.recv(room, |frame| self.on_tenant_frame(tenant, frame, now_ns))?;
+                }
+            }
+            if let Some(shared) = shared {
+                self.to_cores(shared);
             }
             let mut returned = Ok(());
             uplink.recv(BATCH, |frame| {
@@ -544,16 +639,97 @@ impl Engine {
         self.count_port_drops(ports)
     }
 
-    /// The run's counts, once the loop and the transmit threads have stopped.
-    fn finish(mut self) -> EngineStats {
+    /// Queues the frames read this pass for the engine's cores; those their queue
+    /// has no room for are refused against their tenant.
+    fn to_cores(&mut self, shared: &Shared) {
+        if self.for_cores.is_empty() {
+            return;
+        }
+        let mut state = shared.lock();
+        for (packet, cost_ns) in self.for_cores.drain(..) {
+            let (tenant, bytes) = (packet.tenant, packet.len_bytes);
+            if let Err(packet) = state
+                .cores
+                .arrive(packet, packet.flow, tenant, bytes, cost_ns)
+            {
+                self.core_refused[tenant.index()] += 1;
+                self.stats.ledgers[tenant.index()].refused_bytes += u64::from(bytes);
+                self.slab.release(packet.handle as u32);
+            }
+        }
+        drop(state);
+        shared.notify();
+    }
+
+    /// Offers the frames the cores processed to the enforcer.
+    fn from_cores(&mut self, shared: &Shared, now_ns: u64) {
+        let mut processed = std::mem::take(&mut self.processed);
+        {
+            let mut state = shared.lock();
+            // Cleared under the lock: a core that finishes after it finds the list
+            // empty and signals again.
+            shared.done_ready.clear();
+            std::mem::swap(&mut state.done, &mut processed);
+        }
+        for packet in processed.drain(..) {
+            self.offer(now_ns, packet);
+        }
+        self.processed = processed;
+    }
+
+    /// The run's counts, once the loop and the transmit and core threads have
+    /// stopped.
+    fn finish(mut self, shared: Option<Shared>, spent: Vec<CoreSpent>) -> EngineStats {
         for (t, c) in self.enforcer.counters().iter().enumerate() {
             self.stats.refused[t] = c.refused_packets;
-            self.stats.frames[t].refused = c.refused_packets + self.stats.buffer_drops[t];
+            self.stats.frames[t].refused =
+                c.refused_packets + self.stats.buffer_drops[t] + self.core_refused[t];
+        }
+        if let Some(shared) = shared {
+            self.stats.cores = Some(self.core_stats(shared, spent));
         }
         self.stats.split_classes = self.enforcer.classes().map(|c| c - self.apps);
         self.stats.run_ns = self.clock.elapsed().as_nanos() as u64;
         self.drain_held(self.stats.run_ns);
         self.stats
+    }
+
+    /// What the cores did; frames still waiting for a core, or processed and not yet
+    /// offered to the enforcer, count as held.
+    fn core_stats(&mut self, shared: Shared, spent: Vec<CoreSpent>) -> CoreStats {
+        let mut state = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
+        let waiting = state.cores.waiting_bytes();
+        let ledgers = state
+            .cores
+            .ledgers
+            .iter()
+            .zip(waiting)
+            .map(|(l, waiting_bytes)| report::EngineLedger {
+                arrived_bytes: l.arrived_bytes,
+                processed_bytes: l.processed_bytes,
+                refused_bytes: l.refused_bytes,
+                waiting_bytes,
+            })
+            .collect();
+        let held = state
+            .cores
+            .drain()
+            .map(|w| w.item)
+            .chain(state.done.drain(..));
+        for packet in held {
+            self.stats.ledgers[packet.tenant.index()].held_bytes += u64::from(packet.len_bytes);
+        }
+        CoreStats {
+            tenant_cpu_ns: spent.iter().map(|s| s.tenant_cpu_ns.clone()).collect(),
+            thread_cpu_ns: spent.iter().map(|s| s.thread_cpu_ns).collect(),
+            refused: self
+                .core_refused
+                .iter()
+                .zip(&self.stats.frames)
+                .map(|(&refused, frames)| refused + frames.lost_at_port)
+                .collect(),
+            ledgers,
+        }
     }
 
     /// Adds what the kernel dropped at each tenant's port since the last count (its
@@ -691,21 +867,28 @@ impl Engine {
         // Whatever a tenant sends takes the link: a frame the policy's rules cannot
         // place is its tenant's catch-all traffic, not a way past the enforcer (raw
         // frames of another ethertype once took 135 Mbit/s past a 10 Mbit/s cap).
-        let (len_bytes, class, kind) = match parsed {
+        // A cost belongs to a traffic, and the lab's traffic is IPv4.
+        let (len_bytes, class, kind, cost_ns) = match parsed {
             ParsedFrame::Ipv4(ip) => (
                 ip.len_bytes,
                 self.classifier.classify(tenant, &ip),
                 FrameKind::Ipv4,
+                self.config
+                    .cores
+                    .as_ref()
+                    .map_or(0, |c| c.cost_ns(tenant, &ip)),
             ),
             ParsedFrame::Ipv6(ip) => (
                 ip.len_bytes,
                 self.classifier.classify_ipv6(tenant, &ip),
                 FrameKind::Ipv6,
+                0,
             ),
             ParsedFrame::Other { len_bytes } => (
                 len_bytes,
                 self.classifier.classify_other(tenant),
                 FrameKind::Other,
+                0,
             ),
             ParsedFrame::Malformed(why) => {
                 count_malformed(&mut self.stats.frames[t].malformed, why);
@@ -730,6 +913,18 @@ impl Engine {
             arrival_ns: now_ns,
             handle: u64::from(slot),
         };
+        self.slot_kind[slot as usize] = kind;
+        if self.config.cores.is_some() {
+            self.for_cores.push((packet, cost_ns));
+        } else {
+            self.offer(now_ns, packet);
+        }
+    }
+
+    /// Offers a frame to the enforcer; a refused one frees its slot.
+    fn offer(&mut self, now_ns: u64, packet: Packet) {
+        let t = packet.tenant.index();
+        let kind = self.slot_kind[packet.handle as usize];
         match self.enforcer.enqueue(now_ns, packet) {
             Ok(()) => {
                 let scheduled = &mut self.stats.frames[t].scheduled;

@@ -27,6 +27,7 @@
 mod bench;
 mod checks;
 mod classify;
+mod cores;
 mod crafted;
 mod engine;
 #[cfg(feature = "faults")]
@@ -497,21 +498,24 @@ pub fn run(
     run_with_engine_stats(scenario, enforcer, options, progress).map(|(record, _)| record)
 }
 
-/// Refuses what the lab cannot yet do of the engine's CPU model (docs/policy.md,
-/// `engine`): a traffic's `cost` and `engine.cores` above 1 are the simulator's
-/// only. Run anyway, their figures would be judged against a CPU the lab never
-/// spent. (`engine.packet_cost` is the simulator's stand-in for what the lab
+/// Refuses what `enforcer` cannot do of the engine's CPU model (docs/policy.md,
+/// `engine`): the kernel's HTB forwards on whatever cores the kernel picks and
+/// spends no traffic's `cost`, so its figures would be judged against a CPU it
+/// never spent. (`engine.packet_cost` is the simulator's stand-in for what the lab
 /// measures, so it is not refused.)
-pub fn engine_cpu_supported(scenario: &Scenario) -> Result<(), LabError> {
+pub fn engine_cpu_supported(scenario: &Scenario, enforcer: &str) -> Result<(), LabError> {
+    if enforcer != LINUX_HTB {
+        return Ok(());
+    }
     if let Some(traffic) = scenario.traffic.iter().find(|t| t.cost_ns > 0) {
         return Err(LabError::Unsupported(format!(
-            "traffic `{}` has a `cost`: the lab does not spend per-packet engine costs yet; run it with `nicsched sim`, or remove `cost`",
+            "traffic `{}` has a `cost`, which linux-htb does not spend (the kernel forwards): run nicsched's engine (`-e wf2q`, `-e fairnic`, ...), or remove `cost`",
             traffic.name
         )));
     }
     if scenario.policy.engine.cores > 1 {
         return Err(LabError::Unsupported(format!(
-            "`engine.cores: {}`: the lab's engine processes tenants' frames on one thread yet (`--engine-threads` adds threads that only send); run it with `nicsched sim`, or remove `engine.cores`",
+            "`engine.cores: {}`: linux-htb forwards on the kernel's cores, not the engine's: run nicsched's engine, or remove `engine.cores`",
             scenario.policy.engine.cores
         )));
     }
@@ -529,7 +533,7 @@ pub fn run_with_engine_stats(
     if sys::signal::interrupted() {
         return Err(LabError::Interrupted);
     }
-    engine_cpu_supported(scenario)?;
+    engine_cpu_supported(scenario, enforcer)?;
     remove_leftovers(&mut |line| eprintln!("nicsched lab: {line}"))?;
     let started = Instant::now();
     let mut scenario = scenario.clone();
@@ -651,6 +655,14 @@ fn run_in(
         .as_ref()
         .map(|s| s.frames.clone())
         .unwrap_or_default();
+    if let Some(cores) = engine_stats.as_ref().and_then(|s| s.cores.as_ref()) {
+        record.engine_cpu = (0..tenants)
+            .map(|t| report::EngineCpuTenant {
+                busy_ns: cores.tenant_cpu_ns.iter().map(|core| core[t]).sum(),
+                refused_packets: cores.refused[t],
+            })
+            .collect();
+    }
     let observed = checks::Observed {
         plans,
         metered: &metered,
@@ -733,13 +745,23 @@ fn start_measuring(
         )?);
     }
     if !kernel_htb {
+        let costs_ns: Vec<u64> = plans
+            .iter()
+            .map(|p| scenario.traffic[p.traffic].cost_ns)
+            .collect();
+        let frames: Vec<_> = plans.iter().map(|p| p.frames.clone()).collect();
+        let cores = cores::CoreSetup::for_run(policy, enforcer, &costs_ns, &frames);
+        let mut buffer = engine::HostBuffer::new(enforcer, policy, options.qdisc)?;
+        // Frames waiting for a core hold their slots too.
+        buffer.slab_slots += cores.as_ref().map_or(0, |c| c.queued_max(policy));
         let config = engine::EngineConfig {
             ports: plan.tenants.iter().map(|t| t.port.clone()).collect(),
             tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
             uplink: plan.uplink.clone(),
             link_rate_bps: Some(policy.link.rate_bps),
-            buffer: engine::HostBuffer::new(enforcer, policy, options.qdisc)?,
+            buffer,
             transmit_threads: options.engine_threads.saturating_sub(1),
+            cores,
         };
         let stop = workers.stop.clone();
         let (name, policy) = (enforcer.to_string(), policy.clone());
@@ -749,7 +771,7 @@ fn start_measuring(
             move |ready| {
                 let built = sched::build_with(&name, &policy, config.buffer.capacity)
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
-                engine::Engine::new(config, classifier, &policy, built).run(&stop, ready)
+                engine::Engine::new(config, classifier, &policy, built)?.run(&stop, ready)
             },
         )?);
     }

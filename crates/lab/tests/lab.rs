@@ -237,9 +237,9 @@ fn unknown_enforcers_are_refused_before_anything_is_built() {
 }
 
 #[test]
-fn engine_cpu_costs_the_lab_does_not_spend_are_refused_before_anything_is_built() {
+fn engine_cpu_costs_linux_htb_does_not_spend_are_refused_before_anything_is_built() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !runnable("engine_cpu_costs_the_lab_does_not_spend_are_refused_before_anything_is_built") {
+    if !runnable("engine_cpu_costs_linux_htb_does_not_spend_are_refused_before_anything_is_built") {
         return;
     }
     let before = our_namespaces();
@@ -255,14 +255,14 @@ traffic:
   - { name: light, tenant: b, kind: bulk }
 "#,
     );
-    let error = lab::run(&costly, "wf2q", &LabOptions::default(), &mut |_| {}).unwrap_err();
+    let error = lab::run(&costly, "linux-htb", &LabOptions::default(), &mut |_| {}).unwrap_err();
     assert!(
         error.to_string().contains("traffic `heavy` has a `cost`"),
         "{error}"
     );
     let mut cores = two_tenants();
     cores.policy.engine.cores = 2;
-    let error = lab::run(&cores, "wf2q", &LabOptions::default(), &mut |_| {}).unwrap_err();
+    let error = lab::run(&cores, "linux-htb", &LabOptions::default(), &mut |_| {}).unwrap_err();
     assert!(error.to_string().contains("`engine.cores: 2`"), "{error}");
     assert_nothing_left(&before);
 }

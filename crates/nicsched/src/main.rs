@@ -877,14 +877,14 @@ fn run_lab(
     let link_rate_bps =
         link_rate.unwrap_or_else(|| scenario.policy.link.rate_bps.min(LAB_LINK_RATE_BPS_DEFAULT));
     let scenario = scenario.scaled_to_link_rate(link_rate_bps);
-    lab::engine_cpu_supported(&scenario)
-        .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
     let enforcers: Vec<String> = if enforcers.is_empty() {
         scenario.enforcers.clone()
     } else {
         enforcers.to_vec()
     };
     for name in &enforcers {
+        lab::engine_cpu_supported(&scenario, name)
+            .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
         if name == LAB_ONLY_ENFORCER {
             lab::htb_limits(&scenario.policy).map_err(|e| htb_refusal(&path.display(), e))?;
         } else {

@@ -368,9 +368,9 @@ fn tc_refuses_unmatched_tenants_and_odd_devices_and_prints_a_whole_script() {
 }
 
 #[test]
-fn lab_refuses_engine_costs_it_does_not_spend_before_claiming_out() {
+fn lab_refuses_engine_costs_linux_htb_does_not_spend_before_claiming_out() {
     if !runnable(
-        "lab_refuses_engine_costs_it_does_not_spend_before_claiming_out",
+        "lab_refuses_engine_costs_linux_htb_does_not_spend_before_claiming_out",
         &[],
     ) {
         return;
@@ -381,7 +381,7 @@ fn lab_refuses_engine_costs_it_does_not_spend_before_claiming_out() {
         "policy:\n  link: { rate: 100Mbit }\n  tenants: [{ name: a }]\nduration: 1s\ntraffic:\n  - { name: heavy, tenant: a, kind: udp, rate: 10Mbit, cost: 2us }\n",
     );
     let out_dir = format!("{}/out", scratch.0.display());
-    let out = nicsched(&["lab", &costly, "-e", "wf2q", "--out", &out_dir, "-q"]);
+    let out = nicsched(&["lab", &costly, "-e", "linux-htb", "--out", &out_dir, "-q"]);
     assert_eq!(out.status.code(), Some(2));
     let error = String::from_utf8_lossy(&out.stderr);
     assert!(

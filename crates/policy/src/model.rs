@@ -185,6 +185,7 @@ impl Policy {
         let scale = |bps: u64| ((bps as f64 * factor).round() as u64).max(1);
         let mut policy = self.clone();
         policy.link.rate_bps = rate_bps;
+        policy.engine.packet_cost_ns = cost_scaled(policy.engine.packet_cost_ns, factor);
         for t in &mut policy.tenants {
             t.min_rate_bps = t.min_rate_bps.map(scale);
             t.max_rate_bps = t.max_rate_bps.map(scale);
@@ -346,17 +347,27 @@ impl TrafficKind {
     }
 }
 
+/// A per-packet cost on a link `factor` times as fast, where as many bytes come in
+/// `1 / factor` as many packets: the same share of a core.
+fn cost_scaled(cost_ns: u64, factor: f64) -> u64 {
+    (cost_ns as f64 / factor).round() as u64
+}
+
 impl Scenario {
     /// The same scenario on a link of `rate_bps`: every rate of the policy
     /// (guarantees, caps, split limits) and of the offered traffic scaled by one
     /// factor, so that the ideal allocation keeps its shape. This is how a scenario
-    /// written for a 10 Gbit/s host runs on a lab link of 1 Gbit/s.
+    /// written for a 10 Gbit/s host runs on a lab link of 1 Gbit/s. Packets keep
+    /// their sizes, so there are fewer of them: the engine's costs per packet
+    /// (`packet_cost`, a traffic's `cost`) grow by the inverse factor, so that the
+    /// engine's cores stay as loaded as the scenario says.
     pub fn scaled_to_link_rate(&self, rate_bps: u64) -> Scenario {
         let factor = rate_bps as f64 / self.policy.link.rate_bps as f64;
         let scale = |bps: u64| ((bps as f64 * factor).round() as u64).max(1);
         let mut scaled = self.clone();
         scaled.policy = self.policy.scaled_to_link_rate(rate_bps);
         for t in &mut scaled.traffic {
+            t.cost_ns = cost_scaled(t.cost_ns, factor);
             match &mut t.kind {
                 TrafficKind::Udp { rate_bps, .. } | TrafficKind::Poisson { rate_bps, .. } => {
                     *rate_bps = scale(*rate_bps);

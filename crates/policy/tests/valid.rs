@@ -203,6 +203,7 @@ fn scaling_a_scenario_keeps_the_shape_of_its_ideal() {
     let text = "
 policy:
   link: { rate: 10Gbit }
+  engine: { cores: 2, packet_cost: 300ns }
   tenants:
     - { name: a, min_rate: 2Gbit, max_rate: 6Gbit }
     - name: b
@@ -211,7 +212,7 @@ policy:
 duration: 1s
 traffic:
   - { tenant: a, kind: bulk }
-  - { tenant: b, app: x, kind: udp, rate: 3Gbit, flows: 20 }
+  - { tenant: b, app: x, kind: udp, rate: 3Gbit, flows: 20, cost: 2us }
 ";
     let scenario =
         policy::parse_scenario(text, "s.yaml", std::path::Path::new("."), KNOWN_ENFORCERS).unwrap();
@@ -222,6 +223,9 @@ traffic:
     let x = &lab.policy.apps[1];
     assert_eq!(x.max_rate_bps, Some(100_000_000));
     assert_eq!(x.split.unwrap().max_rate_bps, 10_000_000);
+    // A tenth as many packets, each ten times the work: the cores as loaded.
+    assert_eq!(lab.policy.engine.packet_cost_ns, 3_000);
+    assert_eq!(lab.traffic[1].cost_ns, 20_000);
     assert!(matches!(
         lab.traffic[1].kind,
         policy::TrafficKind::Udp {

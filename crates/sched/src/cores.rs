@@ -15,6 +15,10 @@
 use policy::{CpuSharing, Policy, TenantId};
 use std::collections::{BTreeSet, VecDeque};
 
+/// Packets that may wait in one queue for a core, unless a world says otherwise: a
+/// NIC's receive ring of 1024 descriptors.
+pub const QUEUE_PACKETS: u32 = 1024;
+
 /// Fixed-point scale of virtual time: core nanoseconds per unit of weight, so that
 /// a 1 ns packet of a tenant of weight `u32::MAX` still advances its tag.
 const TAG_SCALE: u128 = 1 << 32;
@@ -113,6 +117,18 @@ impl<T> Cores<T> {
                 CpuSharing::Weighted => (tenant.index(), 0),
             },
         }
+    }
+
+    /// Whether each tenant waits in a queue of its own (`weighted`, no mask): a
+    /// world may then leave a tenant's packets where they arrived (its own socket)
+    /// until its queue has room, instead of refusing them.
+    pub fn queue_per_tenant(&self) -> bool {
+        self.mask.is_none() && self.sharing == CpuSharing::Weighted
+    }
+
+    /// Queues packets wait in, each of [`Self::room_for`] packets at most.
+    pub fn queues(&self) -> usize {
+        self.queues.len()
     }
 
     /// Packets of `tenant` (keyed `key`) its queue has room for now.

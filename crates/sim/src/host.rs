@@ -46,7 +46,7 @@ impl Default for HostModel {
             // The bound on a scenario's work counts these retries (policy::limits).
             refused_retry_ns: (1e9 / policy::limits::SENDER_RETRIES_PER_S) as u64,
             limits: sched::HostLimits::LINUX,
-            engine_queue_packets: 1024,
+            engine_queue_packets: sched::cores::QUEUE_PACKETS,
         }
     }
 }

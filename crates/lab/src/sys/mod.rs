@@ -2,10 +2,12 @@
 //! the `ip`/`tc`/`ethtool` commands ([`netns`]), AF_PACKET sockets and waiting on
 //! them ([`packet`]), child processes ([`process`]), who owns a run's names
 //! ([`owner`]), signals ([`signal`]), the
-//! monotonic clock and absolute sleeps ([`clock`]), the benchmark's UDP senders
+//! monotonic clock and absolute sleeps ([`clock`]), waking a waiting thread
+//! ([`event`]), the benchmark's UDP senders
 //! ([`udp`]). The rest of the crate sees plain Rust values and `io::Result`s.
 
 pub mod clock;
+pub mod event;
 pub mod netns;
 pub mod owner;
 pub mod packet;
