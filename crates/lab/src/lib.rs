@@ -47,7 +47,7 @@ pub use classify::{
     Class, Classifier, Ipv4Header, Ipv6Header, Malformed, ParsedFrame, Prefix, parse,
 };
 pub use crafted::CraftedFrames;
-pub use engine::{EngineStats, LAB_HOST_LIMITS};
+pub use engine::{CoreStats, EngineStats, LAB_HOST_LIMITS};
 pub use htb::{TcScriptError, htb_limits, tc_script};
 /// Stop signals (INT, TERM, HUP, QUIT) caught for as long as it is held; a command
 /// that makes several runs holds one across them all, so that a signal between two

@@ -142,6 +142,108 @@ fn an_engine_with_transmit_threads_shares_by_weight_and_keeps_every_check() {
     }
 }
 
+/// FairNIC's Fig. 10 shape at 200 Mbit/s: tenants of equal weight on an engine of
+/// 2 cores; each of `costly`'s frames costs 400 us of engine CPU, so its 20 000
+/// frames/s ask 8 cores of the 2. `calm` offers 10 000 frames/s that cost nothing.
+fn costly_neighbour(cpu: &str) -> Scenario {
+    scenario(&format!(
+        r#"
+name: lab-costly-neighbour-{cpu}
+policy:
+  link: {{ rate: 200Mbit }}
+  engine: {{ cores: 2, cpu: {cpu} }}
+  tenants: [{{ name: calm }}, {{ name: costly }}]
+duration: 4s
+interval: 500ms
+traffic:
+  - {{ name: calm-udp, tenant: calm, kind: udp, rate: 80Mbit, size: 1000B, flows: 2 }}
+  - {{ name: costly-udp, tenant: costly, kind: udp, rate: 160Mbit, size: 1000B, flows: 2, cost: 400us }}
+"#
+    ))
+}
+
+/// Runs [`costly_neighbour`]: every check passes, and the calm tenant's share of
+/// its ideal (after the first second) is returned with the engine's counters.
+fn calm_share(cpu: &str, enforcer: &str) -> (f64, report::RunRecord, lab::EngineStats) {
+    let before = our_namespaces();
+    let (record, stats) = lab::run_with_engine_stats(
+        &costly_neighbour(cpu),
+        enforcer,
+        &LabOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{enforcer} with engine.cpu {cpu}: {e}"));
+    assert_nothing_left(&before);
+    for c in &record.checks {
+        assert!(c.ok, "{enforcer}, {cpu}: {c:?}");
+    }
+    let means = tenant_means(&record);
+    eprintln!("{enforcer}, {cpu}: (throughput, ideal) per tenant in bit/s: {means:?}");
+    let (got, ideal) = means[0];
+    (
+        got / ideal,
+        record,
+        stats.expect("nicsched's engine keeps counters"),
+    )
+}
+
+#[test]
+fn engine_cores_spend_costs_and_only_cpu_isolation_keeps_the_calm_tenant_at_its_ideal() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !runnable(
+        "engine_cores_spend_costs_and_only_cpu_isolation_keeps_the_calm_tenant_at_its_ideal",
+    ) {
+        return;
+    }
+    // One queue for both: the costly tenant's frames fill it and the cores.
+    let (fifo, _, _) = calm_share("fifo", "wf2q");
+    assert!(fifo < 0.7, "fifo: calm got {fifo:.3} of its ideal");
+
+    let (weighted, record, stats) = calm_share("weighted", "wf2q");
+    assert!(
+        weighted >= 0.9,
+        "weighted: calm got {weighted:.3} of its ideal"
+    );
+    let cores = stats.cores.expect("a run with engine cost has cores");
+    assert_eq!(cores.tenant_cpu_ns.len(), 2, "one thread per engine core");
+    // The costly tenant's frames took the cores' time, measured, not asked.
+    assert!(record.engine_cpu[1].busy_ns > 10 * record.engine_cpu[0].busy_ns);
+    assert!(record.engine_cpu[1].refused_packets > 0);
+    let calm_frames = stats.frames[0].total();
+    assert!(
+        record.engine_cpu[0].refused_packets * 100 <= calm_frames,
+        "calm refused {} of {calm_frames}",
+        record.engine_cpu[0].refused_packets
+    );
+    assert!(
+        record
+            .checks
+            .iter()
+            .any(|c| c.name == "engine-conservation")
+    );
+
+    // FairNIC: each tenant on its own core, so the costly frames never touch the
+    // calm tenant's core, exactly.
+    let (fairnic, _, stats) = calm_share("weighted", "fairnic");
+    assert!(
+        fairnic >= 0.9,
+        "fairnic: calm got {fairnic:.3} of its ideal"
+    );
+    let per_core = stats
+        .cores
+        .expect("a run with engine cost has cores")
+        .tenant_cpu_ns;
+    assert_eq!(
+        per_core[0][1], 0,
+        "costly frames on calm's core: {per_core:?}"
+    );
+    assert_eq!(
+        per_core[1][0], 0,
+        "calm frames on costly's core: {per_core:?}"
+    );
+    assert!(per_core[1][1] > 0, "{per_core:?}");
+}
+
 /// TONIC's Fig. 9 case, shorter: equal tenants, 8 iperf3 flows against 64, 1 Gbit/s.
 fn few_against_many() -> Scenario {
     scenario(
