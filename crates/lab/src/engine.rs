@@ -536,7 +536,7 @@ impl Engine {
             }
 
             if let Some(shared) = shared {
-                self.from_cores(shared, now_ns);
+                self.offer_processed(shared, now_ns);
             }
             for (t, port) in ports.iter_mut().enumerate() {
                 let tenant = TenantId(t as u16);
@@ -558,7 +558,7 @@ impl Engine {
                 }
             }
             if let Some(shared) = shared {
-                self.to_cores(shared);
+                self.queue_for_cores(shared);
             }
             let mut returned = Ok(());
             uplink.recv(BATCH, |frame| {
@@ -641,7 +641,7 @@ impl Engine {
 
     /// Queues the frames read this pass for the engine's cores; those their queue
     /// has no room for are refused against their tenant.
-    fn to_cores(&mut self, shared: &Shared) {
+    fn queue_for_cores(&mut self, shared: &Shared) {
         if self.for_cores.is_empty() {
             return;
         }
@@ -662,7 +662,7 @@ impl Engine {
     }
 
     /// Offers the frames the cores processed to the enforcer.
-    fn from_cores(&mut self, shared: &Shared, now_ns: u64) {
+    fn offer_processed(&mut self, shared: &Shared, now_ns: u64) {
         let mut processed = std::mem::take(&mut self.processed);
         {
             let mut state = shared.lock();
