@@ -345,6 +345,20 @@ fn engine_kept_up(tenants: &[String], stats: &EngineStats) -> Check {
             ": the engine could not keep up on this machine and every tenant's figure is low",
         );
     }
+    if let Some(cores) = &stats.cores {
+        let busy: u64 = cores.busy_ns.iter().sum();
+        let late = cores.late_ns.iter().sum::<u64>() as f64 / busy.max(1) as f64;
+        detail.push_str(&format!(
+            "; the engine's cores were late {:.1}% of the time they held frames",
+            100.0 * late
+        ));
+        if late > CORE_LATE_MAX {
+            ok = false;
+            detail.push_str(
+                ": their threads often did not run when a frame was due, so the engine had fewer cores than engine.cores",
+            );
+        }
+    }
     for (name, frames) in tenants.iter().zip(&stats.frames) {
         let lost = frames.lost_at_port;
         let lost_share = lost as f64 / frames.total().max(1) as f64;
@@ -371,6 +385,11 @@ fn engine_kept_up(tenants: &[String], stats: &EngineStats) -> Check {
     }
     Check::new("engine", ok, detail)
 }
+
+/// The share of the engine's cores' busy time they may spend past frames' deadlines
+/// (their threads waiting for a CPU): beyond it they stood for fewer cores than
+/// `engine.cores`.
+const CORE_LATE_MAX: f64 = 0.05;
 
 /// The share of a tenant's frames that may be dropped at the engine's port.
 const LOST_AT_PORT_MAX: f64 = 0.01;

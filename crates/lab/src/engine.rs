@@ -205,13 +205,19 @@ pub struct EngineStats {
 /// The engine's cores over a run ([`crate::cores`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CoreStats {
-    /// Per core thread, the CPU time it spent on each tenant's frames.
-    pub tenant_cpu_ns: Vec<Vec<u64>>,
+    /// Per core thread, the time it held each tenant's frames.
+    pub tenant_busy_ns: Vec<Vec<u64>>,
     /// Per core thread, its CPU time in all (waiting for the queue's lock included).
     pub thread_cpu_ns: Vec<u64>,
-    /// Per tenant, frames refused for want of room in the cores' queues, and frames
-    /// dropped at its port before the engine read them (under `weighted` its frames
-    /// wait there for room, so that is where the cores refuse them).
+    /// Per core thread, the time it held frames, and how long past their deadlines
+    /// ([`CoreSpent::late_ns`]).
+    pub busy_ns: Vec<u64>,
+    pub late_ns: Vec<u64>,
+    /// Per tenant, frames refused for want of room in the cores' queues.
+    pub queue_refused: Vec<u64>,
+    /// Per tenant, those and the frames dropped at its port before the engine read
+    /// them (under `weighted` its frames wait there for room, so that is where the
+    /// cores refuse them).
     pub refused: Vec<u64>,
     pub ledgers: Vec<report::EngineLedger>,
 }
@@ -422,9 +428,6 @@ impl Engine {
         let mut return_fds = vec![uplink.socket().raw_fd()];
         return_fds.extend(done_fd);
         let mut return_poller = Poller::new(&return_fds);
-        if self.shared.is_some() {
-            crate::cores::spin_rate();
-        }
         let transmitters = (0..self.config.transmit_threads)
             .map(|_| PacketSocket::open_sender(&self.config.uplink))
             .collect::<std::io::Result<Vec<_>>>()?;
@@ -720,8 +723,11 @@ impl Engine {
             self.stats.ledgers[packet.tenant.index()].held_bytes += u64::from(packet.len_bytes);
         }
         CoreStats {
-            tenant_cpu_ns: spent.iter().map(|s| s.tenant_cpu_ns.clone()).collect(),
+            tenant_busy_ns: spent.iter().map(|s| s.tenant_busy_ns.clone()).collect(),
             thread_cpu_ns: spent.iter().map(|s| s.thread_cpu_ns).collect(),
+            busy_ns: spent.iter().map(|s| s.busy_ns).collect(),
+            late_ns: spent.iter().map(|s| s.late_ns).collect(),
+            queue_refused: self.core_refused.clone(),
             refused: self
                 .core_refused
                 .iter()

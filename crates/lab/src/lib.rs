@@ -648,7 +648,16 @@ fn run_in(
     collect(scenario, plans, &mut record, &metered, &tallies);
     let tenants = scenario.policy.tenants.len();
     (record.tenant_drops, record.frames_sent) = match (&engine_stats, htb_drops) {
-        (Some(s), _) => (s.frames.iter().map(|f| f.refused).collect(), s.tx_frames),
+        // The cores' refusals are the tenant's engine_refused, not its drops, as in
+        // the simulator.
+        (Some(s), _) => (
+            s.frames
+                .iter()
+                .enumerate()
+                .map(|(t, f)| f.refused - s.cores.as_ref().map_or(0, |c| c.queue_refused[t]))
+                .collect(),
+            s.tx_frames,
+        ),
         (None, drops) => (drops.unwrap_or_else(|| vec![0; tenants]), metered.frames),
     };
     record.tenant_frames = engine_stats
@@ -658,7 +667,7 @@ fn run_in(
     if let Some(cores) = engine_stats.as_ref().and_then(|s| s.cores.as_ref()) {
         record.engine_cpu = (0..tenants)
             .map(|t| report::EngineCpuTenant {
-                busy_ns: cores.tenant_cpu_ns.iter().map(|core| core[t]).sum(),
+                busy_ns: cores.tenant_busy_ns.iter().map(|core| core[t]).sum(),
                 refused_packets: cores.refused[t],
             })
             .collect();

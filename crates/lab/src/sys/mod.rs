@@ -55,22 +55,6 @@ pub fn set_realtime() -> std::io::Result<()> {
     }
 }
 
-/// Lowers the calling thread's priority to `nice` (0 to 19): under the normal
-/// scheduler it then yields its core to normal threads that want it.
-pub fn set_thread_nice(nice: libc::c_int) -> std::io::Result<()> {
-    // SAFETY: gettid has no preconditions; setpriority on a thread id changes that
-    // thread alone on Linux.
-    let rc = unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice)
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
 /// Whether a failed datagram send only means the host had no room for it just then
 /// (the datagram is lost, as a congested host would lose it).
 pub fn is_transient_send_error(e: &std::io::Error) -> bool {
