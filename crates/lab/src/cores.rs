@@ -143,15 +143,16 @@ impl Shared {
 /// wake-up takes with the engine's 1 ns timer slack, so it is on time.
 pub const SPIN_NS: u64 = 100_000;
 
-/// What one core thread did: per tenant, the time it held that tenant's frames.
+/// What one core thread did: per tenant, the time it held that tenant's frames
+/// (frames without a cost take none).
 #[derive(Clone, Debug, Default)]
 pub struct CoreSpent {
     pub tenant_busy_ns: Vec<u64>,
     /// Its CPU time in all.
     pub thread_cpu_ns: u64,
-    /// Time it held frames, from taking each to handing it back, and of that how
-    /// long past the frames' deadlines (its cost after it was taken): a core whose
-    /// thread did not run when a frame was due.
+    /// Time it held frames of a cost, from taking each to letting it go, and of
+    /// that how long past the frames' deadlines (its cost after it was taken): a
+    /// core whose thread did not run when a frame was due.
     pub busy_ns: u64,
     pub late_ns: u64,
     pub frames: u64,
@@ -183,11 +184,15 @@ pub fn run_core(shared: &Shared, core: u16, tenants: usize) -> CoreSpent {
             continue;
         };
         drop(state);
-        let taken_ns = now_ns();
-        let done_ns = hold(taken_ns + cost_ns);
-        spent.busy_ns += done_ns - taken_ns;
-        spent.tenant_busy_ns[tenant.index()] += done_ns - taken_ns;
-        spent.late_ns += done_ns.saturating_sub(taken_ns + cost_ns);
+        // A frame without a cost holds its core for no time: it has no deadline
+        // to be late for, and the hand-over is the engine's own work.
+        if cost_ns > 0 {
+            let taken_ns = now_ns();
+            let done_ns = hold(taken_ns + cost_ns);
+            spent.busy_ns += done_ns - taken_ns;
+            spent.tenant_busy_ns[tenant.index()] += done_ns - taken_ns;
+            spent.late_ns += done_ns - (taken_ns + cost_ns);
+        }
         spent.frames += 1;
         state = shared.lock();
         state.cores.processed(tenant, bytes, core);
