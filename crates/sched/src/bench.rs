@@ -314,6 +314,22 @@ pub fn bytes_per_class(
         while let Some(frame) = built.dequeue(now_ns) {
             now_ns += serialisation_ns(frame.bytes);
         }
+        // An enforcer that holds packets for tokens (fairnic's buckets start empty)
+        // is waited for once the probe's packets are all held, or the next class
+        // would be refused.
+        while built.backlog_packets() >= PROBE_PACKETS {
+            match built.dequeue(now_ns) {
+                Some(frame) => now_ns += serialisation_ns(frame.bytes),
+                None => {
+                    let next = built.next_ready_ns(now_ns).ok_or_else(|| {
+                        format!(
+                            "`{enforcer}` holds {PROBE_PACKETS} packets and no time to send them"
+                        )
+                    })?;
+                    now_ns = next.max(now_ns + 1);
+                }
+            }
+        }
     }
     let after = allocated();
     drop(built);
