@@ -288,6 +288,15 @@ enum Command {
     /// Sizes a host: `nicsched bench -e wf2q --classes 100000 --active 0.01`.
     /// With `--vs rte_sched`, DPDK's QoS scheduler runs the same load in the same
     /// run (build it first with scripts/setup.sh).
+    ///
+    /// With `--threads N`, the same load is then driven from N threads for as long
+    /// again, and the speedup over the one-thread rate of the same run is reported.
+    /// `fairnic` runs as FairNIC's distributed tokens: one engine core per thread,
+    /// each with its own tenants' queues and local buckets, sharing only the
+    /// overflow pool through atomics. Every other enforcer is single-threaded, as the
+    /// lab's engine thread is: N producer threads prepare packets and hand them over
+    /// in batches to the enforcer's own thread, which enqueues and dequeues (N + 1
+    /// threads in all).
     Bench {
         /// Enforcer to measure.
         #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
@@ -305,6 +314,12 @@ enum Command {
         /// Also measure a peer scheduler in the same run: `rte_sched`.
         #[arg(long, value_name = "PEER")]
         vs: Option<String>,
+        /// Threads driving the enforcer after the one-thread measurement (1: only
+        /// that measurement). fairnic needs a backlogged class on every engine core:
+        /// at most 16 threads (one per tenant of the tree).
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u16).range(1..=sched::bench::THREADS_MAX as i64))]
+        threads: u16,
         /// Print one JSON object instead of a sentence.
         #[arg(long)]
         json: bool,
@@ -427,8 +442,19 @@ fn main() -> ExitCode {
             active,
             seconds,
             vs,
+            threads,
             json,
-        } => bench(&enforcer, classes, active, seconds, vs.as_deref(), json),
+        } => bench(
+            &sched::bench::BenchConfig {
+                enforcer,
+                classes,
+                active_fraction: active,
+                seconds,
+                threads: usize::from(threads),
+            },
+            vs.as_deref(),
+            json,
+        ),
         Command::Compare { results, markdown } => compare(&results, markdown),
         Command::Enforcers { markdown, json } => {
             let listed = listed_enforcers();
@@ -1079,17 +1105,16 @@ fn lab_bench(
     Ok(())
 }
 
-fn bench(
-    enforcer: &str,
-    classes: u32,
-    active: f64,
-    seconds: f64,
-    vs: Option<&str>,
-    json: bool,
-) -> Result<(), Failure> {
+fn bench(config: &sched::bench::BenchConfig, vs: Option<&str>, json: bool) -> Result<(), Failure> {
+    let (enforcer, active) = (config.enforcer.as_str(), config.active_fraction);
     if !(active > 0.0 && active <= 1.0) {
         return Err(Failure::input(
             "--active must be in (0, 1], e.g. 0.01 for 1% of the classes",
+        ));
+    }
+    if vs.is_some() && config.threads > 1 {
+        return Err(Failure::input(
+            "--vs runs its peer on one core only: compare with it without --threads",
         ));
     }
     let peer = match vs {
@@ -1105,19 +1130,14 @@ fn bench(
     };
     sched::build(enforcer, &sched::bench::policy_for(16, 16))
         .map_err(|e| Failure::input(e.to_string()))?;
+    sched::bench::check_threads(config).map_err(Failure::input)?;
     let bytes_per_class =
-        sched::bench::bytes_per_class(enforcer, classes, &sched::bench::live_heap_bytes)
+        sched::bench::bytes_per_class(enforcer, config.classes, &sched::bench::live_heap_bytes)
             .map_err(Failure::runtime)?;
-    let result = sched::bench::run(&sched::bench::BenchConfig {
-        enforcer: enforcer.to_string(),
-        classes,
-        active_fraction: active,
-        seconds,
-    })
-    .map_err(Failure::runtime)?;
+    let result = sched::bench::run(config).map_err(Failure::runtime)?;
     let peer_result = match &peer {
         Some(path) => Some(
-            sched::bench::run_peer(path, result.classes, active, seconds)
+            sched::bench::run_peer(path, result.classes, active, config.seconds)
                 .map_err(Failure::runtime)?,
         ),
         None => None,
@@ -1131,6 +1151,9 @@ fn bench(
         "pairs_per_sec": result.pairs_per_sec,
         "ns_per_pair": result.ns_per_pair,
         "bytes_per_class": bytes_per_class,
+        "threads": result.threads,
+        "pairs_per_sec_1_thread": result.pairs_per_sec_1_thread,
+        "speedup": result.speedup,
     });
     if let Some(p) = &peer_result {
         out["peer"] = "rte_sched".into();
@@ -1141,6 +1164,18 @@ fn bench(
     }
     if json {
         println!("{out}");
+    } else if result.threads > 1 {
+        println!(
+            "{}: {} classes ({} backlogged): {:.2} M pairs/s on {} threads, {:.2}x the {:.2} M pairs/s of one thread, {:.0} bytes per class",
+            result.enforcer,
+            result.classes,
+            result.active_classes,
+            result.pairs_per_sec / 1e6,
+            result.threads,
+            result.speedup,
+            result.pairs_per_sec_1_thread / 1e6,
+            bytes_per_class
+        );
     } else {
         println!(
             "{}: {} classes ({} backlogged): {:.2} M pairs/s ({:.1} ns per enqueue+dequeue), {:.0} bytes per class",

@@ -287,6 +287,71 @@ fn lab_bench_teaches_its_table_and_refuses_bad_input_before_building() {
 }
 
 #[test]
+fn bench_threads_reports_the_speedup_over_one_thread_and_refuses_what_it_cannot_run() {
+    let help = String::from_utf8(nicsched(&["bench", "--help"]).stdout).unwrap();
+    for needle in [
+        "--threads <N>",
+        "speedup",
+        "producer threads",
+        "[default: 1]",
+    ] {
+        assert!(
+            help.split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .contains(needle),
+            "help lacks {needle}: {help}"
+        );
+    }
+    let short = ["--classes", "64", "--seconds", "0.05"];
+    for enforcer in ["fairnic", "tonic"] {
+        let out = nicsched(
+            &[
+                &["bench", "-e", enforcer, "--threads", "2", "--json"][..],
+                &short,
+            ]
+            .concat(),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["threads"], 2, "{json}");
+        let one = json["pairs_per_sec_1_thread"].as_f64().unwrap();
+        let many = json["pairs_per_sec"].as_f64().unwrap();
+        assert!(one > 0.0 && many > 0.0, "{json}");
+        assert_eq!(json["speedup"].as_f64().unwrap(), many / one, "{json}");
+    }
+    let out = nicsched(&[&["bench", "-e", "fairnic", "--threads", "2"][..], &short].concat());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("on 2 threads") && text.contains("x the"),
+        "{text}"
+    );
+    // One thread: the speedup over itself, in the same fields.
+    let out = nicsched(&[&["bench", "-e", "wf2q", "--json"][..], &short].concat());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (json["threads"].as_u64(), json["speedup"].as_f64()),
+        (Some(1), Some(1.0))
+    );
+
+    for (args, says) in [
+        (&["--threads", "0"][..], "--threads"),
+        (&["--threads", "257"][..], "--threads"),
+        (&["--threads", "32"][..], "engine core 1 serves none"),
+        (&["--threads", "2", "--vs", "rte_sched"][..], "--vs"),
+    ] {
+        let out = nicsched(&[&["bench", "-e", "fairnic"][..], &short, args].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let error = String::from_utf8_lossy(&out.stderr);
+        assert!(error.contains(says), "{args:?}: {error}");
+    }
+}
+
+#[test]
 fn lab_teaches_its_qdisc_limits_and_refuses_an_empty_one() {
     let help = nicsched(&["lab", "--help"]);
     assert!(help.status.success());

@@ -408,6 +408,28 @@ fn cases() -> Vec<(&'static str, Input)> {
             Flags(&["bench", "-e", "wf2q", "--classes", "0"], "--classes"),
         ),
         (
+            "bench --threads 0",
+            Flags(
+                &["bench", "-e", "wf2q", "--classes", "16", "--threads", "0"],
+                "--threads",
+            ),
+        ),
+        (
+            "bench --threads 2^16",
+            Flags(
+                &[
+                    "bench",
+                    "-e",
+                    "wf2q",
+                    "--classes",
+                    "16",
+                    "--threads",
+                    "65536",
+                ],
+                "--threads",
+            ),
+        ),
+        (
             "bench --seconds inf",
             Flags(
                 &["bench", "-e", "wf2q", "--classes", "16", "--seconds", "inf"],

@@ -46,6 +46,7 @@ fn enforcers(c: &mut Criterion) {
                     classes,
                     active_fraction: active,
                     seconds: 0.0,
+                    threads: 1,
                 };
                 let mut harness = match Harness::new(&config) {
                     Ok(h) => h,

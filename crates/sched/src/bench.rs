@@ -10,11 +10,29 @@
 //! (the sum of active limits equals the link). A backlogged class keeps two packets
 //! queued: when one of its packets leaves, the harness enqueues the next, as a
 //! backlogged sender refills its socket.
+//!
+//! ## Threads
+//!
+//! With [`BenchConfig::threads`] N above 1, the same load is driven from N threads,
+//! and the result also holds the one-thread rate measured in the same run:
+//! - `fairnic` runs as FairNIC's engine would, one [`fairnic::Shard`] per thread on a
+//!   policy of N engine cores: each thread serves the classes its core's tenants
+//!   own, with its own virtual clock, its local buckets and the [`SharedPool`]
+//!   that every thread reaches through atomics only;
+//! - every other enforcer is one object that only one thread may touch, so it runs
+//!   behind a hand-off as the lab's engine thread does: N producer threads prepare
+//!   each backlogged class's next packet and hand them to the enforcer's thread in
+//!   batches over a bounded `sync_channel`; that thread enqueues and dequeues, and
+//!   hands each departure back to the producer of its class to be refilled.
+//!
+//! [`SharedPool`]: fairnic::SharedPool
 
-use crate::{Enforcer, Packet};
+use crate::{Enforcer, Packet, fairnic};
 use policy::{AppId, Link, Policy, Split, SplitBy, TenantId};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 /// Tenants of the benchmark tree: enough that the tenant level is not trivial, few
@@ -29,6 +47,15 @@ pub const PACKET_BYTES: u32 = 1500;
 const PROBE_PACKETS: usize = 64;
 /// Packets each active class keeps queued.
 const BACKLOG_PACKETS: u32 = 2;
+/// Most threads [`BenchConfig::threads`] may ask for.
+pub const THREADS_MAX: usize = 256;
+/// Pairs between two reads of the wall clock.
+const PAIRS_PER_CLOCK_READ: u64 = 4096;
+/// Packets in one batch of the hand-off, as the lab's engine reads and sends frames.
+const HANDOFF_BATCH: usize = 32;
+/// Batches each producer may have waiting for the enforcer's thread before it
+/// waits, as the lab's engine may for a transmit thread.
+const HANDOFF_BATCHES_QUEUED: usize = 8;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct BenchConfig {
@@ -37,6 +64,8 @@ pub struct BenchConfig {
     /// Fraction of the classes that are backlogged (1.0: all; 0.01: sparse).
     pub active_fraction: f64,
     pub seconds: f64,
+    /// Threads driving the enforcer (1: the one-thread harness, see the module docs).
+    pub threads: usize,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -48,6 +77,13 @@ pub struct BenchResult {
     pub seconds: f64,
     pub pairs_per_sec: f64,
     pub ns_per_pair: f64,
+    /// `pairs`, `seconds` and the rates above are of this many threads together.
+    pub threads: usize,
+    /// The one-thread harness in the same run: `pairs_per_sec` itself when
+    /// `threads` is 1.
+    pub pairs_per_sec_1_thread: f64,
+    /// `pairs_per_sec` over `pairs_per_sec_1_thread`.
+    pub speedup: f64,
 }
 
 /// The benchmark's policy for `classes` classes (rounded up to a multiple of
@@ -157,16 +193,25 @@ impl Harness {
         let classes = classes_rounded(config.classes);
         let active = active_classes(classes, config.active_fraction);
         let policy = policy_for(classes, active.len() as u32);
-        let mut enforcer = crate::build_with(&config.enforcer, &policy, capacity_for(classes))
+        let enforcer = crate::build_with(&config.enforcer, &policy, capacity_for(classes))
             .map_err(|e| e.to_string())?;
-        for &class in &active {
+        Harness::backlogged(enforcer, &config.enforcer, classes, &active)
+    }
+
+    /// `enforcer` with `active` (of `classes`) backlogged.
+    fn backlogged(
+        mut enforcer: Box<dyn Enforcer>,
+        name: &str,
+        classes: u32,
+        active: &[u32],
+    ) -> Result<Self, String> {
+        for &class in active {
             for _ in 0..BACKLOG_PACKETS {
                 enforcer
                     .enqueue(0, packet_of(class, u64::from(class)))
                     .map_err(|(_, why)| {
                         format!(
-                            "`{}` refused the backlog of class {class} of {classes}: {why:?}",
-                            config.enforcer
+                            "`{name}` refused the backlog of class {class} of {classes}: {why:?}"
                         )
                     })?;
             }
@@ -187,51 +232,297 @@ impl Harness {
         }
         Ok(())
     }
+
+    /// Runs pairs for `budget` of wall time; the pairs run and the seconds taken.
+    fn pairs_for(&mut self, budget: Duration) -> Result<(u64, f64), String> {
+        let started = Instant::now();
+        let mut pairs = 0u64;
+        while started.elapsed() < budget {
+            self.pairs(PAIRS_PER_CLOCK_READ)?;
+            pairs += PAIRS_PER_CLOCK_READ;
+        }
+        Ok((pairs, started.elapsed().as_secs_f64()))
+    }
 }
 
-/// Runs the benchmark for `config.seconds` of wall time.
-pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
-    let mut harness = Harness::new(config)?;
-    let budget = Duration::from_secs_f64(config.seconds.max(0.001));
-    let started = Instant::now();
-    let mut pairs = 0u64;
-    while started.elapsed() < budget {
-        harness.pairs(4096)?;
-        pairs += 4096;
+/// Refuses a thread count the benchmark cannot run, before anything is built.
+pub fn check_threads(config: &BenchConfig) -> Result<(), String> {
+    if !(1..=THREADS_MAX).contains(&config.threads) {
+        return Err(format!(
+            "{} threads: the benchmark runs 1 to {THREADS_MAX}",
+            config.threads
+        ));
     }
-    let seconds = started.elapsed().as_secs_f64();
+    if config.threads > 1 && config.enforcer == "fairnic" {
+        shard_classes(config)?;
+    }
+    Ok(())
+}
+
+/// Runs the benchmark for `config.seconds` of wall time, on one thread; with more,
+/// on one thread first and then on `config.threads` for as long again.
+pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
+    check_threads(config)?;
+    let budget = Duration::from_secs_f64(config.seconds.max(0.001));
+    let mut harness = Harness::new(config)?;
+    let (pairs, seconds) = harness.pairs_for(budget)?;
+    let one_thread = pairs as f64 / seconds;
+    let (classes, active_classes) = (harness.classes, harness.active_classes);
+    drop(harness);
+    let (pairs, seconds) = match config.threads {
+        1 => (pairs, seconds),
+        _ if config.enforcer == "fairnic" => run_shards(config, budget)?,
+        _ => run_handoff(config, budget)?,
+    };
+    let pairs_per_sec = pairs as f64 / seconds;
     Ok(BenchResult {
         enforcer: config.enforcer.clone(),
-        classes: harness.classes,
-        active_classes: harness.active_classes,
+        classes,
+        active_classes,
         pairs,
         seconds,
-        pairs_per_sec: pairs as f64 / seconds,
+        pairs_per_sec,
         ns_per_pair: seconds * 1e9 / pairs.max(1) as f64,
+        threads: config.threads,
+        pairs_per_sec_1_thread: one_thread,
+        speedup: pairs_per_sec / one_thread,
     })
+}
+
+/// The policy of `fairnic`'s threaded run (one engine core per thread), and per
+/// core the backlogged classes its tenants own; `Err` when a core would have none,
+/// since its thread would have nothing to measure.
+fn shard_classes(config: &BenchConfig) -> Result<(Policy, Vec<Vec<u32>>), String> {
+    let classes = classes_rounded(config.classes);
+    let active = active_classes(classes, config.active_fraction);
+    let mut policy = policy_for(classes, active.len() as u32);
+    policy.engine.cores = u16::try_from(config.threads).map_err(|_| {
+        format!(
+            "{} threads are more engine cores than a policy has",
+            config.threads
+        )
+    })?;
+    let mask = fairnic::core_mask(&policy);
+    let mut per_core = vec![Vec::new(); config.threads];
+    for &class in &active {
+        per_core[usize::from(fairnic::core_of(&mask, &packet_of(class, 0)))].push(class);
+    }
+    if let Some(idle) = per_core.iter().position(Vec::is_empty) {
+        return Err(format!(
+            "fairnic with {} threads: engine core {idle} serves none of the {} backlogged classes (a flow stays on one core of its tenant, and the tree has {TENANTS} tenants); use fewer threads or a larger --active",
+            config.threads,
+            active.len()
+        ));
+    }
+    Ok((policy, per_core))
+}
+
+/// `fairnic` on `config.threads` threads, each driving one engine core's
+/// [`fairnic::Shard`] over the pool they share; the pairs of all threads, and the
+/// longest any thread ran.
+fn run_shards(config: &BenchConfig, budget: Duration) -> Result<(u64, f64), String> {
+    let (policy, per_core) = shard_classes(config)?;
+    let classes = classes_rounded(config.classes);
+    let pool = Arc::new(fairnic::SharedPool::new(&policy)?);
+    // Every thread builds its shard, then they start the clock together.
+    let ready = Barrier::new(per_core.len());
+    let measured: Vec<Result<(u64, f64), String>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = per_core
+            .iter()
+            .enumerate()
+            .map(|(core, mine)| {
+                let (policy, pool, ready) = (&policy, &pool, &ready);
+                scope.spawn(move || {
+                    let capacity = crate::Capacity {
+                        classes: capacity_for(mine.len() as u32).classes,
+                        ..capacity_for(classes)
+                    };
+                    let shard =
+                        fairnic::Shard::shard(policy, capacity, core as u16, Arc::clone(pool));
+                    let harness = Harness::backlogged(Box::new(shard), "fairnic", classes, mine);
+                    ready.wait();
+                    harness?.pairs_for(budget)
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err("a shard's thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut pairs = 0;
+    let mut seconds = 0f64;
+    for result in measured {
+        let (p, s) = result?;
+        pairs += p;
+        seconds = seconds.max(s);
+    }
+    Ok((pairs, seconds))
+}
+
+/// Any enforcer behind the lab engine's hand-off: `config.threads` producers and
+/// the enforcer's own thread (this one). The pairs are the departures the
+/// enforcer's thread handed back.
+fn run_handoff(config: &BenchConfig, budget: Duration) -> Result<(u64, f64), String> {
+    let mut harness = Harness::new(config)?;
+    let producers = config.threads;
+    // Small enough that the batches held back while they fill leave most classes
+    // backlogged.
+    let batch = (harness.active_classes as usize * BACKLOG_PACKETS as usize / (4 * producers))
+        .clamp(1, HANDOFF_BATCH);
+    let (to_enforcer, handed) = std::sync::mpsc::sync_channel(producers * HANDOFF_BATCHES_QUEUED);
+    std::thread::scope(|scope| {
+        let departures: Vec<Sender<Vec<Packet>>> = (0..producers)
+            .map(|_| {
+                let (departures, left) = std::sync::mpsc::channel();
+                let to_enforcer = to_enforcer.clone();
+                scope.spawn(move || produce(left, to_enforcer));
+                departures
+            })
+            .collect();
+        drop(to_enforcer);
+        // Returning drops the channels, which ends the producers.
+        enforce(&mut harness, handed, departures, batch, budget)
+    })
+}
+
+/// A producer: turns each departure of its classes into the class's next packet,
+/// and hands the batch back in the same buffer.
+fn produce(left: Receiver<Vec<Packet>>, to_enforcer: SyncSender<Vec<Packet>>) {
+    for mut batch in left {
+        for packet in &mut batch {
+            *packet = packet_of(packet.flow, packet.handle);
+        }
+        if to_enforcer.send(batch).is_err() {
+            return;
+        }
+    }
+}
+
+/// The enforcer's thread of the hand-off: enqueues what producers handed over,
+/// dequeues up to a batch, and hands each departure to its class's producer in
+/// batches. It waits only when it holds nothing, after handing over every partial
+/// batch, so it never waits on a producer that waits on it. The producers' channels
+/// are not bounded, as the lab's transmit threads hand batches back: the packets
+/// in flight bound them.
+fn enforce(
+    harness: &mut Harness,
+    handed: Receiver<Vec<Packet>>,
+    departures: Vec<Sender<Vec<Packet>>>,
+    batch: usize,
+    budget: Duration,
+) -> Result<(u64, f64), String> {
+    let producers = departures.len();
+    let mut filling: Vec<Vec<Packet>> = (0..producers).map(|_| Vec::with_capacity(batch)).collect();
+    let mut spare: Vec<Vec<Packet>> = Vec::new();
+    let enforcer = harness.enforcer.as_mut();
+    let now_ns = &mut harness.now_ns;
+    let started = Instant::now();
+    let mut pairs = 0u64;
+    let mut next_clock_read = PAIRS_PER_CLOCK_READ;
+    loop {
+        if pairs >= next_clock_read {
+            if started.elapsed() >= budget {
+                break;
+            }
+            next_clock_read = pairs + PAIRS_PER_CLOCK_READ;
+        }
+        while let Ok(mut packets) = handed.try_recv() {
+            refill(enforcer, &mut packets, *now_ns)?;
+            spare.push(packets);
+        }
+        let mut dequeued = 0;
+        while dequeued < batch && enforcer.backlog_packets() > 0 {
+            dequeued += 1;
+            let Some(packet) = depart(enforcer, now_ns)? else {
+                continue;
+            };
+            pairs += 1;
+            let producer = packet.flow as usize % producers;
+            filling[producer].push(packet);
+            if filling[producer].len() == batch {
+                hand_over(
+                    &mut filling[producer],
+                    &departures[producer],
+                    &mut spare,
+                    batch,
+                )?;
+            }
+        }
+        if enforcer.backlog_packets() == 0 {
+            for (packets, to) in filling.iter_mut().zip(&departures) {
+                if !packets.is_empty() {
+                    hand_over(packets, to, &mut spare, batch)?;
+                }
+            }
+            let mut packets = handed
+                .recv()
+                .map_err(|_| "every producer stopped".to_string())?;
+            refill(enforcer, &mut packets, *now_ns)?;
+            spare.push(packets);
+        }
+    }
+    Ok((pairs, started.elapsed().as_secs_f64()))
+}
+
+/// Enqueues the packets a producer handed over, leaving its buffer empty.
+fn refill(
+    enforcer: &mut dyn Enforcer,
+    packets: &mut Vec<Packet>,
+    now_ns: u64,
+) -> Result<(), String> {
+    for packet in packets.drain(..) {
+        let class = packet.flow;
+        enforcer
+            .enqueue(now_ns, packet)
+            .map_err(|(_, why)| format!("refill of class {class} refused: {why:?}"))?;
+    }
+    Ok(())
+}
+
+/// Sends `packets` to a producer and starts a new batch in a spare buffer.
+fn hand_over(
+    packets: &mut Vec<Packet>,
+    to: &Sender<Vec<Packet>>,
+    spare: &mut Vec<Vec<Packet>>,
+    batch: usize,
+) -> Result<(), String> {
+    let fresh = spare.pop().unwrap_or_else(|| Vec::with_capacity(batch));
+    to.send(std::mem::replace(packets, fresh))
+        .map_err(|_| "a producer stopped".to_string())
 }
 
 /// One dequeue and the refill of the class that sent; 1 pair, or 0 when the
 /// enforcer held everything back (the virtual clock then jumps to its next time).
 fn step(enforcer: &mut dyn Enforcer, now_ns: &mut u64) -> Result<u64, String> {
+    let Some(packet) = depart(enforcer, now_ns)? else {
+        return Ok(0);
+    };
+    let class = packet.flow;
+    enforcer
+        .enqueue(*now_ns, packet_of(class, packet.handle))
+        .map_err(|(_, why)| format!("refill of class {class} refused: {why:?}"))?;
+    Ok(1)
+}
+
+/// One dequeue: the packet whose last frame left, or `None` when a frame of a
+/// longer packet left or the enforcer held everything back (the virtual clock then
+/// jumps to its next time).
+fn depart(enforcer: &mut dyn Enforcer, now_ns: &mut u64) -> Result<Option<Packet>, String> {
     match enforcer.dequeue(*now_ns) {
         Some(frame) => {
             *now_ns += serialisation_ns(frame.bytes);
-            if frame.last {
-                let class = frame.packet.flow;
-                enforcer
-                    .enqueue(*now_ns, packet_of(class, frame.packet.handle))
-                    .map_err(|(_, why)| format!("refill of class {class} refused: {why:?}"))?;
-                return Ok(1);
-            }
-            Ok(0)
+            Ok(frame.last.then_some(frame.packet))
         }
         None => {
             let next = enforcer
                 .next_ready_ns(*now_ns)
-                .ok_or("the enforcer holds no packet although every active class is backlogged")?;
+                .ok_or("the enforcer holds packets but names no time to send them")?;
             *now_ns = next.max(*now_ns + 1);
-            Ok(0)
+            Ok(None)
         }
     }
 }
@@ -313,6 +604,12 @@ pub fn bytes_per_class(
             .map_err(|(_, why)| format!("class {class} of {classes} refused: {why:?}"))?;
         while let Some(frame) = built.dequeue(now_ns) {
             now_ns += serialisation_ns(frame.bytes);
+        }
+        // An enforcer that holds packets for tokens (fairnic's buckets start empty)
+        // is waited for once the probe's packets are all held, or the next class
+        // would be refused.
+        while built.backlog_packets() >= PROBE_PACKETS {
+            depart(built.as_mut(), &mut now_ns)?;
         }
     }
     let after = allocated();

@@ -40,8 +40,17 @@
 //! engine would split it: [`Core`] holds everything one engine core touches on its
 //! fast path (its queues, its local buckets, refilled from their own timestamps), and
 //! [`Pool`] with the allowances ([`Steal`]) is the only shared state, touched when a
-//! core's local tokens do not cover a packet or a full bucket spills. A threaded
-//! engine gives each thread its `Core` and guards the pool with one atomic.
+//! core's local tokens do not cover a packet or a full bucket spills.
+//!
+//! The threaded form is [`Shard`]: the same enforcer over one engine core's lanes,
+//! whose pool is a [`SharedPool`] of atomics that every shard refills, spills into and
+//! takes from without a lock ([`Overflow`] is what the two pools have in common). Each
+//! shard keeps the steal allowances of its own tenants, counting only its own steals
+//! and its own view of the pool running dry; a tenant on k cores gets a k-th of its
+//! ceiling and first allowance on each, so its steals over all its cores stay within
+//! its `max_rate`. A shard sees the spills of other shards' idle buckets only when
+//! they reach the pool, so it may wake later than a whole engine would for them.
+//! `nicsched bench --threads N` runs N shards on N threads.
 //!
 //! ## Units and constants
 //!
@@ -60,6 +69,8 @@ use crate::classes::{ClassId, Classes};
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters, tree};
 use policy::{Policy, TenantId, format_rate, format_time};
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// Token units per byte: bits × (ns per s), so refills are `rate_bps × Δt_ns`.
 pub const UNITS_PER_BYTE: i128 = 8_000_000_000;
@@ -127,6 +138,12 @@ pub fn core_mask(policy: &Policy) -> Vec<Vec<u16>> {
         .collect()
 }
 
+/// The engine core a packet is processed on: one of its tenant's cores, by flow.
+pub fn core_of(mask: &[Vec<u16>], packet: &Packet) -> u16 {
+    let cores = &mask[packet.tenant.index()];
+    cores[packet.flow as usize % cores.len()]
+}
+
 /// A token bucket refilled from its own timestamp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bucket {
@@ -153,10 +170,15 @@ impl Bucket {
     pub fn refill(&mut self, now_ns: u64) -> i128 {
         let elapsed = now_ns.saturating_sub(self.stamp_ns);
         self.stamp_ns = self.stamp_ns.max(now_ns);
-        let tokens = self.tokens + i128::from(self.rate_bps) * i128::from(elapsed);
-        let kept = tokens.min(self.cap.max(self.tokens));
+        self.add(i128::from(self.rate_bps) * i128::from(elapsed))
+    }
+
+    /// Adds `tokens` up to the cap; returns what the cap turned away.
+    pub fn add(&mut self, tokens: i128) -> i128 {
+        let sum = self.tokens + tokens;
+        let kept = sum.min(self.cap.max(self.tokens));
         self.tokens = kept;
-        tokens - kept
+        sum - kept
     }
 
     /// The tokens a packet of `len_bytes` needs: all of it, or the whole burst for a
@@ -172,6 +194,15 @@ impl Bucket {
 
     pub fn charge(&mut self, len_bytes: u32) {
         self.tokens -= i128::from(len_bytes) * UNITS_PER_BYTE;
+    }
+
+    /// Charges a packet of `len_bytes` if the tokens cover it.
+    pub fn take(&mut self, len_bytes: u32) -> bool {
+        let covered = self.covers(len_bytes);
+        if covered {
+            self.charge(len_bytes);
+        }
+        covered
     }
 
     /// When, refilled from its stamp, it covers `len_bytes`; `None` never.
@@ -202,11 +233,227 @@ pub struct Pool {
     pub ran_dry: bool,
 }
 
-impl Pool {
+/// Where a core's borrowed tokens come from: the engine's own [`Pool`], or a
+/// thread's share of a [`SharedPool`] ([`ShardPool`]).
+pub trait Overflow {
+    /// Whether a core with nothing queued still refills at a dequeue, so that its
+    /// full buckets spill: a shard's buckets are refilled by its thread alone,
+    /// whereas the whole engine refills every core's at its next dequeue.
+    const REFILL_WHEN_IDLE: bool;
+    /// Brings the pool up to `now_ns`, at the top of every dequeue.
+    fn refill(&mut self, now_ns: u64);
     /// Takes in a local bucket's spill, up to the pool's own cap.
-    pub fn absorb(&mut self, spill: i128) {
-        self.bucket.tokens =
-            (self.bucket.tokens + spill).min(self.bucket.cap.max(self.bucket.tokens));
+    fn absorb(&mut self, spill: i128);
+    /// Charges a packet of `len_bytes` if the pool covers it; if not, the pool ran dry.
+    fn take(&mut self, len_bytes: u32) -> bool;
+    /// Whether it ran dry since the last call, which ends a period.
+    fn end_period(&mut self) -> bool;
+    /// The pool as of the last refill, for projecting when it covers a packet.
+    fn bucket(&self) -> Bucket;
+}
+
+impl Overflow for Pool {
+    const REFILL_WHEN_IDLE: bool = false;
+
+    fn refill(&mut self, now_ns: u64) {
+        let spill = self.bucket.refill(now_ns);
+        debug_assert!(spill >= 0);
+    }
+
+    fn absorb(&mut self, spill: i128) {
+        self.bucket.add(spill);
+    }
+
+    fn take(&mut self, len_bytes: u32) -> bool {
+        let taken = self.bucket.take(len_bytes);
+        self.ran_dry |= !taken;
+        taken
+    }
+
+    fn end_period(&mut self) -> bool {
+        std::mem::take(&mut self.ran_dry)
+    }
+
+    fn bucket(&self) -> Bucket {
+        self.bucket
+    }
+}
+
+/// The overflow pool of a threaded engine: a [`Bucket`] whose tokens and stamp are
+/// atomics, changed only by compare-exchange of a whole new value computed with
+/// `Bucket`'s own arithmetic, so no lock is held and no token is made twice.
+///
+/// Tokens are narrowed to 64 bits, which holds the pool's cap at link rates up to
+/// about 9 Tbit/s ([`SharedPool::new`] refuses faster links). Relaxed ordering
+/// suffices: each atomic is a counter of its own and publishes no other memory;
+/// the read-modify-write on each is what keeps the arithmetic whole.
+#[derive(Debug)]
+pub struct SharedPool {
+    tokens: AtomicI64,
+    stamp_ns: AtomicU64,
+    rate_bps: u64,
+    cap: i128,
+}
+
+impl SharedPool {
+    /// Empty at time 0, as [`FairNic`]'s own pool starts for `policy`.
+    pub fn new(policy: &Policy) -> Result<Self, String> {
+        Self::from_bucket(overflow_bucket(policy))
+    }
+
+    /// A pool starting as `bucket`; `Err` if its cap does not fit 64 bits.
+    pub fn from_bucket(bucket: Bucket) -> Result<Self, String> {
+        let tokens = i64::try_from(bucket.tokens)
+            .ok()
+            .filter(|_| i64::try_from(bucket.cap).is_ok())
+            .ok_or_else(|| {
+                format!(
+                    "the shared pool's {} tokens do not fit 64 bits at {}",
+                    bucket.cap,
+                    format_rate(bucket.rate_bps as f64)
+                )
+            })?;
+        Ok(SharedPool {
+            tokens: AtomicI64::new(tokens),
+            stamp_ns: AtomicU64::new(bucket.stamp_ns),
+            rate_bps: bucket.rate_bps,
+            cap: bucket.cap,
+        })
+    }
+
+    /// What the atomics hold now.
+    pub fn snapshot(&self) -> Bucket {
+        Bucket {
+            tokens: i128::from(self.tokens.load(Ordering::Relaxed)),
+            stamp_ns: self.stamp_ns.load(Ordering::Relaxed),
+            rate_bps: self.rate_bps,
+            cap: self.cap,
+        }
+    }
+
+    /// Refills up to `now_ns`. The thread whose compare-exchange moves the stamp
+    /// owns the time between the old stamp and `now_ns`, so no time is refilled
+    /// twice. A stale `now_ns` adds nothing, as in [`Bucket::refill`].
+    pub fn refill(&self, now_ns: u64) {
+        let mut stamp_ns = self.stamp_ns.load(Ordering::Relaxed);
+        while stamp_ns < now_ns {
+            match self.stamp_ns.compare_exchange_weak(
+                stamp_ns,
+                now_ns,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.update(|bucket| {
+                        bucket.stamp_ns = stamp_ns;
+                        bucket.refill(now_ns);
+                        true
+                    });
+                    return;
+                }
+                Err(moved) => stamp_ns = moved,
+            }
+        }
+    }
+
+    /// Takes in a spill, up to the cap.
+    pub fn absorb(&self, spill: i128) {
+        self.update(|bucket| {
+            bucket.add(spill);
+            true
+        });
+    }
+
+    /// Charges a packet of `len_bytes` if the tokens cover it now.
+    pub fn take(&self, len_bytes: u32) -> bool {
+        self.update(|bucket| bucket.take(len_bytes))
+    }
+
+    /// Applies `change` to the tokens as they are, and stores the result unless
+    /// another thread changed them meanwhile (then again, on theirs). Nothing is
+    /// stored when `change` declines, nor a result beyond 64 bits (a debt no packet
+    /// of a sane size makes).
+    fn update(&self, change: impl Fn(&mut Bucket) -> bool) -> bool {
+        let mut tokens = self.tokens.load(Ordering::Relaxed);
+        loop {
+            let mut bucket = Bucket {
+                tokens: i128::from(tokens),
+                stamp_ns: 0,
+                rate_bps: self.rate_bps,
+                cap: self.cap,
+            };
+            if !change(&mut bucket) {
+                return false;
+            }
+            let Ok(changed) = i64::try_from(bucket.tokens) else {
+                return false;
+            };
+            match self.tokens.compare_exchange_weak(
+                tokens,
+                changed,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => tokens = now,
+            }
+        }
+    }
+}
+
+/// One thread's handle on a [`SharedPool`]. It writes the shared atomics only to
+/// take tokens the pool has and to pass on a spill: a dequeue that finds the pool
+/// dry only reads them, so threads whose local tokens run short do not pass its
+/// cache line back and forth. The pool is refilled when tokens are taken, which
+/// gives what refilling at every dequeue would: adding tokens up to a cap is the
+/// same in any order.
+#[derive(Debug)]
+pub struct ShardPool {
+    shared: Arc<SharedPool>,
+    now_ns: u64,
+    ran_dry: bool,
+}
+
+impl ShardPool {
+    pub fn new(shared: Arc<SharedPool>) -> Self {
+        ShardPool {
+            shared,
+            now_ns: 0,
+            ran_dry: false,
+        }
+    }
+}
+
+impl Overflow for ShardPool {
+    const REFILL_WHEN_IDLE: bool = true;
+
+    fn refill(&mut self, now_ns: u64) {
+        self.now_ns = self.now_ns.max(now_ns);
+    }
+
+    fn absorb(&mut self, spill: i128) {
+        if spill > 0 {
+            self.shared.absorb(spill);
+        }
+    }
+
+    fn take(&mut self, len_bytes: u32) -> bool {
+        let taken = self.bucket().covers(len_bytes) && {
+            self.shared.refill(self.now_ns);
+            self.shared.take(len_bytes)
+        };
+        self.ran_dry |= !taken;
+        taken
+    }
+
+    fn end_period(&mut self) -> bool {
+        std::mem::take(&mut self.ran_dry)
+    }
+
+    fn bucket(&self) -> Bucket {
+        let mut bucket = self.shared.snapshot();
+        bucket.refill(self.now_ns);
+        bucket
     }
 }
 
@@ -261,11 +508,14 @@ pub struct Core {
     pub lanes: Vec<(TenantId, VecDeque<Held>, Bucket)>,
 }
 
-pub struct FairNic {
+/// FairNIC's enforcer over every engine core's lanes with its own [`Pool`]; or, as
+/// [`Shard`], over one core's lanes with a [`SharedPool`].
+pub struct FairNic<P: Overflow = Pool> {
     cores: Vec<Core>,
-    /// Per tenant: its (core, lane) places, in mask order.
-    places: Vec<Vec<(usize, usize)>>,
-    pool: Pool,
+    /// Per tenant, in mask order: its (core, lane) places; `None` for a core
+    /// another shard serves.
+    places: Vec<Vec<Option<(usize, usize)>>>,
+    pool: P,
     steal: Steal,
     period_ns: u64,
     period_end_ns: u64,
@@ -278,6 +528,13 @@ pub struct FairNic {
     accounting: Accounting,
 }
 
+/// One engine core's part of a threaded FairNIC: its lanes, its tenants' steal
+/// allowances, and the pool every shard shares. A packet bound to another core
+/// ([`core_of`]) is refused: another thread serves it. Its thread keeps calling
+/// `dequeue` while it holds nothing, so that its idle tenants' full buckets spill
+/// into the pool for the other shards.
+pub type Shard = FairNic<ShardPool>;
+
 /// Each tenant's base rate: its ideal share with every app backlogged.
 pub fn base_rates_bps(policy: &Policy) -> Vec<u64> {
     let layout = tree::Layout::new(policy);
@@ -287,65 +544,135 @@ pub fn base_rates_bps(policy: &Policy) -> Vec<u64> {
         .collect()
 }
 
+/// Each tenant's rate per core of its mask: its base rate divided over them.
+fn lane_rates_bps(policy: &Policy, mask: &[Vec<u16>]) -> Vec<u64> {
+    base_rates_bps(policy)
+        .iter()
+        .zip(mask)
+        .map(|(&base, cores)| base / cores.len() as u64)
+        .collect()
+}
+
+/// The overflow pool, empty: refilled at what the local buckets do not reserve,
+/// holding two periods of the link.
+fn overflow_bucket(policy: &Policy) -> Bucket {
+    let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
+    let mask = core_mask(policy);
+    let reserved: u64 = lane_rates_bps(policy, &mask)
+        .iter()
+        .zip(&mask)
+        .map(|(&rate, cores)| rate * cores.len() as u64)
+        .sum();
+    let mut bucket = Bucket::new(policy.link.rate_bps.saturating_sub(reserved), period_ns);
+    bucket.cap = BURST_PERIODS * i128::from(policy.link.rate_bps) * i128::from(period_ns);
+    bucket
+}
+
 impl FairNic {
     pub fn new(policy: &Policy, capacity: crate::Capacity) -> Self {
+        let pool = Pool {
+            bucket: overflow_bucket(policy),
+            ran_dry: false,
+        };
+        FairNic::with_pool(policy, capacity, None, pool)
+    }
+}
+
+impl Shard {
+    /// Engine core `core` (below `policy.engine.cores`) of a threaded engine whose
+    /// shards share `pool` ([`SharedPool::new`] of the same policy).
+    pub fn shard(
+        policy: &Policy,
+        capacity: crate::Capacity,
+        core: u16,
+        pool: Arc<SharedPool>,
+    ) -> Self {
+        FairNic::with_pool(policy, capacity, Some(core), ShardPool::new(pool))
+    }
+}
+
+impl<P: Overflow> FairNic<P> {
+    /// Every engine core's lanes, or only `only_core`'s.
+    fn with_pool(
+        policy: &Policy,
+        capacity: crate::Capacity,
+        only_core: Option<u16>,
+        pool: P,
+    ) -> Self {
         let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
         let mask = core_mask(policy);
-        let base = base_rates_bps(policy);
-        let mut cores: Vec<Core> = (0..policy.engine.cores.max(1))
+        let lane_rates = lane_rates_bps(policy, &mask);
+        let cores_here = if only_core.is_some() {
+            1
+        } else {
+            policy.engine.cores.max(1)
+        };
+        let mut cores: Vec<Core> = (0..cores_here)
             .map(|_| Core { lanes: Vec::new() })
             .collect();
-        let mut places = Vec::with_capacity(policy.tenants.len());
-        let mut reserved = 0u64;
-        for (t, tenant_cores) in mask.iter().enumerate() {
-            let lane_rate = base[t] / tenant_cores.len() as u64;
-            reserved += lane_rate * tenant_cores.len() as u64;
-            places.push(
+        let places = mask
+            .iter()
+            .enumerate()
+            .map(|(t, tenant_cores)| {
                 tenant_cores
                     .iter()
                     .map(|&c| {
-                        let core = &mut cores[usize::from(c)];
+                        let here = match only_core {
+                            None => usize::from(c),
+                            Some(only) if only == c => 0,
+                            Some(_) => return None,
+                        };
+                        let core = &mut cores[here];
                         core.lanes.push((
                             TenantId(t as u16),
                             VecDeque::new(),
-                            Bucket::new(lane_rate, period_ns),
+                            Bucket::new(lane_rates[t], period_ns),
                         ));
-                        (usize::from(c), core.lanes.len() - 1)
+                        Some((here, core.lanes.len() - 1))
                     })
-                    .collect(),
-            );
-        }
+                    .collect()
+            })
+            .collect();
         let link_period_bytes = bytes_in(policy.link.rate_bps, period_ns);
-        let unreserved_bps = policy.link.rate_bps.saturating_sub(reserved);
-        let mut pool_bucket = Bucket::new(unreserved_bps, period_ns);
-        pool_bucket.cap = BURST_PERIODS * i128::from(policy.link.rate_bps) * i128::from(period_ns);
-        let increase = (link_period_bytes / AI_DIVISOR).max(u64::from(policy.link.mtu_bytes));
+        // A shard's tenant steals on each of its cores apart: a k-th on each keeps
+        // its steals over all of them within one tenant's bound.
+        let shards_of = |t: usize| {
+            if only_core.is_some() {
+                mask[t].len() as u64
+            } else {
+                1
+            }
+        };
+        let mtu = u64::from(policy.link.mtu_bytes);
+        let increase = (link_period_bytes / AI_DIVISOR).max(mtu);
         let ceiling: Vec<u64> = policy
             .tenants
             .iter()
-            .zip(&base)
-            .map(|(tenant, &b)| match tenant.max_rate_bps {
-                Some(max) => bytes_in(max.saturating_sub(b), period_ns),
-                None => BURST_PERIODS as u64 * link_period_bytes,
+            .zip(base_rates_bps(policy))
+            .enumerate()
+            .map(|(t, (tenant, b))| {
+                let whole = match tenant.max_rate_bps {
+                    Some(max) => bytes_in(max.saturating_sub(b), period_ns),
+                    None => BURST_PERIODS as u64 * link_period_bytes,
+                };
+                whole / shards_of(t)
             })
             .collect();
-        let floor = u64::from(policy.link.mtu_bytes);
         let tenants = policy.tenants.len();
         let lanes = cores.iter().map(|c| c.lanes.len()).sum();
         FairNic {
             cores,
             places,
-            pool: Pool {
-                bucket: pool_bucket,
-                ran_dry: false,
-            },
+            pool,
             steal: Steal {
-                allowance: ceiling.iter().map(|&c| increase.min(c)).collect(),
+                allowance: (0..tenants)
+                    .map(|t| (increase / shards_of(t)).max(mtu).min(ceiling[t]))
+                    .collect(),
                 stolen: vec![0; tenants],
                 wanted_more: vec![false; tenants],
                 ceiling,
                 increase,
-                floor,
+                floor: mtu,
             },
             period_ns,
             period_end_ns: period_ns,
@@ -369,12 +696,10 @@ impl FairNic {
     /// the pool; ends the period when due.
     fn refill(&mut self, now_ns: u64) {
         if now_ns >= self.period_end_ns {
-            self.steal.end_period(self.pool.ran_dry);
-            self.pool.ran_dry = false;
+            self.steal.end_period(self.pool.end_period());
             self.period_end_ns = now_ns - now_ns % self.period_ns + self.period_ns;
         }
-        let spill = self.pool.bucket.refill(now_ns);
-        debug_assert!(spill >= 0);
+        self.pool.refill(now_ns);
         for core in &mut self.cores {
             for (_, _, bucket) in &mut core.lanes {
                 let spill = bucket.refill(now_ns);
@@ -416,8 +741,12 @@ fn bytes_in(rate_bps: u64, ns: u64) -> u64 {
     (u128::from(rate_bps) * u128::from(ns) / 8_000_000_000) as u64
 }
 
-impl Enforcer for FairNic {
+impl<P: Overflow> Enforcer for FairNic<P> {
     fn enqueue(&mut self, _now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        let places = &self.places[packet.tenant.index()];
+        let Some((c, l)) = places[packet.flow as usize % places.len()] else {
+            return self.refuse(packet);
+        };
         let Some(class) = self.classes.classify(&packet) else {
             return self.refuse(packet);
         };
@@ -427,18 +756,19 @@ impl Enforcer for FairNic {
         if let Err(reason) = self.accounting.admit(&packet) {
             return Err((packet, reason));
         }
-        let places = &self.places[packet.tenant.index()];
-        let (c, l) = places[packet.flow as usize % places.len()];
         self.cores[c].lanes[l].1.push_back((packet, class));
         self.held += 1;
         Ok(())
     }
 
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
-        if self.held == 0 {
+        if self.held == 0 && !P::REFILL_WHEN_IDLE {
             return None;
         }
         self.refill(now_ns);
+        if self.held == 0 {
+            return None;
+        }
         // Local tokens first, in turns over every (core, tenant) lane.
         for k in 0..self.lanes {
             let flat = (self.cursor + k) % self.lanes;
@@ -464,11 +794,9 @@ impl Enforcer for FairNic {
                 self.steal.wanted_more[t] = true;
                 continue;
             }
-            if !self.pool.bucket.covers(len) {
-                self.pool.ran_dry = true;
+            if !self.pool.take(len) {
                 continue;
             }
-            self.pool.bucket.charge(len);
             self.steal.stolen[t] += u64::from(len);
             return Some(self.pop(c, l, flat));
         }
@@ -482,7 +810,8 @@ impl Enforcer for FairNic {
         // A new period renews allowances; local buckets refill; idle full buckets
         // spill into the pool, and empty ones start to once full.
         let mut at = self.period_end_ns;
-        let mut inflow_bps = self.pool.bucket.rate_bps;
+        let pool = self.pool.bucket();
+        let mut inflow_bps = pool.rate_bps;
         let mut pool_wanted = None;
         for core in &self.cores {
             for (tenant, queue, bucket) in &core.lanes {
@@ -510,7 +839,7 @@ impl Enforcer for FairNic {
         {
             let pool = Bucket {
                 rate_bps: inflow_bps,
-                ..self.pool.bucket
+                ..pool
             };
             if let Some(t) = pool.covers_at_ns(len) {
                 at = at.min(t);
@@ -637,6 +966,66 @@ mod tests {
         assert_eq!(pool.bucket.tokens, 600 * U);
         pool.absorb(600 * U);
         assert_eq!(pool.bucket.tokens, 1000 * U);
+    }
+
+    #[test]
+    fn the_shared_pool_refills_each_interval_once_and_takes_only_what_it_holds() {
+        // 1 byte per µs, at most 200 bytes.
+        let pool = SharedPool::from_bucket(Bucket::new(8_000_000, 100_000)).unwrap();
+        pool.refill(50_000);
+        assert_eq!(pool.snapshot().tokens, 50 * U);
+        // A thread whose clock is behind adds nothing, nor one at the same time.
+        pool.refill(40_000);
+        pool.refill(50_000);
+        assert_eq!(pool.snapshot().tokens, 50 * U);
+        assert_eq!(pool.snapshot().stamp_ns, 50_000);
+        assert!(pool.take(30));
+        assert!(!pool.take(30), "20 bytes left");
+        assert_eq!(pool.snapshot().tokens, 20 * U);
+        pool.absorb(500 * U);
+        assert_eq!(pool.snapshot().tokens, 200 * U, "spills only up to the cap");
+        pool.refill(60_000);
+        assert_eq!(pool.snapshot().tokens, 200 * U);
+        assert_eq!(pool.snapshot().stamp_ns, 60_000);
+    }
+
+    #[test]
+    fn a_shard_reads_a_dry_pool_without_writing_it() {
+        let shared = Arc::new(SharedPool::from_bucket(Bucket::new(8_000_000, 100_000)).unwrap());
+        let mut shard = ShardPool::new(Arc::clone(&shared));
+        shard.refill(10_000);
+        assert_eq!(shard.bucket().tokens, 10 * U, "projected to its own clock");
+        assert!(!shard.take(11));
+        assert_eq!(
+            shared.snapshot(),
+            Bucket::new(8_000_000, 100_000),
+            "nothing written"
+        );
+        assert!(shard.end_period(), "it ran dry");
+        assert!(!shard.end_period());
+        assert!(shard.take(10));
+        assert_eq!(
+            (shared.snapshot().tokens, shared.snapshot().stamp_ns),
+            (0, 10_000)
+        );
+        // Its own spills reach the pool; an empty one does not touch it.
+        shard.absorb(0);
+        shard.absorb(5 * U);
+        assert_eq!(shared.snapshot().tokens, 5 * U);
+    }
+
+    #[test]
+    fn the_shared_pool_refuses_a_cap_beyond_64_bits() {
+        let fastest = Bucket::new(policy::limits::RATE_BPS_MAX, 500_000);
+        assert!(SharedPool::from_bucket(fastest).is_err());
+        let mut policy = policy::parse_policy(
+            "link: { rate: 100Gbit }\ntenants:\n  - { name: a }\n",
+            "pool.yaml",
+        )
+        .unwrap();
+        policy.engine.cores = 2;
+        let pool = SharedPool::new(&policy).unwrap();
+        assert_eq!(pool.snapshot(), overflow_bucket(&policy));
     }
 
     fn steal() -> Steal {
