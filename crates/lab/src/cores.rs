@@ -143,6 +143,16 @@ impl Shared {
 /// wake-up takes with the engine's 1 ns timer slack, so it is on time.
 pub const SPIN_NS: u64 = 100_000;
 
+/// Tells the core threads to stop when dropped: a scope that ends early (a thread
+/// that would not start) still joins them.
+pub struct StopOnDrop<'a>(pub &'a Shared);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
 /// What one core thread did: per tenant, the time it held that tenant's frames
 /// (frames without a cost take none).
 #[derive(Clone, Debug, Default)]

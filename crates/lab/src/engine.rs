@@ -8,7 +8,10 @@
 //!    as its `handle`; a refused frame frees its slot (a drop of its tenant). IPv4
 //!    and IPv6 frames are classified by the policy's rules, any other ethertype is
 //!    its tenant's catch-all traffic: nothing a tenant sends reaches the link
-//!    unscheduled. Malformed frames ([`Malformed`]) are dropped and counted by kind;
+//!    unscheduled. Malformed frames ([`Malformed`]) are dropped and counted by kind.
+//!    When the run has engine cores ([`crate::cores`]), a frame first waits for a
+//!    core thread to hold it for its cost, and is offered to the enforcer on a
+//!    later pass;
 //! 3. read the uplink and send each frame back to the tenant port its destination
 //!    MAC names (flooded when none does), unscheduled: the reverse path is not the
 //!    link under study;
@@ -437,6 +440,8 @@ impl Engine {
         let core_count = self.config.cores.as_ref().map_or(0, |c| c.cores);
         let shared = self.shared.take();
         let spent = std::thread::scope(|scope| {
+            // Stops the core threads however the scope ends, before it joins them.
+            let _stop_cores = shared.as_ref().map(crate::cores::StopOnDrop);
             let core_threads = match &shared {
                 Some(shared) => (0..core_count)
                     .map(|core| {
