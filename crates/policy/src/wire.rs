@@ -22,6 +22,12 @@ pub fn bulk_send_bytes(mtu_bytes: u32) -> u32 {
     (TSO_BYTES_MAX / mtu_bytes).max(1) * mtu_bytes
 }
 
+/// Bytes that `rate_bps` carries in `ns`, rounded down: the inverse of
+/// [`serialisation_ns`].
+pub fn bytes_in(rate_bps: u64, ns: u64) -> u64 {
+    (u128::from(rate_bps) * u128::from(ns) / 8_000_000_000) as u64
+}
+
 /// Serialisation time of `bytes` at `rate_bps`, rounded up to whole nanoseconds.
 pub fn serialisation_ns(bytes: u32, rate_bps: u64) -> u64 {
     (u64::from(bytes) * 8 * 1_000_000_000).div_ceil(rate_bps)

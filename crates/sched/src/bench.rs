@@ -305,7 +305,9 @@ fn shard_classes(config: &BenchConfig) -> Result<(Policy, Vec<Vec<u32>>), String
     let mask = fairnic::core_mask(&policy);
     let mut per_core = vec![Vec::new(); config.threads];
     for &class in &active {
-        per_core[usize::from(fairnic::core_of(&mask, &packet_of(class, 0)))].push(class);
+        let packet = packet_of(class, 0);
+        let core = crate::cores::core_of(&mask, packet.tenant, packet.flow);
+        per_core[usize::from(core)].push(class);
     }
     if let Some(idle) = per_core.iter().position(Vec::is_empty) {
         return Err(format!(

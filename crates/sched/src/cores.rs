@@ -23,6 +23,19 @@ pub const QUEUE_PACKETS: u32 = 1024;
 /// a 1 ns packet of a tenant of weight `u32::MAX` still advances its tag.
 const TAG_SCALE: u128 = 1 << 32;
 
+/// Which of a tenant's `cores` (positions in its mask) serves packets keyed `key`
+/// (a sender, a flow): the same one every time, so they stay in order.
+pub fn mask_index(key: u32, cores: usize) -> usize {
+    key as usize % cores
+}
+
+/// The engine core of `mask` that serves `tenant`'s packets keyed `key`: the one
+/// both worlds queue them for, and the one `fairnic` binds them to.
+pub fn core_of(mask: &[Vec<u16>], tenant: TenantId, key: u32) -> u16 {
+    let cores = &mask[tenant.index()];
+    cores[mask_index(key, cores.len())]
+}
+
 /// A packet waiting for a core, with what its world carries along (`item`).
 #[derive(Clone, Copy, Debug)]
 pub struct Waiting<T> {
@@ -108,8 +121,7 @@ impl<T> Cores<T> {
     fn queue_of(&self, tenant: TenantId, key: u32) -> (usize, u16) {
         match &self.mask {
             Some(mask) => {
-                let cores = &mask[tenant.index()];
-                let core = cores[key as usize % cores.len()];
+                let core = core_of(mask, tenant, key);
                 (usize::from(core), core)
             }
             None => match self.sharing {

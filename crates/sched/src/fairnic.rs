@@ -67,13 +67,15 @@
 
 use crate::classes::{ClassId, Classes};
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters, tree};
+use policy::wire::bytes_in;
 use policy::{Policy, TenantId, format_rate, format_time};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-/// Token units per byte: bits × (ns per s), so refills are `rate_bps × Δt_ns`.
-pub const UNITS_PER_BYTE: i128 = 8_000_000_000;
+/// Token units per byte: bits × (ns per s), so refills are `rate_bps × Δt_ns`
+/// (the unit of the class tree's tokens, [`tree::TOKENS_PER_BYTE`]).
+pub const UNITS_PER_BYTE: i128 = tree::TOKENS_PER_BYTE as i128;
 /// A local bucket holds this many periods of its rate (FairNIC: bursts bounded by
 /// twice a core's tokens); so does the pool, of the link rate.
 pub const BURST_PERIODS: i128 = 2;
@@ -136,12 +138,6 @@ pub fn core_mask(policy: &Policy) -> Vec<Vec<u16>> {
             mask
         })
         .collect()
-}
-
-/// The engine core a packet is processed on: one of its tenant's cores, by flow.
-pub fn core_of(mask: &[Vec<u16>], packet: &Packet) -> u16 {
-    let cores = &mask[packet.tenant.index()];
-    cores[packet.flow as usize % cores.len()]
 }
 
 /// A token bucket refilled from its own timestamp.
@@ -530,7 +526,7 @@ pub struct FairNic<P: Overflow = Pool> {
 
 /// One engine core's part of a threaded FairNIC: its lanes, its tenants' steal
 /// allowances, and the pool every shard shares. A packet bound to another core
-/// ([`core_of`]) is refused: another thread serves it. Its thread keeps calling
+/// ([`crate::cores::core_of`], by its flow) is refused: another thread serves it. Its thread keeps calling
 /// `dequeue` while it holds nothing, so that its idle tenants' full buckets spill
 /// into the pool for the other shards.
 pub type Shard = FairNic<ShardPool>;
@@ -737,14 +733,10 @@ impl<P: Overflow> FairNic<P> {
     }
 }
 
-fn bytes_in(rate_bps: u64, ns: u64) -> u64 {
-    (u128::from(rate_bps) * u128::from(ns) / 8_000_000_000) as u64
-}
-
 impl<P: Overflow> Enforcer for FairNic<P> {
     fn enqueue(&mut self, _now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
         let places = &self.places[packet.tenant.index()];
-        let Some((c, l)) = places[packet.flow as usize % places.len()] else {
+        let Some((c, l)) = places[crate::cores::mask_index(packet.flow, places.len())] else {
             return self.refuse(packet);
         };
         let Some(class) = self.classes.classify(&packet) else {
@@ -775,9 +767,8 @@ impl<P: Overflow> Enforcer for FairNic<P> {
             let (c, l) = self.lane_at(flat);
             let (_, queue, bucket) = &mut self.cores[c].lanes[l];
             if let Some((packet, _)) = queue.front()
-                && bucket.covers(packet.len_bytes)
+                && bucket.take(packet.len_bytes)
             {
-                bucket.charge(packet.len_bytes);
                 return Some(self.pop(c, l, flat));
             }
         }

@@ -51,7 +51,7 @@ pub fn update_interval_ns(link_rate_bps: u64) -> u64 {
 }
 
 fn burst_bytes(rate_bps: u64, mtu_bytes: u32, interval_ns: u64) -> u64 {
-    (u128::from(rate_bps) * u128::from(interval_ns) / 8_000_000_000) as u64 + u64::from(mtu_bytes)
+    policy::wire::bytes_in(rate_bps, interval_ns) + u64::from(mtu_bytes)
 }
 
 pub struct Valve {

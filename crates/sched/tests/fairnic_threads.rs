@@ -6,7 +6,8 @@
 
 use policy::{AppId, Policy, TenantId};
 use sched::bench::{packet_of, policy_for};
-use sched::fairnic::{Bucket, FairNic, Shard, SharedPool, UNITS_PER_BYTE, core_mask, core_of};
+use sched::cores::core_of;
+use sched::fairnic::{Bucket, FairNic, Shard, SharedPool, UNITS_PER_BYTE, core_mask};
 use sched::{Capacity, Enforcer, Packet};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -135,7 +136,7 @@ fn shards_on_threads_send_every_packet_of_their_cores_once() {
                             Ok(()) => mine.push(p.handle),
                             Err((back, _)) => {
                                 assert_eq!(back, p);
-                                assert_ne!(core_of(mask, &p), core);
+                                assert_ne!(core_of(mask, p.tenant, p.flow), core);
                             }
                         }
                     }
@@ -167,7 +168,10 @@ fn shards_on_threads_send_every_packet_of_their_cores_once() {
         assert!(!mine.is_empty(), "core {core} got packets");
         for handle in &mine {
             assert_eq!(
-                usize::from(core_of(&mask, &packets[*handle as usize])),
+                usize::from({
+                    let p = &packets[*handle as usize];
+                    core_of(&mask, p.tenant, p.flow)
+                }),
                 core
             );
         }
