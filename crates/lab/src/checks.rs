@@ -346,7 +346,7 @@ fn engine_kept_up(tenants: &[String], stats: &EngineStats) -> Check {
         );
     }
     if let Some(cores) = &stats.cores {
-        let busy: u64 = cores.busy_ns.iter().sum();
+        let busy: u64 = cores.tenant_busy_ns.iter().flatten().sum();
         let late = cores.late_ns.iter().sum::<u64>() as f64 / busy.max(1) as f64;
         detail.push_str(&format!(
             "; the engine's cores were late {:.1}% of the time they held frames",

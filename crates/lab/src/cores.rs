@@ -19,8 +19,7 @@
 //! it to.
 //!
 //! `engine_cpu_share` is each tenant's share of the time the cores held frames
-//! (engine.md: busy engine time), measured per frame on the clock; each core
-//! thread's own CPU time is in [`CoreSpent::thread_cpu_ns`].
+//! (engine.md: busy engine time), measured per frame on the clock.
 //!
 //! Under `engine.cpu: weighted` a tenant's frames wait in its own port's receive
 //! ring until its queue has room, so a tenant that floods the cores overflows its
@@ -33,7 +32,7 @@
 //! scenario asked.
 
 use crate::classify::Ipv4Header;
-use crate::sys::clock::{now_ns, thread_cpu_ns};
+use crate::sys::clock::now_ns;
 use crate::sys::event::EventFd;
 use crate::traffic::FrameMatch;
 use policy::{Policy, TenantId};
@@ -153,19 +152,15 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-/// What one core thread did: per tenant, the time it held that tenant's frames
-/// (frames without a cost take none).
+/// What one core thread did.
 #[derive(Clone, Debug, Default)]
 pub struct CoreSpent {
+    /// Per tenant, the time it held that tenant's frames, from taking each to
+    /// letting it go (frames without a cost take none).
     pub tenant_busy_ns: Vec<u64>,
-    /// Its CPU time in all.
-    pub thread_cpu_ns: u64,
-    /// Time it held frames of a cost, from taking each to letting it go, and of
-    /// that how long past the frames' deadlines (its cost after it was taken): a
-    /// core whose thread did not run when a frame was due.
-    pub busy_ns: u64,
+    /// Of that time, how long past the frames' deadlines (each cost after it was
+    /// taken): a core whose thread did not run when a frame was due.
     pub late_ns: u64,
-    pub frames: u64,
 }
 
 /// One core thread: takes the frames its core may process, spends their cost,
@@ -176,7 +171,6 @@ pub fn run_core(shared: &Shared, core: u16, tenants: usize) -> CoreSpent {
         tenant_busy_ns: vec![0; tenants],
         ..CoreSpent::default()
     };
-    let started = thread_cpu_ns();
     let mut state = shared.lock();
     loop {
         let Some(Waiting {
@@ -199,11 +193,9 @@ pub fn run_core(shared: &Shared, core: u16, tenants: usize) -> CoreSpent {
         if cost_ns > 0 {
             let taken_ns = now_ns();
             let done_ns = hold(taken_ns + cost_ns);
-            spent.busy_ns += done_ns - taken_ns;
             spent.tenant_busy_ns[tenant.index()] += done_ns - taken_ns;
             spent.late_ns += done_ns - (taken_ns + cost_ns);
         }
-        spent.frames += 1;
         state = shared.lock();
         state.cores.processed(tenant, bytes, core);
         if state.done.is_empty() {
@@ -211,7 +203,6 @@ pub fn run_core(shared: &Shared, core: u16, tenants: usize) -> CoreSpent {
         }
         state.done.push(item);
     }
-    spent.thread_cpu_ns = thread_cpu_ns() - started;
     spent
 }
 
@@ -234,6 +225,7 @@ fn hold(deadline_ns: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::clock::thread_cpu_ns;
 
     #[test]
     fn a_core_holds_a_frame_until_its_deadline_and_spins_its_last_part() {

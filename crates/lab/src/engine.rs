@@ -210,18 +210,14 @@ pub struct EngineStats {
 pub struct CoreStats {
     /// Per core thread, the time it held each tenant's frames.
     pub tenant_busy_ns: Vec<Vec<u64>>,
-    /// Per core thread, its CPU time in all (waiting for the queue's lock included).
-    pub thread_cpu_ns: Vec<u64>,
-    /// Per core thread, the time it held frames, and how long past their deadlines
+    /// Per core thread, how long of that past the frames' deadlines
     /// ([`CoreSpent::late_ns`]).
-    pub busy_ns: Vec<u64>,
     pub late_ns: Vec<u64>,
-    /// Per tenant, frames refused for want of room in the cores' queues.
+    /// Per tenant, frames refused for want of room in the cores' queues. With the
+    /// frames dropped at its port before the engine read them (under `weighted`
+    /// its frames wait there for room, so that is where the cores refuse them),
+    /// its `engine_refused`.
     pub queue_refused: Vec<u64>,
-    /// Per tenant, those and the frames dropped at its port before the engine read
-    /// them (under `weighted` its frames wait there for room, so that is where the
-    /// cores refuse them).
-    pub refused: Vec<u64>,
     pub ledgers: Vec<report::EngineLedger>,
 }
 
@@ -364,6 +360,8 @@ pub struct Engine {
     for_cores: Vec<(Packet, u64)>,
     /// Frames the cores processed, taken for the enforcer (kept for its room).
     processed: Vec<Packet>,
+    /// Per tenant, frames its port may be read this pass.
+    port_reads: Vec<usize>,
     /// Per tenant, frames the cores' queues refused.
     core_refused: Vec<u64>,
     /// The policy's apps, the first of the enforcer's classes.
@@ -390,6 +388,7 @@ impl Engine {
             shared,
             for_cores: Vec::new(),
             processed: Vec::new(),
+            port_reads: vec![BATCH; tenants],
             core_refused: vec![0; tenants],
             apps: policy.apps.len(),
             stats: EngineStats {
@@ -548,19 +547,7 @@ impl Engine {
             }
             for (t, port) in ports.iter_mut().enumerate() {
                 let tenant = TenantId(t as u16);
-                // A tenant with a queue of its own for the cores waits in its port's
-                // ring while that queue is full.
-                let room = match shared {
-                    Some(shared) => {
-                        let state = shared.lock();
-                        if state.cores.queue_per_tenant() {
-                            state.cores.room_for(tenant, 0).min(BATCH)
-                        } else {
-                            BATCH
-                        }
-                    }
-                    None => BATCH,
-                };
+                let room = self.port_reads[t];
                 if room > 0 {
                     port.recv(room, |frame| self.on_tenant_frame(tenant, frame, now_ns))?;
                 }
@@ -669,7 +656,8 @@ impl Engine {
         shared.notify();
     }
 
-    /// Offers the frames the cores processed to the enforcer.
+    /// Offers the frames the cores processed to the enforcer, and sets how many
+    /// frames each port may be read this pass.
     fn offer_processed(&mut self, shared: &Shared, now_ns: u64) {
         let mut processed = std::mem::take(&mut self.processed);
         {
@@ -678,6 +666,13 @@ impl Engine {
             // empty and signals again.
             shared.done_ready.clear();
             std::mem::swap(&mut state.done, &mut processed);
+            // A tenant with a queue of its own for the cores waits in its port's
+            // ring while that queue is full.
+            if state.cores.queue_per_tenant() {
+                for (t, reads) in self.port_reads.iter_mut().enumerate() {
+                    *reads = state.cores.room_for(TenantId(t as u16), 0).min(BATCH);
+                }
+            }
         }
         for packet in processed.drain(..) {
             self.offer(now_ns, packet);
@@ -729,16 +724,8 @@ impl Engine {
         }
         CoreStats {
             tenant_busy_ns: spent.iter().map(|s| s.tenant_busy_ns.clone()).collect(),
-            thread_cpu_ns: spent.iter().map(|s| s.thread_cpu_ns).collect(),
-            busy_ns: spent.iter().map(|s| s.busy_ns).collect(),
             late_ns: spent.iter().map(|s| s.late_ns).collect(),
-            queue_refused: self.core_refused.clone(),
-            refused: self
-                .core_refused
-                .iter()
-                .zip(&self.stats.frames)
-                .map(|(&refused, frames)| refused + frames.lost_at_port)
-                .collect(),
+            queue_refused: std::mem::take(&mut self.core_refused),
             ledgers,
         }
     }

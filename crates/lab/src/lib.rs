@@ -664,11 +664,14 @@ fn run_in(
         .as_ref()
         .map(|s| s.frames.clone())
         .unwrap_or_default();
-    if let Some(cores) = engine_stats.as_ref().and_then(|s| s.cores.as_ref()) {
+    if let Some((stats, cores)) = engine_stats
+        .as_ref()
+        .and_then(|s| Some((s, s.cores.as_ref()?)))
+    {
         record.engine_cpu = (0..tenants)
             .map(|t| report::EngineCpuTenant {
                 busy_ns: cores.tenant_busy_ns.iter().map(|core| core[t]).sum(),
-                refused_packets: cores.refused[t],
+                refused_packets: cores.queue_refused[t] + stats.frames[t].lost_at_port,
             })
             .collect();
     }
