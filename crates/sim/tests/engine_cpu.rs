@@ -2,19 +2,11 @@
 //! that saturates them, `engine.cpu: weighted` keeps a well-behaved tenant at its
 //! ideal where `fifo` does not (docs/policy.md, `engine`).
 
-use policy::parse_scenario;
+mod common;
+
+use common::{beside, checked_run as run};
 use proptest::prelude::*;
 use report::{RunRecord, Summary, summarize};
-use std::path::Path;
-
-fn run(text: &str, enforcer: &str) -> RunRecord {
-    let scenario =
-        parse_scenario(text, "s.yaml", Path::new("."), &sched::registry::names()).unwrap();
-    let record = sim::run(&scenario, enforcer, sim::HostModel::default(), &mut |_| {}).unwrap();
-    let failed: Vec<_> = record.failed_checks().collect();
-    assert!(failed.is_empty(), "{failed:?}");
-    record
-}
 
 /// summary.json without its provenance, which names the host model's settings.
 fn summary_json(record: &RunRecord) -> String {
@@ -50,23 +42,6 @@ fn without_engine_cost_the_cores_are_a_pass_through() {
         );
         assert_eq!(before, summary_json(&run(&fifo, enforcer)), "{enforcer}");
     }
-}
-
-/// A well-behaved tenant `victim` beside `antagonist` of equal weight on two
-/// engine cores, under `cpu`; the link has room for both, the cores do not.
-fn beside(cpu: &str, packet_cost: &str, antagonist: &str) -> String {
-    format!(
-        "policy:
-  link: {{ rate: 10Gbit }}
-  engine: {{ cores: 2, cpu: {cpu}, packet_cost: {packet_cost} }}
-  tenants: [{{ name: victim }}, {{ name: antagonist }}]
-duration: 2s
-interval: 250ms
-traffic:
-  - {{ tenant: victim, kind: udp, rate: 400Mbit, size: 1000B }}
-  - {{ tenant: antagonist, {antagonist} }}
-"
-    )
 }
 
 /// The victim's throughput over its ideal, and the summary.

@@ -2,17 +2,13 @@
 //! weights and caps through tokens, and its core mask keeps a well-behaved tenant at
 //! its ideal beside an antagonist that saturates the engine's cores.
 
-use policy::parse_scenario;
+mod common;
+
+use common::{beside, checked_run};
 use report::{Summary, summarize};
-use std::path::Path;
 
 fn summary(text: &str) -> Summary {
-    let scenario =
-        parse_scenario(text, "s.yaml", Path::new("."), &sched::registry::names()).unwrap();
-    let record = sim::run(&scenario, "fairnic", sim::HostModel::default(), &mut |_| {}).unwrap();
-    let failed: Vec<_> = record.failed_checks().collect();
-    assert!(failed.is_empty(), "{failed:?}");
-    summarize(&record)
+    summarize(&checked_run(text, "fairnic"))
 }
 
 fn backlogged(tenants: &str) -> Summary {
@@ -67,18 +63,7 @@ fn a_capped_tenant_never_exceeds_its_cap() {
 /// FairNIC's bar: a victim beside an antagonist of equal weight whose packets cost
 /// the engine 20 times more, or that floods it with small packets, on two cores.
 fn victim_share(packet_cost: &str, antagonist: &str) -> f64 {
-    let s = summary(&format!(
-        "policy:
-  link: {{ rate: 10Gbit }}
-  engine: {{ cores: 2, cpu: fifo, packet_cost: {packet_cost} }}
-  tenants: [{{ name: victim }}, {{ name: antagonist }}]
-duration: 2s
-interval: 250ms
-traffic:
-  - {{ tenant: victim, kind: udp, rate: 400Mbit, size: 1000B }}
-  - {{ tenant: antagonist, {antagonist} }}
-"
-    ));
+    let s = summary(&beside("fifo", packet_cost, antagonist));
     let victim = &s.tenants[0];
     victim.throughput_bps / victim.ideal_bps
 }
