@@ -27,6 +27,24 @@ fn fifo_and_kernel(seconds: f64, rounds: u32) -> BenchOptions {
     }
 }
 
+/// Runs the benchmark on the built-in policy; with it, each (step, path) its
+/// progress reported, in order, once each.
+fn bench_with_steps(options: &BenchOptions) -> (lab::BenchReport, Vec<(usize, String)>) {
+    let mut steps = Vec::new();
+    let report = lab::run_bench(
+        &lab::default_policy(),
+        "built-in",
+        options,
+        &mut |step, path, _| {
+            if steps.last() != Some(&(step, path.to_string())) {
+                steps.push((step, path.to_string()));
+            }
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    (report, steps)
+}
+
 #[test]
 fn the_loss_free_search_paces_the_senders_within_the_saturating_offer() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -38,18 +56,7 @@ fn the_loss_free_search_paces_the_senders_within_the_saturating_offer() {
         search_steps: 2,
         ..fifo_and_kernel(0.5, 1)
     };
-    let mut steps = Vec::new();
-    let report = lab::run_bench(
-        &lab::default_policy(),
-        "built-in",
-        &options,
-        &mut |step, path, _| {
-            if steps.last() != Some(&(step, path.to_string())) {
-                steps.push((step, path.to_string()));
-            }
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let (report, steps) = bench_with_steps(&options);
     assert_nothing_left(&before);
     eprintln!("{}", report.table());
     for p in &report.paths {
@@ -93,18 +100,7 @@ fn fifo_and_kernel_forwarding_deliver_frames_and_account_for_the_rest() {
         return;
     }
     let before = our_namespaces();
-    let mut steps = Vec::new();
-    let report = lab::run_bench(
-        &lab::default_policy(),
-        "built-in",
-        &fifo_and_kernel(0.5, 2),
-        &mut |step, path, _| {
-            if steps.last() != Some(&(step, path.to_string())) {
-                steps.push((step, path.to_string()));
-            }
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let (report, steps) = bench_with_steps(&fifo_and_kernel(0.5, 2));
     assert_nothing_left(&before);
     eprintln!("{}", report.table());
     // Two rounds: the bridge goes up for `kernel`, away for the second `fifo`.
