@@ -7,6 +7,7 @@
 
 mod error;
 mod explain;
+mod hosts;
 mod ideal;
 pub mod limits;
 mod model;
@@ -16,6 +17,7 @@ pub mod wire;
 
 pub use error::PolicyError;
 pub use explain::{explain, parse_active};
+pub use hosts::*;
 pub use ideal::{Allocation, ideal_allocation};
 pub use model::*;
 pub use parse::{load_policy, load_scenario, parse_policy, parse_scenario};

@@ -90,9 +90,33 @@ pub struct Tenant {
     pub buffer_bytes: Option<u64>,
     pub match_src: Option<Cidr>,
     pub match_port: Option<String>,
+    /// What the tenant (a VM) may receive, across hosts (hosts.md): `None` leaves
+    /// its ingress bounded by its host's link alone.
+    pub ingress: Option<Envelope>,
+    /// How the engine tells the VM that a packet is gone (PicNIC §5.4.3).
+    pub completions: Completions,
     /// Never empty; in declaration order, the implicit `default` app last (a
     /// tenant whose apps include one without `match` has no implicit `default`).
     pub apps: Vec<AppId>,
+}
+
+/// A VM's bandwidth envelope for what it receives: `[min_rate, max_rate]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Envelope {
+    pub min_rate_bps: Option<u64>,
+    pub max_rate_bps: Option<u64>,
+}
+
+/// The order in which a VM's transmit descriptors are given back. A descriptor is
+/// held until its packet leaves the engine (or is refused); `InOrder` frees them
+/// in the order they were posted (virtio's in-order mode), so one throttled flow's
+/// held descriptor holds back every later one of the VM; `OutOfOrder` frees each
+/// as its own packet leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Completions {
+    InOrder,
+    #[default]
+    OutOfOrder,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -14,8 +14,8 @@ use crate::limits::{
 };
 use crate::units::{self, UnitError};
 use crate::{
-    App, AppId, CORE_INDEX_MAX, Cidr, CpuSharing, EngineCpu, Link, Policy, PolicyError, Proto,
-    Scenario, Split, SplitBy, Tenant, TenantId, Traffic, TrafficKind,
+    App, AppId, CORE_INDEX_MAX, Cidr, Completions, CpuSharing, EngineCpu, Envelope, Link, Policy,
+    PolicyError, Proto, Scenario, Split, SplitBy, Tenant, TenantId, Traffic, TrafficKind,
 };
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::options::DuplicateKeyPolicy;
@@ -449,9 +449,20 @@ const POLICY_KEYS: &[&str] = &["link", "buffer", "tenants", "engine"];
 const ENGINE_KEYS: &[&str] = &["cores", "cpu", "packet_cost"];
 const LINK_KEYS: &[&str] = &["rate", "queues", "mtu"];
 const TENANT_KEYS: &[&str] = &[
-    "name", "weight", "priority", "min_rate", "max_rate", "cores", "buffer", "match", "apps",
+    "name",
+    "weight",
+    "priority",
+    "min_rate",
+    "max_rate",
+    "cores",
+    "buffer",
+    "match",
+    "apps",
+    "ingress",
+    "completions",
 ];
 const TENANT_MATCH_KEYS: &[&str] = &["src", "port"];
+const INGRESS_KEYS: &[&str] = &["min_rate", "max_rate"];
 const APP_KEYS: &[&str] = &[
     "name", "priority", "weight", "min_rate", "max_rate", "match", "split",
 ];
@@ -697,6 +708,32 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
         }
     }
 
+    let ingress = fields
+        .get("ingress")
+        .map(|node| {
+            let envelope = ctx.fields(node, "ingress", INGRESS_KEYS)?;
+            let (min_rate_bps, max_rate_bps) = rate_bounds(ctx, &envelope)?;
+            Ok(Envelope {
+                min_rate_bps,
+                max_rate_bps,
+            })
+        })
+        .transpose()?;
+    let completions = match fields.get("completions") {
+        None => Completions::default(),
+        Some(node) => match ctx.string(node, "completions")? {
+            "in-order" => Completions::InOrder,
+            "out-of-order" => Completions::OutOfOrder,
+            other => {
+                return ctx.err(
+                    node,
+                    format!("unknown completions `{other}`"),
+                    Some("completions is `in-order` or `out-of-order`".into()),
+                );
+            }
+        },
+    };
+
     let tenant_id = TenantId(draft.tenants.len() as u16);
     let first_app = draft.apps.len();
     if let Some(apps_node) = fields.get("apps") {
@@ -756,6 +793,8 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
         buffer_bytes,
         match_src,
         match_port,
+        ingress,
+        completions,
         apps,
     });
     Ok(())

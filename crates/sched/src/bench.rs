@@ -101,6 +101,8 @@ pub fn policy_for(classes: u32, active: u32) -> Policy {
             buffer_bytes: None,
             match_src: None,
             match_port: None,
+            ingress: None,
+            completions: Default::default(),
             apps: vec![AppId(t)],
         })
         .collect();

@@ -132,6 +132,16 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         core_mask: None,
     },
     EnforcerInfo {
+        name: "picnic",
+        from: "PicNIC",
+        mechanism: "wheel plus predictable congestion control across hosts: receivers feed VM-to-VM rates back to senders, folded into each packet's departure time",
+        nic: None,
+        build: wheel::build,
+        approximation: wheel::approximation,
+        lab_bench: false,
+        core_mask: None,
+    },
+    EnforcerInfo {
         name: "fairnic",
         from: "FairNIC",
         mechanism: "engine cores masked by weight; per-core local tokens, a global overflow pool shared by AIMD",

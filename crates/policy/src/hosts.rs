@@ -1,0 +1,114 @@
+//! Scenarios across several hosts (hosts.md): each host has a full policy, tenants
+//! are VMs with an ingress envelope beside their egress one, and every traffic goes
+//! from a VM on one host to a VM on another.
+
+use crate::{Policy, TenantId, Traffic};
+
+/// Index of a host in [`HostsScenario::hosts`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostId(pub u16);
+
+impl HostId {
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+/// A VM: a tenant of one host's policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Vm {
+    pub host: HostId,
+    pub tenant: TenantId,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Host {
+    pub name: String,
+    /// The host's policy; its `link.rate` bounds what leaves and what enters it.
+    pub policy: Policy,
+}
+
+/// How often receivers feed rates back to senders, and how long feedback takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Feedback {
+    pub epoch_ns: u64,
+    pub delay_ns: u64,
+}
+
+impl Default for Feedback {
+    fn default() -> Self {
+        Feedback {
+            epoch_ns: 1_000_000,
+            delay_ns: 50_000,
+        }
+    }
+}
+
+/// One VM-to-VM traffic: the one-host traffic on the sender's host, and its receiver.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostsTraffic {
+    /// `tenant` and `app` are the sender's, in its host's policy.
+    pub traffic: Traffic,
+    pub host: HostId,
+    pub to: Vm,
+}
+
+impl HostsTraffic {
+    pub fn from(&self) -> Vm {
+        Vm {
+            host: self.host,
+            tenant: self.traffic.tenant,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostsScenario {
+    pub name: String,
+    pub hosts: Vec<Host>,
+    /// The switch between hosts; `None` is non-blocking.
+    pub fabric_rate_bps: Option<u64>,
+    pub feedback: Feedback,
+    pub duration_ns: u64,
+    pub interval_ns: u64,
+    pub seed: u64,
+    pub enforcers: Vec<String>,
+    pub traffic: Vec<HostsTraffic>,
+}
+
+impl HostsScenario {
+    pub fn host(&self, id: HostId) -> &Host {
+        &self.hosts[id.index()]
+    }
+
+    pub fn tenant(&self, vm: Vm) -> &crate::Tenant {
+        self.host(vm.host).policy.tenant(vm.tenant)
+    }
+
+    /// Every VM of every host, host by host in tenant order.
+    pub fn vms(&self) -> Vec<Vm> {
+        self.hosts
+            .iter()
+            .enumerate()
+            .flat_map(|(h, host)| {
+                (0..host.policy.tenants.len()).map(move |t| Vm {
+                    host: HostId(h as u16),
+                    tenant: TenantId(t as u16),
+                })
+            })
+            .collect()
+    }
+
+    pub fn vm_by_name(&self, name: &str) -> Option<Vm> {
+        self.vms()
+            .into_iter()
+            .find(|&vm| self.tenant(vm).name == name)
+    }
+}
+
+/// A scenario file: one host (scenario.md) or several (hosts.md).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AnyScenario {
+    OneHost(crate::Scenario),
+    Hosts(HostsScenario),
+}
