@@ -16,16 +16,16 @@ pub struct Allocation {
 
 /// One child of a node, as the sharing sees it.
 #[derive(Clone, Copy, Debug)]
-struct Child {
+pub(crate) struct Child {
     /// Subtree demand, already capped by the child's max_rate.
-    demand_bps: f64,
-    min_rate_bps: f64,
-    weight: f64,
-    priority: u8,
+    pub(crate) demand_bps: f64,
+    pub(crate) min_rate_bps: f64,
+    pub(crate) weight: f64,
+    pub(crate) priority: u8,
 }
 
 /// Shares `capacity_bps` among `children` (policy.md, steps 2 and 3).
-fn share(capacity_bps: f64, children: &[Child]) -> Vec<f64> {
+pub(crate) fn share(capacity_bps: f64, children: &[Child]) -> Vec<f64> {
     let mut given: Vec<f64> = children
         .iter()
         .map(|c| c.min_rate_bps.min(c.demand_bps))
