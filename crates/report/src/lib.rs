@@ -25,6 +25,7 @@ mod checks;
 mod compare;
 mod figures;
 mod files;
+mod hosts;
 mod html;
 pub mod measure;
 mod plot;
@@ -39,6 +40,7 @@ pub use checks::{
 pub use compare::{load_summaries, side_by_side};
 pub use figures::*;
 pub use files::*;
+pub use hosts::{HostsRecord, HostsRow, HostsSummary, summarise as summarise_hosts};
 pub use html::*;
 pub use record::*;
 pub use summary::{AppSummary, Fairness, PacingSummary, Summary, TenantSummary, summarize};

@@ -59,6 +59,19 @@ pub trait Enforcer {
     /// Admissions and refusals per tenant (packet accounting).
     fn counters(&self) -> &[TenantCounters];
 
+    /// Sets the rate at which `tenant` may send to the VM `destination` (PicNIC's
+    /// VM-to-VM limits from receivers' feedback; `None` lifts it). Returns whether
+    /// the enforcer folds such limits into its departures; those that do not ignore
+    /// feedback.
+    fn set_destination_limit(
+        &mut self,
+        _tenant: policy::TenantId,
+        _destination: u32,
+        _rate_bps: Option<u64>,
+    ) -> bool {
+        false
+    }
+
     /// Leaf classes made so far, apps first, then one per split key seen; `None`
     /// for enforcers without per-class state (the multiqueue NIC model).
     fn classes(&self) -> Option<usize> {

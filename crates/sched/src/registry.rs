@@ -142,6 +142,16 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         core_mask: None,
     },
     EnforcerInfo {
+        name: "picnic-wc",
+        from: "PicNIC, work conserving",
+        mechanism: "picnic, but a receiver leaves what a sender held elsewhere cannot use to the other senders (the ideal's rule on measured rates)",
+        nic: None,
+        build: wheel::build,
+        approximation: wheel::approximation,
+        lab_bench: false,
+        core_mask: None,
+    },
+    EnforcerInfo {
         name: "fairnic",
         from: "FairNIC",
         mechanism: "engine cores masked by weight; per-core local tokens, a global overflow pool shared by AIMD",

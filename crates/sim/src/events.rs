@@ -49,41 +49,52 @@ pub enum Event {
 }
 
 #[derive(Debug)]
-struct Scheduled {
+struct Scheduled<E> {
     time_ns: u64,
     seq: u64,
-    event: Event,
+    event: E,
 }
 
-impl PartialEq for Scheduled {
+impl<E> PartialEq for Scheduled<E> {
     fn eq(&self, other: &Self) -> bool {
         (self.time_ns, self.seq) == (other.time_ns, other.seq)
     }
 }
 
-impl Eq for Scheduled {}
+impl<E> Eq for Scheduled<E> {}
 
-impl PartialOrd for Scheduled {
+impl<E> PartialOrd for Scheduled<E> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Ord for Scheduled {
+impl<E> Ord for Scheduled<E> {
     // Reversed: BinaryHeap is a max-heap and the earliest event must come out first.
     fn cmp(&self, other: &Self) -> Ordering {
         (other.time_ns, other.seq).cmp(&(self.time_ns, self.seq))
     }
 }
 
-#[derive(Debug, Default)]
-pub struct EventQueue {
-    heap: BinaryHeap<Scheduled>,
+/// Generic over the event type: the one-host engine and the engine across hosts
+/// have events of their own.
+#[derive(Debug)]
+pub struct EventQueue<E = Event> {
+    heap: BinaryHeap<Scheduled<E>>,
     seq: u64,
 }
 
-impl EventQueue {
-    pub fn schedule(&mut self, time_ns: u64, event: Event) {
+impl<E> Default for EventQueue<E> {
+    fn default() -> Self {
+        EventQueue {
+            heap: BinaryHeap::new(),
+            seq: 0,
+        }
+    }
+}
+
+impl<E> EventQueue<E> {
+    pub fn schedule(&mut self, time_ns: u64, event: E) {
         self.seq += 1;
         self.heap.push(Scheduled {
             time_ns,
@@ -92,7 +103,7 @@ impl EventQueue {
         });
     }
 
-    pub fn pop(&mut self) -> Option<(u64, Event)> {
+    pub fn pop(&mut self) -> Option<(u64, E)> {
         self.heap.pop().map(|s| (s.time_ns, s.event))
     }
 }

@@ -17,8 +17,10 @@ mod events;
 #[cfg(feature = "faults")]
 mod faults;
 pub mod host;
+mod hosts;
 
 pub use host::HostModel;
+pub use hosts::{Feedback, run_hosts};
 
 use policy::Scenario;
 use report::RunRecord;

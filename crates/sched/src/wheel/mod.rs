@@ -137,6 +137,9 @@ pub struct Wheel {
     split_ns_per_byte_fx: Vec<Option<u64>>,
     app_limit: Vec<Option<Limit>>,
     tenant_limit: Vec<Option<Limit>>,
+    /// VM-to-VM limits, index `destination * tenants + tenant`; grown only when a
+    /// limit is set, never on the per-packet path.
+    destination_limit: Vec<Option<Limit>>,
     apps: usize,
 }
 
@@ -180,6 +183,7 @@ impl Wheel {
                 .iter()
                 .map(|t| ns_per_byte_fx(t.max_rate_bps).map(Limit::new))
                 .collect(),
+            destination_limit: Vec::new(),
             apps,
         })
     }
@@ -205,6 +209,10 @@ impl Wheel {
             edt = edt.max(limit.charge(now_fx, len));
         }
         if let Some(limit) = &mut self.tenant_limit[packet.tenant.index()] {
+            edt = edt.max(limit.charge(now_fx, len));
+        }
+        let pair = packet.destination as usize * self.tenant_limit.len() + packet.tenant.index();
+        if let Some(Some(limit)) = self.destination_limit.get_mut(pair) {
             edt = edt.max(limit.charge(now_fx, len));
         }
         edt
@@ -273,6 +281,30 @@ impl Enforcer for Wheel {
 
     fn classes(&self) -> Option<usize> {
         Some(self.classes.len())
+    }
+
+    fn set_destination_limit(
+        &mut self,
+        tenant: policy::TenantId,
+        destination: u32,
+        rate_bps: Option<u64>,
+    ) -> bool {
+        let pair = destination as usize * self.tenant_limit.len() + tenant.index();
+        if pair >= self.destination_limit.len() {
+            self.destination_limit.resize(pair + 1, None);
+        }
+        let slot = &mut self.destination_limit[pair];
+        *slot = match (ns_per_byte_fx(rate_bps), *slot) {
+            (None, _) => None,
+            // The next free time carries over, so a new rate neither forgives what
+            // was sent nor holds back what the old rate allowed.
+            (Some(fx), Some(old)) => Some(Limit {
+                free_fx: old.free_fx,
+                ns_per_byte_fx: fx,
+            }),
+            (Some(fx), None) => Some(Limit::new(fx)),
+        };
+        true
     }
 }
 

@@ -1,0 +1,392 @@
+//! Figures of a run across hosts (hosts.md): per VM-to-VM flow and interval what
+//! left the sender's link and what reached the receiving VM, judged against the
+//! ideal across hosts, with the run's self-checks.
+
+use crate::{Check, LatencyRecord};
+use policy::{HostsScenario, TrafficKind, Vm, ideal_across_hosts};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What a run across hosts measured, before any figure is derived.
+#[derive(Debug)]
+pub struct HostsRecord {
+    pub enforcer: String,
+    /// Per traffic, per interval: bytes that left the sender's link.
+    pub sent_bytes: Vec<Vec<u64>>,
+    /// Per traffic, per interval: bytes that reached the receiving VM.
+    pub delivered_bytes: Vec<Vec<u64>>,
+    /// Per traffic: bytes offered to the sender's enforcer, refused by it, held in
+    /// it at the end, dropped on the receiver's side, on their way at the end.
+    pub offered_bytes: Vec<u64>,
+    pub refused_bytes: Vec<u64>,
+    pub queued_bytes: Vec<u64>,
+    pub dropped_bytes: Vec<u64>,
+    pub in_flight_bytes: Vec<u64>,
+    pub latency: Vec<LatencyRecord>,
+    /// The VM-to-VM limits the sender last held per traffic (bit/s), where the
+    /// enforcer takes feedback.
+    pub feedback_bps: Vec<Option<f64>>,
+    pub wall_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FlowFigures {
+    pub name: String,
+    pub from: String,
+    pub to: String,
+    pub throughput_bps: f64,
+    pub ideal_bps: f64,
+    pub rel_error_mean: f64,
+    pub dropped_bytes: u64,
+    pub refused_bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct VmFigures {
+    pub name: String,
+    pub throughput_bps: f64,
+    pub ideal_bps: f64,
+    pub ingress_bps: f64,
+    pub ingress_ideal_bps: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HostFigures {
+    pub name: String,
+    pub link_rate_bps: u64,
+    pub egress_bps_max: f64,
+    pub ingress_bps_max: f64,
+    pub tenants: Vec<VmFigures>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HostsSummary {
+    pub scenario: String,
+    pub enforcer: String,
+    pub mode: &'static str,
+    pub duration_s: f64,
+    pub hosts: Vec<HostFigures>,
+    pub flows: Vec<FlowFigures>,
+    pub fairness: BTreeMap<&'static str, f64>,
+    pub latency: BTreeMap<String, crate::LatencySummary>,
+    pub checks: Vec<Check>,
+}
+
+/// One row of timeseries.csv.
+#[derive(Debug, Serialize)]
+pub struct HostsRow {
+    pub time_s: f64,
+    pub host: String,
+    pub tenant: String,
+    pub app: String,
+    pub flow: String,
+    pub throughput_bps: f64,
+    pub ideal_bps: f64,
+}
+
+/// A traffic's demand while it runs: backlogged, its open-loop rate, or for a
+/// closed-loop rpc what it achieved (it wants no more than its loop gives).
+fn demand_bps(kind: &TrafficKind, measured_bps: f64) -> f64 {
+    match *kind {
+        TrafficKind::Bulk { .. } => f64::INFINITY,
+        TrafficKind::Udp { rate_bps, .. } | TrafficKind::Poisson { rate_bps, .. } => {
+            rate_bps as f64
+        }
+        TrafficKind::Rpc { .. } => measured_bps,
+    }
+}
+
+/// Relative slack of the capacity checks: one send of 64 KiB per interval of
+/// bucketing at the slowest rates, and float rounding.
+const CAPACITY_SLACK: f64 = 0.02;
+
+pub fn summarise(scenario: &HostsScenario, record: &HostsRecord) -> (HostsSummary, Vec<HostsRow>) {
+    let interval_s = scenario.interval_ns as f64 / 1e9;
+    let intervals = record.delivered_bytes.first().map_or(0, Vec::len);
+    let bps = |bytes: u64| bytes as f64 * 8.0 / interval_s;
+    let flows = scenario.traffic.len();
+    // An interval counts for a traffic when it runs the whole interval; intervals
+    // where the set of running traffic changes are left out of the fairness figures.
+    let running = |f: usize, k: usize| {
+        let t = &scenario.traffic[f].traffic;
+        let (from, to) = (
+            k as u64 * scenario.interval_ns,
+            (k as u64 + 1) * scenario.interval_ns,
+        );
+        t.start_ns <= from && t.stop_ns >= to
+    };
+    let touched = |f: usize, k: usize| {
+        let t = &scenario.traffic[f].traffic;
+        let (from, to) = (
+            k as u64 * scenario.interval_ns,
+            (k as u64 + 1) * scenario.interval_ns,
+        );
+        t.start_ns < to && t.stop_ns > from
+    };
+    let mut ideal = vec![vec![0.0; intervals]; flows];
+    let mut steady = vec![false; intervals];
+    let mut cache: BTreeMap<Vec<u64>, Vec<f64>> = BTreeMap::new();
+    for k in 0..intervals {
+        steady[k] = (0..flows).all(|f| running(f, k) == touched(f, k));
+        let demand: Vec<f64> = (0..flows)
+            .map(|f| {
+                if !running(f, k) {
+                    return 0.0;
+                }
+                let t = &scenario.traffic[f].traffic;
+                demand_bps(&t.kind, bps(record.delivered_bytes[f][k]))
+            })
+            .collect();
+        let key: Vec<u64> = demand.iter().map(|d| d.to_bits()).collect();
+        let rates = cache
+            .entry(key)
+            .or_insert_with(|| ideal_across_hosts(scenario, &demand));
+        for f in 0..flows {
+            ideal[f][k] = rates[f];
+        }
+    }
+
+    let mean = |values: &mut dyn Iterator<Item = f64>| {
+        let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+        if n == 0 { 0.0 } else { sum / n as f64 }
+    };
+    let vm_name = |vm: Vm| scenario.tenant(vm).name.clone();
+    let flow_figures: Vec<FlowFigures> = (0..flows)
+        .map(|f| {
+            let t = &scenario.traffic[f];
+            let ks: Vec<usize> = (0..intervals).filter(|&k| running(f, k)).collect();
+            FlowFigures {
+                name: t.traffic.name.clone(),
+                from: vm_name(t.from()),
+                to: vm_name(t.to),
+                throughput_bps: mean(&mut ks.iter().map(|&k| bps(record.delivered_bytes[f][k]))),
+                ideal_bps: mean(&mut ks.iter().map(|&k| ideal[f][k])),
+                rel_error_mean: mean(
+                    &mut ks
+                        .iter()
+                        .filter(|&&k| steady[k] && ideal[f][k] > 0.0)
+                        .map(|&k| {
+                            (bps(record.delivered_bytes[f][k]) - ideal[f][k]).abs() / ideal[f][k]
+                        }),
+                ),
+                dropped_bytes: record.dropped_bytes[f],
+                refused_bytes: record.refused_bytes[f],
+            }
+        })
+        .collect();
+
+    // Per VM and interval: what it sent and received, and the ideal of both.
+    let vms = scenario.vms();
+    let side = |vm: Vm, out: bool| -> Vec<usize> {
+        (0..flows)
+            .filter(|&f| {
+                let t = &scenario.traffic[f];
+                if out { t.from() == vm } else { t.to == vm }
+            })
+            .collect()
+    };
+    let sum_at = |fs: &[usize], k: usize, what: &dyn Fn(usize, usize) -> f64| {
+        fs.iter().map(|&f| what(f, k)).sum::<f64>()
+    };
+    let sent = |f: usize, k: usize| bps(record.sent_bytes[f][k]);
+    let delivered = |f: usize, k: usize| bps(record.delivered_bytes[f][k]);
+    let ideal_at = |f: usize, k: usize| ideal[f][k];
+
+    let mut checks = Vec::new();
+    let mut jain = Vec::new();
+    let mut rel = Vec::new();
+    for k in (0..intervals).filter(|&k| steady[k]) {
+        let ratios: Vec<f64> = vms
+            .iter()
+            .filter_map(|&vm| {
+                let out = side(vm, true);
+                let want = sum_at(&out, k, &ideal_at);
+                (want > 0.0).then(|| sum_at(&out, k, &delivered) / want)
+            })
+            .collect();
+        if !ratios.is_empty() {
+            let (s, s2) = ratios
+                .iter()
+                .fold((0.0, 0.0), |(a, b), r| (a + r, b + r * r));
+            jain.push(s * s / (ratios.len() as f64 * s2.max(f64::MIN_POSITIVE)));
+            rel.extend(ratios.iter().map(|r| (r - 1.0).abs()));
+        }
+    }
+    let mut fairness = BTreeMap::new();
+    fairness.insert("jain_mean", mean(&mut jain.iter().copied()));
+    fairness.insert(
+        "jain_min",
+        jain.iter().copied().fold(f64::INFINITY, f64::min).min(1.0),
+    );
+    fairness.insert("rel_error_mean", mean(&mut rel.iter().copied()));
+    fairness.insert("rel_error_max", rel.iter().copied().fold(0.0, f64::max));
+
+    let mut hosts = Vec::new();
+    let mut over_link = Vec::new();
+    let mut over_envelope = Vec::new();
+    for (h, host) in scenario.hosts.iter().enumerate() {
+        let link = host.policy.link.rate_bps as f64;
+        let from_host: Vec<usize> = (0..flows)
+            .filter(|&f| scenario.traffic[f].host.index() == h)
+            .collect();
+        let to_host: Vec<usize> = (0..flows)
+            .filter(|&f| scenario.traffic[f].to.host.index() == h)
+            .collect();
+        let egress_max = (0..intervals)
+            .map(|k| sum_at(&from_host, k, &sent))
+            .fold(0.0, f64::max);
+        let ingress_max = (0..intervals)
+            .map(|k| sum_at(&to_host, k, &delivered))
+            .fold(0.0, f64::max);
+        for (what, peak) in [("out", egress_max), ("in", ingress_max)] {
+            if peak > link * (1.0 + CAPACITY_SLACK) {
+                over_link.push(format!(
+                    "{} {what}: {:.3e} bit/s in an interval, link {:.3e}",
+                    host.name, peak, link
+                ));
+            }
+        }
+        let tenants = vms
+            .iter()
+            .filter(|vm| vm.host.index() == h)
+            .map(|&vm| {
+                let (out, inn) = (side(vm, true), side(vm, false));
+                let active_out: Vec<usize> = (0..intervals)
+                    .filter(|&k| out.iter().any(|&f| running(f, k)))
+                    .collect();
+                let active_in: Vec<usize> = (0..intervals)
+                    .filter(|&k| inn.iter().any(|&f| running(f, k)))
+                    .collect();
+                let tenant = scenario.tenant(vm);
+                let limits = [
+                    (
+                        "out",
+                        &out,
+                        tenant.max_rate_bps,
+                        &sent as &dyn Fn(usize, usize) -> f64,
+                    ),
+                    (
+                        "in",
+                        &inn,
+                        tenant.ingress.and_then(|e| e.max_rate_bps),
+                        &delivered,
+                    ),
+                ];
+                for (what, fs, cap, measure) in limits {
+                    let Some(cap) = cap else { continue };
+                    let peak = (0..intervals)
+                        .map(|k| sum_at(fs, k, measure))
+                        .fold(0.0, f64::max);
+                    if peak > cap as f64 * (1.0 + CAPACITY_SLACK) {
+                        over_envelope.push(format!(
+                            "{} {what}: {:.3e} bit/s in an interval, envelope {:.3e}",
+                            tenant.name, peak, cap as f64
+                        ));
+                    }
+                }
+                VmFigures {
+                    name: tenant.name.clone(),
+                    throughput_bps: mean(
+                        &mut active_out.iter().map(|&k| sum_at(&out, k, &delivered)),
+                    ),
+                    ideal_bps: mean(&mut active_out.iter().map(|&k| sum_at(&out, k, &ideal_at))),
+                    ingress_bps: mean(&mut active_in.iter().map(|&k| sum_at(&inn, k, &delivered))),
+                    ingress_ideal_bps: mean(
+                        &mut active_in.iter().map(|&k| sum_at(&inn, k, &ideal_at)),
+                    ),
+                }
+            })
+            .collect();
+        hosts.push(HostFigures {
+            name: host.name.clone(),
+            link_rate_bps: host.policy.link.rate_bps,
+            egress_bps_max: egress_max,
+            ingress_bps_max: ingress_max,
+            tenants,
+        });
+    }
+
+    let unbalanced: Vec<String> = (0..flows)
+        .filter_map(|f| {
+            let sent: u64 = record.sent_bytes[f].iter().sum();
+            let delivered: u64 = record.delivered_bytes[f].iter().sum();
+            let at_sender = sent + record.refused_bytes[f] + record.queued_bytes[f];
+            let past_sender = delivered + record.dropped_bytes[f] + record.in_flight_bytes[f];
+            (at_sender != record.offered_bytes[f] || past_sender != sent).then(|| {
+                format!(
+                    "{}: offered {} B, sent {sent} + refused {} + queued {}; delivered {delivered} + dropped {} + on the way {}",
+                    scenario.traffic[f].traffic.name,
+                    record.offered_bytes[f],
+                    record.refused_bytes[f],
+                    record.queued_bytes[f],
+                    record.dropped_bytes[f],
+                    record.in_flight_bytes[f]
+                )
+            })
+        })
+        .collect();
+    let check = |name: &str, bad: Vec<String>, good: String| Check {
+        name: name.to_string(),
+        ok: bad.is_empty(),
+        detail: if bad.is_empty() { good } else { bad.join("; ") },
+    };
+    checks.push(check(
+        "conservation",
+        unbalanced,
+        "every flow: offered = sent + refused + queued, sent = delivered + dropped + on the way"
+            .into(),
+    ));
+    checks.push(check(
+        "host-links",
+        over_link,
+        "no host link over its rate in any interval, either way".into(),
+    ));
+    checks.push(check(
+        "envelopes",
+        over_envelope,
+        "no VM over its envelope's max_rate in any interval, either way".into(),
+    ));
+
+    let latency = record
+        .latency
+        .iter()
+        .filter(|l| !l.histogram_ns.is_empty())
+        .map(|l| {
+            (
+                l.traffic.clone(),
+                crate::LatencySummary::from_histogram(&l.histogram_ns),
+            )
+        })
+        .collect();
+
+    let mut rows = Vec::new();
+    for k in 0..intervals {
+        for f in (0..flows).filter(|&f| touched(f, k)) {
+            let t = &scenario.traffic[f];
+            let policy = &scenario.host(t.host).policy;
+            rows.push(HostsRow {
+                time_s: (k as f64 + 1.0) * interval_s,
+                host: scenario.host(t.host).name.clone(),
+                tenant: vm_name(t.from()),
+                app: policy.app(t.traffic.app).name.clone(),
+                flow: t.traffic.name.clone(),
+                throughput_bps: delivered(f, k),
+                ideal_bps: ideal[f][k],
+            });
+        }
+    }
+    (
+        HostsSummary {
+            scenario: scenario.name.clone(),
+            enforcer: record.enforcer.clone(),
+            mode: "sim",
+            duration_s: scenario.duration_ns as f64 / 1e9,
+            hosts,
+            flows: flow_figures,
+            fairness,
+            latency,
+            checks,
+        },
+        rows,
+    )
+}

@@ -1,0 +1,765 @@
+//! The simulator across hosts (hosts.md): each host's egress runs the enforcer and
+//! its link; the fabric carries frames to the receiving host, whose link bounds
+//! what enters it (a drop-tail queue) and whose VMs' ingress envelopes police
+//! what reaches them. Bulk senders are TCP-like: a congestion window of sends,
+//! halved on loss once per round trip, grown per acknowledgement, under TCP small
+//! queues at the sender. With `picnic`, receivers feed VM-to-VM rates back every
+//! epoch, after the feedback delay, and senders fold them into departure times.
+
+use crate::events::EventQueue;
+use crate::host::HostModel;
+use policy::wire::{UDP_HEADER_BYTES, bulk_send_bytes, serialisation_ns, tcp_wire_bytes};
+use policy::{HostId, HostsScenario, Resource, ResourceKind, TrafficKind, Vm};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use report::{HostsRecord, LatencyRecord};
+use sched::{BuildError, Enforcer, Frame, Packet};
+use std::collections::VecDeque;
+
+/// How senders learn VM-to-VM rates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feedback {
+    /// No feedback: the enforcer alone, TCP-like senders react to loss.
+    None,
+    /// PicNIC's receivers: a host's link split per active receiving VM by weight,
+    /// each VM's share split among the VMs sending to it, whether or not a sender
+    /// can use its part.
+    PicNic,
+    /// The same, but a sender that sends less than its part (held elsewhere)
+    /// leaves the rest to the others: the rule of the ideal across hosts.
+    WorkConserving,
+}
+
+impl Feedback {
+    pub fn of(enforcer: &str) -> Feedback {
+        match enforcer {
+            "picnic" => Feedback::PicNic,
+            "picnic-wc" => Feedback::WorkConserving,
+            _ => Feedback::None,
+        }
+    }
+}
+
+/// Bytes a host's ingress may queue before it drops: a receive ring of 1024
+/// descriptors of one MTU each.
+const INGRESS_QUEUE_BYTES: u64 = 1024 * 1500;
+/// Propagation through the fabric, each way; acknowledgements take it back.
+const FABRIC_DELAY_NS: u64 = 5_000;
+/// A VM's ingress envelope is policed with a bucket this deep.
+const POLICER_BURST_BYTES: f64 = 256.0 * 1024.0;
+/// A sender's window starts at this many sends and never falls below one.
+const WINDOW_INITIAL: f64 = 4.0;
+/// A measured rate this far below what a resource last offered counts as held
+/// elsewhere (measurement over one epoch is noisy by a send or two).
+const HELD_TOLERANCE: f64 = 0.1;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Bulk,
+    Datagram { gap_ns: f64, poisson: bool },
+    RpcClosed,
+    RpcOpen { gap_ns: f64 },
+}
+
+struct Sender {
+    traffic: usize,
+    kind: Kind,
+    send_bytes: u32,
+    active: bool,
+    window: f64,
+    in_flight: u32,
+    at_host: u32,
+    last_cut_ns: u64,
+    slow_start: bool,
+    retry_pending: bool,
+    rng: ChaCha8Rng,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    Start(usize),
+    Stop(usize),
+    LinkFree(u16),
+    Kick(u16),
+    Arrive {
+        host: u16,
+        frame: Frame,
+    },
+    IngressFree(u16),
+    Ack {
+        sender: u32,
+        lost: bool,
+        issued_ns: u64,
+        last: bool,
+    },
+    Send(u32),
+    Respond {
+        sender: u32,
+        issued_ns: u64,
+    },
+    Epoch,
+    Limit {
+        host: u16,
+        traffic: usize,
+        bps: f64,
+    },
+}
+
+struct Host {
+    enforcer: Box<dyn Enforcer>,
+    on_wire: Option<Frame>,
+    kick_at: Option<u64>,
+    ingress: VecDeque<Frame>,
+    ingress_bytes: u64,
+    ingress_busy: bool,
+    egress_resource: Option<Resource>,
+    ingress_resource: Option<Resource>,
+}
+
+struct Run<'a> {
+    scenario: &'a HostsScenario,
+    model: HostModel,
+    feedback: Feedback,
+    events: EventQueue<Ev>,
+    hosts: Vec<Host>,
+    senders: Vec<Sender>,
+    vm_offset: Vec<u32>,
+    /// Per VM: the policer's tokens (bytes) and when they were last topped up.
+    policer: Vec<(f64, u64)>,
+    record: HostsRecord,
+    latency_of: Vec<Option<usize>>,
+    /// Per traffic, over the current epoch: bytes that left the sender, bytes that
+    /// arrived at the receiver's host.
+    epoch_sent: Vec<u64>,
+    epoch_arrived: Vec<u64>,
+    receiver_offer: Vec<f64>,
+    sender_offer: Vec<f64>,
+    /// What a resource last offered each traffic, per host: egress then ingress.
+    last_offer: Vec<[Vec<f64>; 2]>,
+}
+
+/// Simulates `scenario` across its hosts under the enforcer called `enforcer`.
+pub fn run_hosts(
+    scenario: &HostsScenario,
+    enforcer: &str,
+    model: HostModel,
+    progress: &mut dyn FnMut(u64),
+) -> Result<HostsRecord, BuildError> {
+    let started = std::time::Instant::now();
+    let capacity = sched::Capacity::for_host(enforcer, model.limits);
+    let mut hosts = Vec::new();
+    let all: Vec<f64> = scenario.traffic.iter().map(|_| f64::INFINITY).collect();
+    let resources = policy::resources(scenario, &all);
+    for (h, host) in scenario.hosts.iter().enumerate() {
+        let find = |want: ResourceKind| resources.iter().find(|r| r.kind == want).cloned();
+        hosts.push(Host {
+            enforcer: sched::build_with(enforcer, &host.policy, capacity)?,
+            on_wire: None,
+            kick_at: None,
+            ingress: VecDeque::new(),
+            ingress_bytes: 0,
+            ingress_busy: false,
+            egress_resource: find(ResourceKind::Egress(HostId(h as u16))),
+            ingress_resource: find(ResourceKind::Ingress(HostId(h as u16))),
+        });
+    }
+    let mut vm_offset = Vec::new();
+    let mut vms = 0u32;
+    for host in &scenario.hosts {
+        vm_offset.push(vms);
+        vms += host.policy.tenants.len() as u32;
+    }
+    let flows = scenario.traffic.len();
+    let intervals = scenario.duration_ns.div_ceil(scenario.interval_ns) as usize;
+    let mut senders = Vec::new();
+    let mut latency = Vec::new();
+    let mut latency_of = Vec::new();
+    for (ti, t) in scenario.traffic.iter().enumerate() {
+        let mtu = scenario.host(t.host).policy.link.mtu_bytes;
+        let (kind, send_bytes) = match t.traffic.kind {
+            TrafficKind::Bulk { .. } => (Kind::Bulk, bulk_send_bytes(mtu)),
+            TrafficKind::Udp {
+                rate_bps,
+                size_bytes,
+                flows,
+            }
+            | TrafficKind::Poisson {
+                rate_bps,
+                size_bytes,
+                flows,
+            } => (
+                Kind::Datagram {
+                    gap_ns: f64::from(size_bytes) * 8e9 / (rate_bps as f64 / f64::from(flows)),
+                    poisson: matches!(t.traffic.kind, TrafficKind::Poisson { .. }),
+                },
+                size_bytes + UDP_HEADER_BYTES,
+            ),
+            TrafficKind::Rpc {
+                response_bytes,
+                concurrency,
+                rate_per_s,
+                ..
+            } => (
+                match rate_per_s {
+                    None => Kind::RpcClosed,
+                    Some(rate) => Kind::RpcOpen {
+                        gap_ns: 1e9 * f64::from(concurrency) / rate,
+                    },
+                },
+                tcp_wire_bytes(response_bytes, mtu),
+            ),
+        };
+        latency_of.push(matches!(t.traffic.kind, TrafficKind::Rpc { .. }).then(|| {
+            latency.push(LatencyRecord {
+                traffic: t.traffic.name.clone(),
+                histogram_ns: hdrhistogram::Histogram::new_with_bounds(1, 100_000_000_000, 3)
+                    .expect("constant bounds are valid"),
+            });
+            latency.len() - 1
+        }));
+        for _ in 0..t.traffic.kind.flows() {
+            let index = senders.len() as u64;
+            senders.push(Sender {
+                traffic: ti,
+                kind,
+                send_bytes,
+                active: false,
+                window: WINDOW_INITIAL,
+                in_flight: 0,
+                at_host: 0,
+                last_cut_ns: 0,
+                slow_start: true,
+                retry_pending: false,
+                rng: ChaCha8Rng::seed_from_u64(
+                    scenario.seed ^ (index + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                ),
+            });
+        }
+    }
+    let mut events = EventQueue::default();
+    for (ti, t) in scenario.traffic.iter().enumerate() {
+        events.schedule(t.traffic.start_ns, Ev::Start(ti));
+        events.schedule(t.traffic.stop_ns, Ev::Stop(ti));
+    }
+    let feedback = Feedback::of(enforcer);
+    if feedback != Feedback::None {
+        events.schedule(scenario.feedback.epoch_ns, Ev::Epoch);
+    }
+    let hosts_len = hosts.len();
+    let mut run = Run {
+        scenario,
+        model,
+        feedback,
+        events,
+        hosts,
+        senders,
+        vm_offset,
+        policer: vec![(POLICER_BURST_BYTES, 0); vms as usize],
+        record: HostsRecord {
+            enforcer: enforcer.to_string(),
+            sent_bytes: vec![vec![0; intervals]; flows],
+            delivered_bytes: vec![vec![0; intervals]; flows],
+            offered_bytes: vec![0; flows],
+            refused_bytes: vec![0; flows],
+            queued_bytes: vec![0; flows],
+            dropped_bytes: vec![0; flows],
+            in_flight_bytes: vec![0; flows],
+            latency,
+            feedback_bps: vec![None; flows],
+            wall_s: 0.0,
+        },
+        latency_of,
+        epoch_sent: vec![0; flows],
+        epoch_arrived: vec![0; flows],
+        receiver_offer: vec![f64::INFINITY; flows],
+        sender_offer: vec![f64::INFINITY; flows],
+        last_offer: (0..hosts_len)
+            .map(|_| [vec![f64::INFINITY; flows], vec![f64::INFINITY; flows]])
+            .collect(),
+    };
+    let mut next_progress = 0;
+    while let Some((now, ev)) = run.events.pop() {
+        if now >= scenario.duration_ns {
+            break;
+        }
+        if now >= next_progress {
+            progress(now);
+            next_progress = now + scenario.duration_ns / 100;
+        }
+        run.handle(now, ev);
+    }
+    progress(scenario.duration_ns);
+    run.finish();
+    run.record.wall_s = started.elapsed().as_secs_f64();
+    Ok(run.record)
+}
+
+/// A packet handle: the sender in the low 24 bits, the issue time above.
+fn handle(sender: u32, issued_ns: u64) -> u64 {
+    u64::from(sender) | issued_ns << 24
+}
+
+fn unhandle(handle: u64) -> (u32, u64) {
+    ((handle & 0xff_ffff) as u32, handle >> 24)
+}
+
+impl Run<'_> {
+    fn interval(&self, now: u64) -> usize {
+        ((now / self.scenario.interval_ns) as usize).min(self.record.sent_bytes[0].len() - 1)
+    }
+
+    fn handle(&mut self, now: u64, ev: Ev) {
+        match ev {
+            Ev::Start(t) => {
+                for s in self.senders_of(t) {
+                    self.senders[s as usize].active = true;
+                    match self.senders[s as usize].kind {
+                        Kind::Bulk => self.fill(now, s),
+                        Kind::RpcClosed => self.issue(now, s),
+                        Kind::Datagram { .. } | Kind::RpcOpen { .. } => {
+                            let phase = self.senders[s as usize].rng.random_range(0..1000);
+                            self.events.schedule(now + phase, Ev::Send(s));
+                        }
+                    }
+                }
+            }
+            Ev::Stop(t) => {
+                for s in self.senders_of(t) {
+                    self.senders[s as usize].active = false;
+                }
+            }
+            Ev::LinkFree(h) => self.frame_left(now, h),
+            Ev::Kick(h) => {
+                self.hosts[h as usize].kick_at = None;
+                self.transmit(now, h);
+            }
+            Ev::Arrive { host, frame } => self.arrive(now, host, frame),
+            Ev::IngressFree(h) => self.ingress_done(now, h),
+            Ev::Ack {
+                sender,
+                lost,
+                issued_ns,
+                last,
+            } => self.ack(now, sender, lost, issued_ns, last),
+            Ev::Send(s) => self.open_loop(now, s),
+            Ev::Respond { sender, issued_ns } => {
+                if !self.offer(now, sender, issued_ns) {
+                    // Refused at the server's host: the client asks again later.
+                    self.events.schedule(
+                        now + self.model.refused_retry_ns,
+                        Ev::Respond { sender, issued_ns },
+                    );
+                }
+            }
+            Ev::Epoch => self.epoch(now),
+            Ev::Limit { host, traffic, bps } => {
+                self.receiver_offer[traffic] = bps;
+                self.apply_limits(host);
+            }
+        }
+    }
+
+    fn senders_of(&self, traffic: usize) -> Vec<u32> {
+        (0..self.senders.len() as u32)
+            .filter(|&s| self.senders[s as usize].traffic == traffic)
+            .collect()
+    }
+
+    fn fill(&mut self, now: u64, s: u32) {
+        loop {
+            let sender = &self.senders[s as usize];
+            if !sender.active
+                || sender.retry_pending
+                || f64::from(sender.in_flight) >= sender.window.floor()
+                || sender.at_host >= self.model.tsq_sends_min
+            {
+                return;
+            }
+            if !self.offer(now, s, now) {
+                let sender = &mut self.senders[s as usize];
+                sender.retry_pending = true;
+                self.events
+                    .schedule(now + self.model.refused_retry_ns, Ev::Send(s));
+                return;
+            }
+        }
+    }
+
+    fn issue(&mut self, now: u64, s: u32) {
+        // The request crosses the fabric and the server answers.
+        let at = now + FABRIC_DELAY_NS + self.model.path.server_delay_ns;
+        self.events.schedule(
+            at,
+            Ev::Respond {
+                sender: s,
+                issued_ns: now,
+            },
+        );
+    }
+
+    fn open_loop(&mut self, now: u64, s: u32) {
+        let sender = &mut self.senders[s as usize];
+        if sender.kind == Kind::Bulk {
+            sender.retry_pending = false;
+            self.fill(now, s);
+            return;
+        }
+        if !sender.active {
+            return;
+        }
+        let (gap, poisson) = match sender.kind {
+            Kind::Datagram { gap_ns, poisson } => (gap_ns, poisson),
+            Kind::RpcOpen { gap_ns } => (gap_ns, true),
+            Kind::Bulk | Kind::RpcClosed => unreachable!("closed-loop senders are not timed"),
+        };
+        let next = if poisson {
+            let u: f64 = sender.rng.random_range(f64::EPSILON..1.0);
+            -gap * u.ln()
+        } else {
+            gap
+        };
+        let next = now + next.max(1.0) as u64;
+        match sender.kind {
+            Kind::RpcOpen { .. } => self.issue(now, s),
+            _ => {
+                self.offer(now, s, now);
+            }
+        }
+        self.events.schedule(next, Ev::Send(s));
+    }
+
+    /// Hands one send to the sender host's enforcer; false if refused.
+    fn offer(&mut self, now: u64, s: u32, issued_ns: u64) -> bool {
+        let sender = &self.senders[s as usize];
+        let t = &self.scenario.traffic[sender.traffic];
+        let bytes = sender.send_bytes;
+        let packet = Packet {
+            len_bytes: bytes,
+            tenant: t.traffic.tenant,
+            app: t.traffic.app,
+            flow: s,
+            destination: self.vm_index(t.to),
+            core: 0,
+            arrival_ns: now,
+            handle: handle(s, issued_ns),
+        };
+        let traffic = sender.traffic;
+        let h = t.host.0;
+        self.record.offered_bytes[traffic] += u64::from(bytes);
+        match self.hosts[h as usize].enforcer.enqueue(now, packet) {
+            Ok(()) => {
+                let sender = &mut self.senders[s as usize];
+                sender.at_host += 1;
+                sender.in_flight += 1;
+                self.transmit(now, h);
+                true
+            }
+            Err(_) => {
+                self.record.refused_bytes[traffic] += u64::from(bytes);
+                false
+            }
+        }
+    }
+
+    fn vm_index(&self, vm: Vm) -> u32 {
+        self.vm_offset[vm.host.index()] + u32::from(vm.tenant.0)
+    }
+
+    fn transmit(&mut self, now: u64, h: u16) {
+        let host = &mut self.hosts[h as usize];
+        if host.on_wire.is_some() {
+            return;
+        }
+        if let Some(frame) = host.enforcer.dequeue(now) {
+            let rate = self.scenario.hosts[h as usize].policy.link.rate_bps;
+            host.on_wire = Some(frame);
+            self.events
+                .schedule(now + serialisation_ns(frame.bytes, rate), Ev::LinkFree(h));
+        } else if let Some(at) = host.enforcer.next_ready_ns(now)
+            && host.kick_at.is_none_or(|k| at < k)
+        {
+            host.kick_at = Some(at);
+            self.events.schedule(at.max(now + 1), Ev::Kick(h));
+        }
+    }
+
+    fn frame_left(&mut self, now: u64, h: u16) {
+        let frame = self.hosts[h as usize]
+            .on_wire
+            .take()
+            .expect("a frame was on the wire");
+        let (s, _) = unhandle(frame.packet.handle);
+        let traffic = self.senders[s as usize].traffic;
+        let k = self.interval(now);
+        self.record.sent_bytes[traffic][k] += u64::from(frame.bytes);
+        self.epoch_sent[traffic] += u64::from(frame.bytes);
+        if frame.last {
+            self.senders[s as usize].at_host -= 1;
+        }
+        let to = self.scenario.traffic[traffic].to.host.0;
+        self.events
+            .schedule(now + FABRIC_DELAY_NS, Ev::Arrive { host: to, frame });
+        self.transmit(now, h);
+        if frame.last && self.senders[s as usize].kind == Kind::Bulk {
+            self.fill(now, s);
+        }
+    }
+
+    fn arrive(&mut self, now: u64, h: u16, frame: Frame) {
+        let (s, issued_ns) = unhandle(frame.packet.handle);
+        let traffic = self.senders[s as usize].traffic;
+        self.epoch_arrived[traffic] += u64::from(frame.bytes);
+        let host = &mut self.hosts[h as usize];
+        if host.ingress_bytes + u64::from(frame.bytes) > INGRESS_QUEUE_BYTES {
+            self.record.dropped_bytes[traffic] += u64::from(frame.bytes);
+            self.lost(now, s, issued_ns, frame.last);
+            return;
+        }
+        host.ingress_bytes += u64::from(frame.bytes);
+        host.ingress.push_back(frame);
+        if !host.ingress_busy {
+            self.start_ingress(now, h);
+        }
+    }
+
+    fn start_ingress(&mut self, now: u64, h: u16) {
+        let rate = self.scenario.hosts[h as usize].policy.link.rate_bps;
+        let host = &mut self.hosts[h as usize];
+        if let Some(frame) = host.ingress.front() {
+            host.ingress_busy = true;
+            self.events.schedule(
+                now + serialisation_ns(frame.bytes, rate),
+                Ev::IngressFree(h),
+            );
+        } else {
+            host.ingress_busy = false;
+        }
+    }
+
+    fn ingress_done(&mut self, now: u64, h: u16) {
+        let host = &mut self.hosts[h as usize];
+        let frame = host
+            .ingress
+            .pop_front()
+            .expect("a frame was on the ingress link");
+        host.ingress_bytes -= u64::from(frame.bytes);
+        self.start_ingress(now, h);
+        let (s, issued_ns) = unhandle(frame.packet.handle);
+        let traffic = self.senders[s as usize].traffic;
+        let to = self.scenario.traffic[traffic].to;
+        let bytes = f64::from(frame.bytes);
+        if let Some(max) = self
+            .scenario
+            .tenant(to)
+            .ingress
+            .and_then(|e| e.max_rate_bps)
+        {
+            let vm = self.vm_index(to) as usize;
+            let (tokens, at) = self.policer[vm];
+            let tokens = (tokens + (now - at) as f64 * max as f64 / 8e9).min(POLICER_BURST_BYTES);
+            if tokens < bytes {
+                self.policer[vm] = (tokens, now);
+                self.record.dropped_bytes[traffic] += u64::from(frame.bytes);
+                self.lost(now, s, issued_ns, frame.last);
+                return;
+            }
+            self.policer[vm] = (tokens - bytes, now);
+        }
+        let k = self.interval(now);
+        self.record.delivered_bytes[traffic][k] += u64::from(frame.bytes);
+        if frame.last {
+            self.events.schedule(
+                now + FABRIC_DELAY_NS,
+                Ev::Ack {
+                    sender: s,
+                    lost: false,
+                    issued_ns,
+                    last: true,
+                },
+            );
+        }
+    }
+
+    fn lost(&mut self, now: u64, s: u32, issued_ns: u64, last: bool) {
+        self.events.schedule(
+            now + FABRIC_DELAY_NS,
+            Ev::Ack {
+                sender: s,
+                lost: true,
+                issued_ns,
+                last,
+            },
+        );
+    }
+
+    fn ack(&mut self, now: u64, s: u32, lost: bool, issued_ns: u64, last: bool) {
+        let rtt_ns = (now - issued_ns).max(2 * FABRIC_DELAY_NS);
+        let sender = &mut self.senders[s as usize];
+        if lost && now.saturating_sub(sender.last_cut_ns) > rtt_ns {
+            sender.window = (sender.window / 2.0).max(1.0);
+            sender.last_cut_ns = now;
+            sender.slow_start = false;
+        }
+        if !last {
+            return;
+        }
+        sender.in_flight -= 1;
+        if !lost {
+            sender.window += if sender.slow_start {
+                1.0
+            } else {
+                1.0 / sender.window
+            };
+        }
+        match sender.kind {
+            Kind::Bulk => self.fill(now, s),
+            Kind::RpcClosed | Kind::RpcOpen { .. } => {
+                if lost {
+                    // A lost response is asked for again; its latency runs on.
+                    self.events.schedule(
+                        now,
+                        Ev::Respond {
+                            sender: s,
+                            issued_ns,
+                        },
+                    );
+                    return;
+                }
+                let traffic = sender.traffic;
+                if let Some(l) = self.latency_of[traffic] {
+                    let _ = self.record.latency[l]
+                        .histogram_ns
+                        .record((now - issued_ns).max(1));
+                }
+                if sender.kind == Kind::RpcClosed && sender.active {
+                    self.issue(now, s);
+                }
+            }
+            Kind::Datagram { .. } => {}
+        }
+    }
+
+    /// Receivers compute rates for the VMs sending to them and send them back;
+    /// senders recompute their own egress shares.
+    fn epoch(&mut self, now: u64) {
+        let epoch_s = self.scenario.feedback.epoch_ns as f64 / 1e9;
+        let measured = |bytes: &[u64]| -> Vec<f64> {
+            bytes.iter().map(|&b| b as f64 * 8.0 / epoch_s).collect()
+        };
+        let arrived = measured(&self.epoch_arrived);
+        let sent = measured(&self.epoch_sent);
+        let running: Vec<bool> = (0..self.scenario.traffic.len())
+            .map(|f| {
+                let t = &self.scenario.traffic[f].traffic;
+                t.start_ns <= now && now < t.stop_ns
+            })
+            .collect();
+        let infinite = vec![f64::INFINITY; running.len()];
+        for h in 0..self.hosts.len() {
+            for (side, rates) in [(0, &sent), (1, &arrived)] {
+                let resource = if side == 0 {
+                    &self.hosts[h].egress_resource
+                } else {
+                    &self.hosts[h].ingress_resource
+                };
+                let Some(resource) = resource else { continue };
+                let mut resource = resource.clone();
+                for unit in &mut resource.units {
+                    unit.flows.retain(|&f| running[f]);
+                }
+                resource.units.retain(|u| !u.flows.is_empty());
+                let offers = if side == 1 && self.feedback == Feedback::PicNic {
+                    resource.fill(|_| f64::INFINITY)
+                } else {
+                    policy::offers(
+                        &resource,
+                        &infinite,
+                        rates,
+                        &self.last_offer[h][side],
+                        HELD_TOLERANCE,
+                    )
+                };
+                for (f, bps) in offers {
+                    self.last_offer[h][side][f] = bps;
+                    if side == 0 {
+                        self.sender_offer[f] = bps;
+                    } else {
+                        let host = self.scenario.traffic[f].host.0;
+                        self.events.schedule(
+                            now + self.scenario.feedback.delay_ns,
+                            Ev::Limit {
+                                host,
+                                traffic: f,
+                                bps,
+                            },
+                        );
+                    }
+                }
+            }
+            self.apply_limits(h as u16);
+        }
+        self.epoch_sent.iter_mut().for_each(|b| *b = 0);
+        self.epoch_arrived.iter_mut().for_each(|b| *b = 0);
+        self.events
+            .schedule(now + self.scenario.feedback.epoch_ns, Ev::Epoch);
+    }
+
+    /// Sets each VM-to-VM limit of host `h`'s senders: the sum over the pair's
+    /// traffic of the least of the receiver's and the sender's offers.
+    fn apply_limits(&mut self, h: u16) {
+        let mut pairs: Vec<(Vm, Vm, f64)> = Vec::new();
+        for (f, t) in self
+            .scenario
+            .traffic
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.host.0 == h)
+        {
+            let bps = self.receiver_offer[f].min(self.sender_offer[f]);
+            self.record.feedback_bps[f] = bps.is_finite().then_some(bps);
+            match pairs
+                .iter_mut()
+                .find(|(a, b, _)| *a == t.from() && *b == t.to)
+            {
+                Some((_, _, sum)) => *sum += bps,
+                None => pairs.push((t.from(), t.to, bps)),
+            }
+        }
+        for (from, to, bps) in pairs {
+            let destination = self.vm_index(to);
+            let limit = bps.is_finite().then(|| bps.max(1.0) as u64);
+            self.hosts[h as usize]
+                .enforcer
+                .set_destination_limit(from.tenant, destination, limit);
+        }
+    }
+
+    /// What is left at the end: held by the senders' enforcers or on their wires,
+    /// crossing the fabric, or queued at the receivers' links.
+    fn finish(&mut self) {
+        let traffic_of = |senders: &[Sender], frame: &Frame| {
+            senders[unhandle(frame.packet.handle).0 as usize].traffic
+        };
+        for host in &mut self.hosts {
+            let held = host
+                .on_wire
+                .take()
+                .into_iter()
+                .chain(std::iter::from_fn(|| host.enforcer.dequeue(u64::MAX)));
+            for frame in held {
+                self.record.queued_bytes[traffic_of(&self.senders, &frame)] +=
+                    u64::from(frame.bytes);
+            }
+            for frame in &host.ingress {
+                self.record.in_flight_bytes[traffic_of(&self.senders, frame)] +=
+                    u64::from(frame.bytes);
+            }
+        }
+        while let Some((_, ev)) = self.events.pop() {
+            if let Ev::Arrive { frame, .. } = ev {
+                self.record.in_flight_bytes[traffic_of(&self.senders, &frame)] +=
+                    u64::from(frame.bytes);
+            }
+        }
+    }
+}
