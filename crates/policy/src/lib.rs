@@ -20,5 +20,7 @@ pub use explain::{explain, parse_active};
 pub use hosts::*;
 pub use ideal::{Allocation, ideal_allocation};
 pub use model::*;
-pub use parse::{load_policy, load_scenario, parse_policy, parse_scenario};
+pub use parse::{
+    load_any_scenario, load_policy, load_scenario, parse_any_scenario, parse_policy, parse_scenario,
+};
 pub use units::{format_rate, format_size, format_time, parse_rate, parse_size, parse_time};
