@@ -22,5 +22,7 @@ pub use hosts::*;
 pub use ideal::{Allocation, ideal_allocation};
 pub use ideal_hosts::{Resource, ResourceKind, Unit, ideal_across_hosts, offers, resources};
 pub use model::*;
-pub use parse::{load_policy, load_scenario, parse_policy, parse_scenario};
+pub use parse::{
+    load_any_scenario, load_policy, load_scenario, parse_any_scenario, parse_policy, parse_scenario,
+};
 pub use units::{format_rate, format_size, format_time, parse_rate, parse_size, parse_time};

@@ -8,8 +8,15 @@ use crate::{Policy, Scenario, Traffic, TrafficKind};
 
 /// Tenants of a policy: each is a class with its own state in every enforcer.
 pub const TENANTS_MAX: usize = 4096;
-/// Apps of a policy, over all tenants, implicit `default` apps included.
+/// Apps of a policy, over all tenants, implicit `default` apps included; and of a
+/// scenario across hosts, over all its hosts.
 pub const APPS_MAX: usize = 65_536;
+/// Hosts of a scenario across hosts: each has a policy, an engine and a link of its
+/// own in the simulator, and a namespace and an engine in the lab.
+pub const HOSTS_MAX: usize = 64;
+/// VMs (tenants) over all hosts of a scenario: the ideal across hosts is one
+/// allocation over all of them, so they are bounded as one policy's tenants are.
+pub const VMS_MAX: usize = TENANTS_MAX;
 /// Every rate (link, guarantees, caps, split limits, offered udp/poisson rates):
 /// 10 Tbit/s, far past any NIC, so that rate × time stays well inside `u64`.
 pub const RATE_BPS_MAX: u64 = 10_000_000_000_000;
@@ -27,6 +34,10 @@ pub const INTERVALS_MAX: u64 = 100_000;
 /// Intervals × (tenants + apps + flows): the measurement frame computes an ideal
 /// allocation over every class and flow of every interval.
 pub const INTERVAL_CELLS_MAX: u64 = 20_000_000;
+/// Feedback epochs of one run across hosts (duration / `feedback.epoch`): in each,
+/// every receiver computes and sends a rate for every VM sending to it. 10^7 is
+/// 1000 s at 100 µs, a hundred times more than the default 1 ms over the longest run.
+pub const FEEDBACK_EPOCHS_MAX: u64 = 10_000_000;
 /// Flows of one scenario (bulk, udp and poisson `flows`, rpc `concurrency`),
 /// summed over its traffic: each has a sender and statistics of its own.
 pub const FLOWS_MAX: u64 = 100_000;

@@ -14,8 +14,9 @@ use crate::limits::{
 };
 use crate::units::{self, UnitError};
 use crate::{
-    App, AppId, CORE_INDEX_MAX, Cidr, Completions, CpuSharing, EngineCpu, Envelope, Link, Policy,
-    PolicyError, Proto, Scenario, Split, SplitBy, Tenant, TenantId, Traffic, TrafficKind,
+    AnyScenario, App, AppId, CORE_INDEX_MAX, Cidr, Completions, CpuSharing, EngineCpu, Envelope,
+    Link, Policy, PolicyError, Proto, Scenario, Split, SplitBy, Tenant, TenantId, Traffic,
+    TrafficKind,
 };
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::options::DuplicateKeyPolicy;
@@ -23,6 +24,8 @@ use serde_saphyr::{Location, Spanned};
 use std::fmt;
 use std::net::IpAddr;
 use std::path::Path;
+
+mod hosts;
 
 /// A YAML node; scalars keep the type the YAML core schema gave them.
 #[derive(Debug)]
@@ -438,6 +441,14 @@ impl<'n> Fields<'n> {
             .find(|(k, _, _)| *k == key)
             .map(|&(_, _, value)| value)
     }
+
+    /// Where `key` itself was written, for a key that is wrong where it stands.
+    fn key(&self, key: &str) -> Option<&'n Sp> {
+        self.entries
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .map(|&(_, key, _)| key)
+    }
 }
 
 /// Names of tenants, apps, traffic and scenarios: they label table columns, files
@@ -482,8 +493,13 @@ struct Draft<'n> {
     engine: EngineCpu,
     tenants: Vec<Tenant>,
     apps: Vec<App>,
-    /// Where each tenant's `min_rate` was written, for the guarantee checks.
+    /// Where each tenant's name was written, for names that must be unique
+    /// beyond the policy (VMs across hosts).
+    tenant_name_at: Vec<&'n Sp>,
+    /// Where each tenant's `min_rate` and `ingress.min_rate` were written, for the
+    /// guarantee checks.
     tenant_min_at: Vec<Option<&'n Sp>>,
+    ingress_min_at: Vec<Option<&'n Sp>>,
     app_min_at: Vec<Option<&'n Sp>>,
     /// Whether each tenant named its cores (the others get every core of the host).
     cores_given: Vec<bool>,
@@ -547,7 +563,9 @@ fn policy_draft<'n>(ctx: Ctx<'n>, root: &'n Sp) -> Res<Draft<'n>> {
         engine,
         tenants: Vec::new(),
         apps: Vec::new(),
+        tenant_name_at: Vec::new(),
         tenant_min_at: Vec::new(),
+        ingress_min_at: Vec::new(),
         app_min_at: Vec::new(),
         cores_given: Vec::new(),
     };
@@ -708,11 +726,13 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
         }
     }
 
+    let mut ingress_min_at = None;
     let ingress = fields
         .get("ingress")
         .map(|node| {
             let envelope = ctx.fields(node, "ingress", INGRESS_KEYS)?;
             let (min_rate_bps, max_rate_bps) = rate_bounds(ctx, &envelope)?;
+            ingress_min_at = envelope.get("min_rate");
             Ok(Envelope {
                 min_rate_bps,
                 max_rate_bps,
@@ -782,7 +802,9 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
         .map(|i| AppId(i as u32))
         .collect();
     draft.cores_given.push(!cores.is_empty());
+    draft.tenant_name_at.push(name_node);
     draft.tenant_min_at.push(fields.get("min_rate"));
+    draft.ingress_min_at.push(ingress_min_at);
     draft.tenants.push(Tenant {
         name,
         weight,
@@ -952,21 +974,41 @@ impl Draft<'_> {
             ),
             None => self.ctx.err(own, message, Some(hint)),
         };
-        let mut sum: u128 = 0;
-        for (tenant, at) in self.tenants.iter().zip(&self.tenant_min_at) {
-            sum += u128::from(tenant.min_rate_bps.unwrap_or(0));
-            if sum > u128::from(link_rate)
-                && let Some(at) = at
-            {
-                return blame(
-                    at,
-                    format!(
-                        "the tenants' min_rate add up to {}, above link.rate {}",
-                        units::format_rate(sum as f64),
-                        units::format_rate(link_rate as f64)
-                    ),
-                    "guarantees must fit in the link together".into(),
-                );
+        // The link bounds what enters the host as well as what leaves it
+        // (hosts.md), so ingress guarantees must fit in it as egress ones do.
+        let egress_min: fn(&Tenant) -> Option<u64> = |t| t.min_rate_bps;
+        let ingress_min: fn(&Tenant) -> Option<u64> = |t| t.ingress.and_then(|e| e.min_rate_bps);
+        let directions = [
+            (
+                "min_rate",
+                egress_min,
+                &self.tenant_min_at,
+                "guarantees must fit in the link together",
+            ),
+            (
+                "ingress min_rate",
+                ingress_min,
+                &self.ingress_min_at,
+                "ingress guarantees must fit in the link together: it bounds what enters the host too",
+            ),
+        ];
+        for (key, min_of, min_at, hint) in directions {
+            let mut sum: u128 = 0;
+            for (tenant, at) in self.tenants.iter().zip(min_at) {
+                sum += u128::from(min_of(tenant).unwrap_or(0));
+                if sum > u128::from(link_rate)
+                    && let Some(at) = at
+                {
+                    return blame(
+                        at,
+                        format!(
+                            "the tenants' {key} add up to {}, above link.rate {}",
+                            units::format_rate(sum as f64),
+                            units::format_rate(link_rate as f64)
+                        ),
+                        hint.into(),
+                    );
+                }
             }
         }
         for tenant in &self.tenants {
@@ -1057,6 +1099,21 @@ pub fn load_scenario(path: &Path, known_enforcers: &[&str]) -> Result<Scenario, 
     )
 }
 
+/// [`parse_any_scenario`] of the file at `path`.
+pub fn load_any_scenario(
+    path: &Path,
+    known_enforcers: &[&str],
+) -> Result<AnyScenario, PolicyError> {
+    let text = read_file(path)?;
+    let base_dir = path.parent().unwrap_or(Path::new(""));
+    parse_any_scenario(
+        &text,
+        &path.display().to_string(),
+        base_dir,
+        known_enforcers,
+    )
+}
+
 const SCENARIO_KEYS: &[&str] = &[
     "name",
     "policy",
@@ -1070,6 +1127,7 @@ const SCENARIO_KEYS: &[&str] = &[
 const TRAFFIC_KEYS: &[&str] = &[
     "name",
     "tenant",
+    "to",
     "app",
     "kind",
     "flows",
@@ -1082,15 +1140,18 @@ const TRAFFIC_KEYS: &[&str] = &[
     "concurrency",
     "cost",
 ];
-const COMMON_TRAFFIC_KEYS: &[&str] = &["name", "tenant", "app", "kind", "start", "stop", "cost"];
+const COMMON_TRAFFIC_KEYS: &[&str] = &[
+    "name", "tenant", "to", "app", "kind", "start", "stop", "cost",
+];
 
 const INTERVAL_NS_DEFAULT: u64 = 500_000_000;
 const PACKET_BYTES_DEFAULT: u64 = 1470;
 const MESSAGE_BYTES_DEFAULT: u64 = 64;
 
-/// Parses and validates a scenario; a `policy:` path is resolved against `base_dir`.
-/// `known_enforcers` are the names its `enforcers` may list, from the caller: the
-/// crates that implement them (`sched`'s registry, the lab) build on this one.
+/// Parses and validates a scenario of one host; a `policy:` path is resolved against
+/// `base_dir`. `known_enforcers` are the names its `enforcers` may list, from the
+/// caller: the crates that implement them (`sched`'s registry, the lab) build on
+/// this one.
 pub fn parse_scenario(
     text: &str,
     file: &str,
@@ -1099,79 +1160,206 @@ pub fn parse_scenario(
 ) -> Result<Scenario, PolicyError> {
     let ctx = Ctx { file };
     let root = ctx.read(text)?;
-    let top = ctx.fields(&root, "the scenario", SCENARIO_KEYS)?;
+    if let Some(hosts_key) = hosts_key(ctx, &root)? {
+        return ctx.err(
+            hosts_key,
+            "a scenario across hosts (`hosts:`), where a scenario of one host is expected",
+            Some(
+                "this takes a scenario with `policy:` (docs/scenario.md); scenarios with `hosts:` are in docs/hosts.md".into(),
+            ),
+        );
+    }
+    one_host_scenario(ctx, &root, base_dir, known_enforcers)
+}
 
-    let name = match top.get("name") {
-        Some(node) => {
-            let name = ctx.unit_text(node, "name")?;
-            // The name becomes a folder under the results: `.` and `..` would put
-            // a run's results in the current folder or above it.
-            if name.trim().is_empty()
-                || name == "."
-                || name == ".."
-                || name.contains(['/', '\\'])
-                || name.chars().any(char::is_control)
-                || name.len() > NAME_BYTES_MAX
-            {
-                let shown: String = name.chars().take(NAME_BYTES_MAX).collect();
-                return ctx.err(
-                    node,
-                    format!("invalid scenario name `{shown}`"),
-                    Some(format!(
-                        "the name becomes a folder: not empty, not `.` or `..`, no `/`, `\\` or control characters, at most {NAME_BYTES_MAX} bytes"
-                    )),
-                );
-            }
-            name
+/// Parses and validates a scenario of one host (as [`parse_scenario`]) or, when its
+/// top level has `hosts`, across several hosts (docs/hosts.md).
+pub fn parse_any_scenario(
+    text: &str,
+    file: &str,
+    base_dir: &Path,
+    known_enforcers: &[&str],
+) -> Result<AnyScenario, PolicyError> {
+    let ctx = Ctx { file };
+    let root = ctx.read(text)?;
+    match hosts_key(ctx, &root)? {
+        Some(_) => {
+            hosts::hosts_scenario(ctx, &root, base_dir, known_enforcers).map(AnyScenario::Hosts)
         }
-        None => Path::new(file).file_stem().map_or_else(
+        None => one_host_scenario(ctx, &root, base_dir, known_enforcers).map(AnyScenario::OneHost),
+    }
+}
+
+/// The `hosts` key of a scenario's top level, if it has one; a scenario with
+/// `policy` beside it is refused, as it would be unclear which one runs.
+fn hosts_key<'n>(ctx: Ctx, root: &'n Sp) -> Res<Option<&'n Sp>> {
+    let Node::Map(entries) = &root.value else {
+        return Ok(None);
+    };
+    let key = |name: &str| {
+        entries
+            .iter()
+            .map(|(key, _)| key)
+            .find(|key| matches!(&key.value, Node::Str(k) if k == name))
+    };
+    match (key("hosts"), key("policy")) {
+        (Some(hosts), Some(_)) => ctx.err(
+            hosts,
+            "a scenario has `policy` (one host) or `hosts` (several), not both",
+            Some("move the policy under a host of `hosts:`, or remove `hosts`".into()),
+        ),
+        (hosts, _) => Ok(hosts),
+    }
+}
+
+fn one_host_scenario(
+    ctx: Ctx,
+    root: &Sp,
+    base_dir: &Path,
+    known_enforcers: &[&str],
+) -> Res<Scenario> {
+    let top = ctx.fields(root, "the scenario", SCENARIO_KEYS)?;
+    let name = scenario_name(ctx, &top)?;
+    let policy_node = ctx.require(&top, "policy", "the scenario")?;
+    let policy = with_policy(ctx, policy_node, base_dir, |mut draft| {
+        draft.check_guarantees(None)?;
+        if let Some(link_node) = top.get("link") {
+            let fields = ctx.fields(link_node, "link", LINK_KEYS)?;
+            link_fields(ctx, &fields, &mut draft.link)?;
+            let rate_at = fields.get("rate").unwrap_or(link_node);
+            draft.check_guarantees(Some((ctx, rate_at)))?;
+        }
+        Ok(draft.finish())
+    })?;
+    let run = run_header(ctx, &top, known_enforcers, "tonic")?;
+
+    let items = traffic_items(ctx, &top)?;
+    let mut tally = TrafficTally::default();
+    let mut traffic: Vec<Traffic> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let fields = ctx.fields(item, "traffic", TRAFFIC_KEYS)?;
+        if let Some(to_key) = fields.key("to") {
+            return ctx.err(
+                to_key,
+                "`to` names a receiving VM on another host, and this scenario has one host",
+                Some(
+                    "a scenario across hosts lists them under `hosts:` in place of `policy:` (docs/hosts.md)".into(),
+                ),
+            );
+        }
+        let tenant_node = ctx.require(&fields, "tenant", "traffic")?;
+        let tenant_name = ctx.name(tenant_node, "tenant")?;
+        let Some(tenant) = policy.tenant_by_name(&tenant_name) else {
+            let names: Vec<&str> = policy.tenants.iter().map(|t| t.name.as_str()).collect();
+            return ctx.err(
+                tenant_node,
+                format!("unknown tenant `{tenant_name}`"),
+                Some(format!("tenants: {}", names.join(", "))),
+            );
+        };
+        let entry = traffic_entry(ctx, &fields, &policy, tenant, run.duration_ns, index)?;
+        tally.add(ctx, &fields, &policy, &entry)?;
+        traffic.push(entry);
+    }
+    let classes = (policy.tenants.len() + policy.apps.len()) as u64;
+    tally.check(ctx, &run, classes, items)?;
+
+    Ok(Scenario {
+        name,
+        policy,
+        duration_ns: run.duration_ns,
+        interval_ns: run.interval_ns,
+        seed: run.seed,
+        enforcers: run.enforcers,
+        traffic,
+    })
+}
+
+/// A scenario's `name`, or its file's stem.
+fn scenario_name(ctx: Ctx, top: &Fields) -> Res<String> {
+    let Some(node) = top.get("name") else {
+        return Ok(Path::new(ctx.file).file_stem().map_or_else(
             || "scenario".to_owned(),
             |s| s.to_string_lossy().into_owned(),
-        ),
+        ));
     };
+    let name = ctx.unit_text(node, "name")?;
+    // The name becomes a folder under the results: `.` and `..` would put
+    // a run's results in the current folder or above it.
+    if name.trim().is_empty()
+        || name == "."
+        || name == ".."
+        || name.contains(['/', '\\'])
+        || name.chars().any(char::is_control)
+        || name.len() > NAME_BYTES_MAX
+    {
+        let shown: String = name.chars().take(NAME_BYTES_MAX).collect();
+        return ctx.err(
+            node,
+            format!("invalid scenario name `{shown}`"),
+            Some(format!(
+                "the name becomes a folder: not empty, not `.` or `..`, no `/`, `\\` or control characters, at most {NAME_BYTES_MAX} bytes"
+            )),
+        );
+    }
+    Ok(name)
+}
 
-    let policy_node = ctx.require(&top, "policy", "the scenario")?;
-    let policy_text;
-    let policy_file;
-    let policy_root;
-    let (policy_ctx, policy_node) = match &policy_node.value {
+/// Reads the policy a scenario's `policy:` gives, a path relative to `base_dir` or
+/// a mapping inline, and hands its draft to `finish`: errors inside a policy file
+/// name that file, so the draft cannot outlive its text.
+fn with_policy<T>(
+    ctx: Ctx,
+    node: &Sp,
+    base_dir: &Path,
+    finish: impl FnOnce(Draft<'_>) -> Res<T>,
+) -> Res<T> {
+    match &node.value {
         Node::Str(path) => {
             let full = base_dir.join(path);
-            policy_file = full.display().to_string();
-            policy_text = std::fs::read_to_string(&full).map_err(|e| {
+            let policy_file = full.display().to_string();
+            let policy_text = std::fs::read_to_string(&full).map_err(|e| {
                 ctx.at(
-                    &policy_node.referenced,
+                    &node.referenced,
                     format!("cannot read policy file {policy_file}: {e}"),
                     Some("a `policy:` path is relative to the scenario's folder".into()),
                 )
             })?;
             let policy_ctx = Ctx { file: &policy_file };
-            policy_root = policy_ctx.read(&policy_text)?;
-            (policy_ctx, &policy_root)
+            let policy_root = policy_ctx.read(&policy_text)?;
+            finish(policy_draft(policy_ctx, &policy_root)?)
         }
-        Node::Map(_) => (ctx, policy_node),
-        other => {
-            return ctx.err(
-                policy_node,
-                format!(
-                    "policy must be a path or a mapping, found {}",
-                    describe(other)
-                ),
-                Some("write a file name, or the policy's keys indented below `policy:`".into()),
-            );
-        }
-    };
-    let mut draft = policy_draft(policy_ctx, policy_node)?;
-    draft.check_guarantees(None)?;
-    if let Some(link_node) = top.get("link") {
-        let fields = ctx.fields(link_node, "link", LINK_KEYS)?;
-        link_fields(ctx, &fields, &mut draft.link)?;
-        let rate_at = fields.get("rate").unwrap_or(link_node);
-        draft.check_guarantees(Some((ctx, rate_at)))?;
+        Node::Map(_) => finish(policy_draft(ctx, node)?),
+        other => ctx.err(
+            node,
+            format!(
+                "policy must be a path or a mapping, found {}",
+                describe(other)
+            ),
+            Some("write a file name, or the policy's keys indented below `policy:`".into()),
+        ),
     }
-    let policy = draft.finish();
+}
 
-    let duration_node = ctx.require(&top, "duration", "the scenario")?;
+/// The keys of a scenario about its run as a whole, checked against their bounds.
+struct RunHeader<'n> {
+    duration_ns: u64,
+    interval_ns: u64,
+    intervals: u64,
+    seed: u64,
+    enforcers: Vec<String>,
+    duration_at: &'n Sp,
+    /// The node to blame for too many intervals: `interval`, else `duration`.
+    intervals_at: &'n Sp,
+}
+
+fn run_header<'n>(
+    ctx: Ctx,
+    top: &Fields<'n>,
+    known_enforcers: &[&str],
+    default_enforcer: &str,
+) -> Res<RunHeader<'n>> {
+    let duration_node = ctx.require(top, "duration", "the scenario")?;
     let duration_ns = ctx.time(duration_node, "duration")?;
     if duration_ns == 0 {
         return ctx.err(
@@ -1218,10 +1406,11 @@ pub fn parse_scenario(
         }
         None => INTERVAL_NS_DEFAULT,
     };
+    let intervals_at = top.get("interval").unwrap_or(duration_node);
     let intervals = duration_ns.div_ceil(interval_ns);
     if intervals > INTERVALS_MAX {
         return ctx.err(
-            top.get("interval").unwrap_or(duration_node),
+            intervals_at,
             format!(
                 "{} of duration in intervals of {} make {intervals} intervals, above the bound",
                 units::format_time(duration_ns),
@@ -1238,11 +1427,23 @@ pub fn parse_scenario(
         None => 1,
     };
     let enforcers = match top.get("enforcers") {
-        Some(node) => listed_enforcers(ctx, node, known_enforcers)?,
-        None => vec!["tonic".to_owned()],
+        Some(node) => listed_enforcers(ctx, node, known_enforcers, default_enforcer)?,
+        None => vec![default_enforcer.to_owned()],
     };
+    Ok(RunHeader {
+        duration_ns,
+        interval_ns,
+        intervals,
+        seed,
+        enforcers,
+        duration_at: duration_node,
+        intervals_at,
+    })
+}
 
-    let traffic_node = ctx.require(&top, "traffic", "the scenario")?;
+/// A scenario's `traffic`: a list of at least one entry.
+fn traffic_items<'n>(ctx: Ctx, top: &Fields<'n>) -> Res<&'n [Sp]> {
+    let traffic_node = ctx.require(top, "traffic", "the scenario")?;
     let items = ctx.seq(traffic_node, "traffic")?;
     if items.is_empty() {
         return ctx.err(
@@ -1251,86 +1452,95 @@ pub fn parse_scenario(
             Some("list traffic as `- { tenant: t1, kind: bulk }`".into()),
         );
     }
-    let mut traffic: Vec<Traffic> = Vec::new();
-    let mut flows: u64 = 0;
-    for (index, item) in items.iter().enumerate() {
-        let entry = traffic_entry(ctx, &policy, duration_ns, index, item)?;
-        flows += u64::from(entry.kind.flows());
-        if flows > FLOWS_MAX {
+    Ok(items)
+}
+
+/// What a scenario's traffic adds up to, entry by entry, against the bounds on
+/// a scenario as a whole: flows, unique names, the simulator's packets.
+#[derive(Default)]
+struct TrafficTally {
+    flows: u64,
+    names: Vec<String>,
+    /// The simulator's packets for each entry, in the sender's policy.
+    estimates: Vec<f64>,
+}
+
+impl TrafficTally {
+    fn add(&mut self, ctx: Ctx, fields: &Fields, policy: &Policy, entry: &Traffic) -> Res<()> {
+        self.flows += u64::from(entry.kind.flows());
+        if self.flows > FLOWS_MAX {
             return ctx.err(
-                item,
-                format!("the traffic up to here opens {flows} flows, above the bound"),
+                fields.at,
+                format!(
+                    "the traffic up to here opens {} flows, above the bound",
+                    self.flows
+                ),
                 Some(format!(
                     "a scenario opens at most {FLOWS_MAX} flows over all its traffic (FLOWS_MAX; rpc counts its concurrency)"
                 )),
             );
         }
-        if traffic.iter().any(|t| t.name == entry.name) {
-            let fields = ctx.fields(item, "traffic", TRAFFIC_KEYS)?;
+        if self.names.contains(&entry.name) {
             return ctx.err(
-                fields.get("name").unwrap_or(item),
+                fields.get("name").unwrap_or(fields.at),
                 format!("duplicate traffic name `{}`", entry.name),
                 Some("give each traffic its own `name`".into()),
             );
         }
-        traffic.push(entry);
+        self.names.push(entry.name.clone());
+        self.estimates.push(traffic_packets_estimate(policy, entry));
+        Ok(())
     }
 
-    let classes = (policy.tenants.len() + policy.apps.len()) as u64;
-    let cells = intervals * (classes + flows);
-    if cells > INTERVAL_CELLS_MAX {
-        return ctx.err(
-            top.get("interval").unwrap_or(duration_node),
-            format!(
-                "{intervals} intervals × {} classes and flows make {cells} cells to measure, above the bound",
-                classes + flows
-            ),
-            Some(format!(
-                "intervals × (tenants + apps + flows) is at most {INTERVAL_CELLS_MAX} (INTERVAL_CELLS_MAX): lengthen `interval`"
-            )),
-        );
-    }
-    let estimates: Vec<f64> = traffic
-        .iter()
-        .map(|t| traffic_packets_estimate(&policy, t))
-        .collect();
-    let packets: f64 = estimates.iter().sum();
-    if packets > SIM_PACKETS_MAX {
-        let (largest, _) =
-            estimates.iter().enumerate().fold(
-                (0, 0.0),
-                |best, (i, &e)| if e > best.1 { (i, e) } else { best },
+    /// The bounds on the whole: the cells measured over `classes` (tenants and apps
+    /// of every policy) and every flow, and the simulator's packets.
+    fn check(&self, ctx: Ctx, run: &RunHeader, classes: u64, items: &[Sp]) -> Res<()> {
+        let cells = run.intervals * (classes + self.flows);
+        if cells > INTERVAL_CELLS_MAX {
+            return ctx.err(
+                run.intervals_at,
+                format!(
+                    "{} intervals × {} classes and flows make {cells} cells to measure, above the bound",
+                    run.intervals,
+                    classes + self.flows
+                ),
+                Some(format!(
+                    "intervals × (tenants + apps + flows) is at most {INTERVAL_CELLS_MAX} (INTERVAL_CELLS_MAX): lengthen `interval`"
+                )),
             );
-        return ctx.err(
-            &items[largest],
-            format!(
-                "the traffic costs the simulator about {packets:.3e} packets over the run (this one {:.3e}), above the bound",
-                estimates[largest]
-            ),
-            Some(format!(
-                "a simulated run costs at most {SIM_PACKETS_MAX:.0e} packets (SIM_PACKETS_MAX; refused senders retry {SENDER_RETRIES_PER_S} times a second, {RETRIES_PER_PACKET} retries to a packet): lower a rate, enlarge `size`, open fewer flows, guarantee an open-loop rpc's responses a min_rate, or shorten the traffic"
-            )),
-        );
+        }
+        let packets: f64 = self.estimates.iter().sum();
+        if packets > SIM_PACKETS_MAX {
+            let (largest, _) = self
+                .estimates
+                .iter()
+                .enumerate()
+                .fold(
+                    (0, 0.0),
+                    |best, (i, &e)| if e > best.1 { (i, e) } else { best },
+                );
+            return ctx.err(
+                &items[largest],
+                format!(
+                    "the traffic costs the simulator about {packets:.3e} packets over the run (this one {:.3e}), above the bound",
+                    self.estimates[largest]
+                ),
+                Some(format!(
+                    "a simulated run costs at most {SIM_PACKETS_MAX:.0e} packets (SIM_PACKETS_MAX; refused senders retry {SENDER_RETRIES_PER_S} times a second, {RETRIES_PER_PACKET} retries to a packet): lower a rate, enlarge `size`, open fewer flows, guarantee an open-loop rpc's responses a min_rate, or shorten the traffic"
+                )),
+            );
+        }
+        Ok(())
     }
-
-    Ok(Scenario {
-        name,
-        policy,
-        duration_ns,
-        interval_ns,
-        seed,
-        enforcers,
-        traffic,
-    })
 }
 
-fn listed_enforcers(ctx: Ctx, node: &Sp, known: &[&str]) -> Res<Vec<String>> {
+fn listed_enforcers(ctx: Ctx, node: &Sp, known: &[&str], default: &str) -> Res<Vec<String>> {
     let items = ctx.seq(node, "enforcers")?;
     if items.is_empty() {
         return ctx.err(
             node,
             "enforcers must not be empty",
-            Some("leave `enforcers` out for [tonic]".into()),
+            Some(format!("leave `enforcers` out for [{default}]")),
         );
     }
     let mut names = Vec::new();
@@ -1445,24 +1655,17 @@ fn check_traffic_app(
     Ok(())
 }
 
+/// The traffic entry `fields` of `tenant`, whom the caller found in `policy` (for
+/// a scenario across hosts, the sender's): `to` is the caller's too.
 fn traffic_entry(
     ctx: Ctx,
+    fields: &Fields,
     policy: &Policy,
+    tenant: TenantId,
     duration_ns: u64,
     index: usize,
-    node: &Sp,
 ) -> Res<Traffic> {
-    let fields = ctx.fields(node, "traffic", TRAFFIC_KEYS)?;
-    let tenant_node = ctx.require(&fields, "tenant", "traffic")?;
-    let tenant_name = ctx.name(tenant_node, "tenant")?;
-    let Some(tenant) = policy.tenant_by_name(&tenant_name) else {
-        let names: Vec<&str> = policy.tenants.iter().map(|t| t.name.as_str()).collect();
-        return ctx.err(
-            tenant_node,
-            format!("unknown tenant `{tenant_name}`"),
-            Some(format!("tenants: {}", names.join(", "))),
-        );
-    };
+    let tenant_name = &policy.tenant(tenant).name;
     let app = match fields.get("app") {
         Some(app_node) => {
             let app_name = ctx.name(app_node, "app")?;
@@ -1486,7 +1689,7 @@ fn traffic_entry(
         None => policy.catch_all_app(tenant),
     };
 
-    let kind_node = ctx.require(&fields, "kind", "traffic")?;
+    let kind_node = ctx.require(fields, "kind", "traffic")?;
     let kind_name = ctx.string(kind_node, "kind")?;
     let own_keys: &[&str] = match kind_name {
         "bulk" => &["flows"],
@@ -1513,13 +1716,13 @@ fn traffic_entry(
     }
 
     let datagram = |ctx: Ctx| -> Res<(u64, u32, u32)> {
-        let rate_node = ctx.require(&fields, "rate", &format!("{kind_name} traffic"))?;
+        let rate_node = ctx.require(fields, "rate", &format!("{kind_name} traffic"))?;
         let rate = ctx.positive_rate(rate_node, "rate")?;
         let size = match fields.get("size") {
             Some(node) => ctx.size_u32(node, "size", 1, DATAGRAM_BYTES_MAX)?,
             None => PACKET_BYTES_DEFAULT as u32,
         };
-        Ok((rate, size, count(ctx, &fields, "flows")?))
+        Ok((rate, size, count(ctx, fields, "flows")?))
     };
     let message_size = |key: &str| match fields.get(key) {
         Some(node) => ctx.size_u32(node, key, 1, MESSAGE_BYTES_MAX),
@@ -1527,7 +1730,7 @@ fn traffic_entry(
     };
     let kind = match kind_name {
         "bulk" => TrafficKind::Bulk {
-            flows: count(ctx, &fields, "flows")?,
+            flows: count(ctx, fields, "flows")?,
         },
         "udp" => {
             let (rate_bps, size_bytes, flows) = datagram(ctx)?;
@@ -1548,7 +1751,7 @@ fn traffic_entry(
         _ => TrafficKind::Rpc {
             request_bytes: message_size("request")?,
             response_bytes: message_size("response")?,
-            concurrency: count(ctx, &fields, "concurrency")?,
+            concurrency: count(ctx, fields, "concurrency")?,
             rate_per_s: fields
                 .get("rate")
                 .map(|node| requests_per_s(ctx, node))
@@ -1571,7 +1774,7 @@ fn traffic_entry(
             } else {
                 "start"
             })
-            .unwrap_or(node);
+            .unwrap_or(fields.at);
         return ctx.err(
             at,
             format!(

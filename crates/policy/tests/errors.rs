@@ -121,6 +121,40 @@ fn guarantees_exceed_the_link() {
 }
 
 #[test]
+fn ingress_envelopes() {
+    // The link bounds what enters the host too (hosts.md).
+    let e = fails(
+        &format!(
+            "{LINK}tenants:\n  - {{name: a, ingress: {{min_rate: 6Gbit}}}}\n  - {{name: b, ingress: {{min_rate: 5Gbit}}}}\n"
+        ),
+        4,
+        35,
+        "the tenants' ingress min_rate add up to 11Gbit, above link.rate 10Gbit",
+    );
+    assert!(e.hint.unwrap().contains("enters the host"));
+    // Egress guarantees alone are not ingress ones, and the reverse.
+    parse_policy(
+        &format!(
+            "{LINK}tenants:\n  - {{name: a, min_rate: 6Gbit, ingress: {{min_rate: 4Gbit}}}}\n  - {{name: b, min_rate: 4Gbit, ingress: {{min_rate: 6Gbit, max_rate: 20Gbit}}}}\n"
+        ),
+        "p.yaml",
+    )
+    .unwrap();
+    fails(
+        &format!("{LINK}tenants:\n  - {{name: a, ingress: {{rate: 1Gbit}}}}\n"),
+        3,
+        25,
+        "unknown key `rate` in ingress",
+    );
+    fails(
+        &format!("{LINK}tenants:\n  - {{name: a, completions: fifo}}\n"),
+        3,
+        28,
+        "unknown completions `fifo`",
+    );
+}
+
+#[test]
 fn app_guarantees_exceed_their_bound() {
     let apps = "    apps:\n      - {name: x, min_rate: 1Gbit, match: {ports: [1]}}\n      - {name: y, min_rate: 2Gbit}\n";
     fails(

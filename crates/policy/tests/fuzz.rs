@@ -1,12 +1,12 @@
 //! Bounded fuzzing of the parsers: whatever the text, they return (never panic),
 //! and an error points inside the text.
 
-use policy::{PolicyError, parse_policy, parse_scenario};
+use policy::{PolicyError, parse_any_scenario, parse_policy, parse_scenario};
 use proptest::prelude::*;
 use std::path::Path;
 
 /// The enforcers the scenarios below may list (nicsched passes its registry's).
-const KNOWN_ENFORCERS: &[&str] = &["xps", "tonic"];
+const KNOWN_ENFORCERS: &[&str] = &["xps", "tonic", "picnic"];
 
 const POLICY: &str = "link:
   rate: 10Gbit
@@ -53,6 +53,34 @@ traffic:
   - { tenant: t1, app: kvs, kind: rpc, rate: 100, concurrency: 2 }
   - { name: bulk, tenant: t2, kind: bulk, flows: 4, start: 1s, stop: 2s }
   - { tenant: t2, kind: udp, rate: 10Mbit, size: 100B }
+";
+
+const HOSTS: &str = "name: fuzz-hosts
+duration: 2s
+interval: 100ms
+enforcers: [picnic, tonic]
+fabric: { rate: 40Gbit }
+feedback: { epoch: 1ms, delay: 50us }
+hosts:
+  - name: h1
+    policy:
+      link: { rate: 10Gbit }
+      tenants:
+        - name: a
+          min_rate: 1Gbit
+          ingress: { min_rate: 2Gbit, max_rate: 8Gbit }
+          completions: in-order
+          apps: [{ name: kvs, priority: 0, match: { proto: tcp, ports: [11211] } }]
+        - { name: b, weight: 2 }
+  - name: h2
+    policy:
+      link: { rate: 10Gbit }
+      tenants:
+        - { name: c, ingress: { min_rate: 5Gbit } }
+traffic:
+  - { tenant: a, app: kvs, to: c, kind: rpc, rate: 100, concurrency: 2 }
+  - { name: bulk, tenant: c, to: b, kind: bulk, flows: 4, start: 1s, stop: 2s }
+  - { tenant: b, to: c, kind: udp, rate: 10Mbit, size: 100B }
 ";
 
 const TOKENS: &[&str] = &[
@@ -108,6 +136,10 @@ fn both(text: &str) {
     check(parse_policy(text, "f.yaml"), text);
     check(
         parse_scenario(text, "f.yaml", Path::new("/nonexistent"), KNOWN_ENFORCERS),
+        text,
+    );
+    check(
+        parse_any_scenario(text, "f.yaml", Path::new("/nonexistent"), KNOWN_ENFORCERS),
         text,
     );
 }
@@ -179,12 +211,20 @@ proptest! {
         let text = mutate(SCENARIO, &mutations);
         both(&text);
     }
+
+    #[test]
+    fn mutated_hosts_scenario(mutations in proptest::collection::vec(mutation(), 1..5)) {
+        let text = mutate(HOSTS, &mutations);
+        both(&text);
+    }
 }
 
 #[test]
 fn the_unmutated_bases_are_valid() {
     parse_policy(POLICY, "p.yaml").unwrap();
     parse_scenario(SCENARIO, "s.yaml", Path::new("."), KNOWN_ENFORCERS).unwrap();
+    let hosts = parse_any_scenario(HOSTS, "s.yaml", Path::new("."), KNOWN_ENFORCERS).unwrap();
+    assert!(matches!(hosts, policy::AnyScenario::Hosts(_)));
 }
 
 #[test]
