@@ -300,6 +300,65 @@ pub fn ideal_across_hosts(scenario: &HostsScenario, demand_bps: &[f64]) -> Vec<f
     rate
 }
 
+/// What `nicsched explain` prints for a scenario across hosts: the rule, the
+/// resources, and the ideal of every traffic in each phase (between starts and
+/// stops), with backlogged traffic wanting everything and open-loop traffic its rate.
+pub fn explain_hosts(scenario: &HostsScenario) -> String {
+    use crate::format_rate;
+    let mut out = String::from(
+        "The ideal across hosts: every host link (out and in), the fabric and every app cap is a \
+         capacity; at each, VMs are the units (guarantees, then weights, each capped by its \
+         envelope there), a VM's share split equally among its flows; a flow gets the least its \
+         capacities offer it, and a flow held below a capacity's offer by another leaves the \
+         rest to the others (work conserving).\n\n",
+    );
+    let vm_name = |vm: Vm| scenario.tenant(vm).name.clone();
+    let mut times: Vec<u64> = scenario
+        .traffic
+        .iter()
+        .flat_map(|t| [t.traffic.start_ns, t.traffic.stop_ns])
+        .filter(|&t| t < scenario.duration_ns)
+        .collect();
+    times.sort_unstable();
+    times.dedup();
+    for at in times {
+        let demand: Vec<f64> = scenario
+            .traffic
+            .iter()
+            .map(|t| {
+                if t.traffic.start_ns > at || t.traffic.stop_ns <= at {
+                    return 0.0;
+                }
+                match t.traffic.kind {
+                    crate::TrafficKind::Udp { rate_bps, .. }
+                    | crate::TrafficKind::Poisson { rate_bps, .. } => rate_bps as f64,
+                    _ => f64::INFINITY,
+                }
+            })
+            .collect();
+        if demand.iter().all(|&d| d == 0.0) {
+            continue;
+        }
+        out += &format!("from {}:\n", crate::format_time(at));
+        let rates = ideal_across_hosts(scenario, &demand);
+        for (i, t) in scenario
+            .traffic
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| demand[i] > 0.0)
+        {
+            out += &format!(
+                "  {:<16} {:>6} -> {:<6} {:>12}\n",
+                t.traffic.name,
+                vm_name(t.from()),
+                vm_name(t.to),
+                format_rate(rates[i])
+            );
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

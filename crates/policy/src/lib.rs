@@ -20,7 +20,9 @@ pub use error::PolicyError;
 pub use explain::{explain, parse_active};
 pub use hosts::*;
 pub use ideal::{Allocation, ideal_allocation};
-pub use ideal_hosts::{Resource, ResourceKind, Unit, ideal_across_hosts, offers, resources};
+pub use ideal_hosts::{
+    Resource, ResourceKind, Unit, explain_hosts, ideal_across_hosts, offers, resources,
+};
 pub use model::*;
 pub use parse::{
     load_any_scenario, load_policy, load_scenario, parse_any_scenario, parse_policy, parse_scenario,

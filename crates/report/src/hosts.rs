@@ -371,7 +371,7 @@ pub fn summarise(scenario: &HostsScenario, record: &HostsRecord) -> (HostsSummar
                 app: policy.app(t.traffic.app).name.clone(),
                 flow: t.traffic.name.clone(),
                 throughput_bps: delivered(f, k),
-                ideal_bps: ideal[f][k],
+                ideal_bps: ideal_at(f, k),
             });
         }
     }
