@@ -204,6 +204,16 @@ fn picnic_fig7b_parses_to_exactly_its_model() {
     }
 }
 
+#[test]
+fn the_shipped_fig7b_is_picnic_fig7b() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/picnic/fig7b.yaml");
+    let AnyScenario::Hosts(shipped) = load_any_scenario(&path, KNOWN_ENFORCERS).unwrap() else {
+        panic!("fig7b.yaml is a scenario across hosts");
+    };
+    assert_eq!(shipped.enforcers, vec!["picnic", "wheel"]);
+    assert_eq!(shipped, hosts(&fig7b("[picnic, wheel]")));
+}
+
 /// Two hosts, the second with an app of its own; traffic is appended.
 const TWO_HOSTS: &str = "duration: 1s
 hosts:
