@@ -2,7 +2,8 @@
 //! in one place. A file past one is refused by the parser with a located error
 //! whose hint names the bound, before anything is allocated for it: a typo such
 //! as `interval: 1ns` or `flows: 4294967295` must cost an error line, never an
-//! abort, a panic or the machine's memory. docs/scenario.md lists them.
+//! abort, a panic or the machine's memory. docs/scenario.md and docs/hosts.md list
+//! them.
 
 use crate::{Policy, Scenario, Traffic, TrafficKind};
 

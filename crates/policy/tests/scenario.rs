@@ -16,6 +16,7 @@ const KNOWN_ENFORCERS: &[&str] = &[
     "valve",
     "htb",
     "wheel",
+    "picnic",
     "fairnic",
     "linux-htb",
 ];
@@ -311,7 +312,8 @@ fn yaml_files(dir: &Path, found: &mut Vec<PathBuf>) {
 
 /// Every shipped scenario: each traffic's packets, on the port the lab gives them
 /// (one of its app's ports, or 5201 and up past every listed port), go to the app
-/// the scenario names, by the one classification function the lab uses.
+/// the scenario names, by the one classification function the lab uses; across
+/// hosts, in the sender's policy.
 #[test]
 fn shipped_scenarios_classify_their_traffic_to_its_app() {
     let mut files = Vec::new();
@@ -319,7 +321,7 @@ fn shipped_scenarios_classify_their_traffic_to_its_app() {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios"),
         &mut files,
     );
-    let scenarios: Vec<Scenario> = files
+    let scenarios: Vec<AnyScenario> = files
         .iter()
         .filter(|f| {
             std::fs::read_to_string(f)
@@ -327,15 +329,27 @@ fn shipped_scenarios_classify_their_traffic_to_its_app() {
                 .lines()
                 .any(|l| l.starts_with("traffic:"))
         })
-        .map(|f| load_scenario(f, KNOWN_ENFORCERS).unwrap_or_else(|e| panic!("{e}")))
+        .map(|f| load_any_scenario(f, KNOWN_ENFORCERS).unwrap_or_else(|e| panic!("{e}")))
         .collect();
     assert!(scenarios.len() >= 20, "found {}", scenarios.len());
+    assert!(scenarios.iter().any(|s| matches!(s, AnyScenario::Hosts(_))));
     for s in &scenarios {
-        let p = &s.policy;
-        let free_port = (5201..)
-            .find(|port| p.apps.iter().all(|a| !a.match_ports.contains(port)))
-            .unwrap();
-        for t in &s.traffic {
+        let (name, traffic): (&str, Vec<(&Policy, &Traffic)>) = match s {
+            AnyScenario::OneHost(s) => {
+                (&s.name, s.traffic.iter().map(|t| (&s.policy, t)).collect())
+            }
+            AnyScenario::Hosts(s) => (
+                &s.name,
+                s.traffic
+                    .iter()
+                    .map(|t| (&s.host(t.host).policy, &t.traffic))
+                    .collect(),
+            ),
+        };
+        for &(p, t) in &traffic {
+            let free_port = (5201..)
+                .find(|port| p.apps.iter().all(|a| !a.match_ports.contains(port)))
+                .unwrap();
             let app = p.app(t.app);
             let ports = if app.match_ports.is_empty() {
                 vec![free_port]
@@ -347,13 +361,16 @@ fn shipped_scenarios_classify_their_traffic_to_its_app() {
                 assert_eq!(
                     p.app(taker).name,
                     app.name,
-                    "{}: traffic {} on port {port}",
-                    s.name,
+                    "{name}: traffic {} on port {port}",
                     t.name
                 );
             }
         }
-        assert!(limits::sim_packets_estimate(s) <= limits::SIM_PACKETS_MAX);
+        let packets: f64 = traffic
+            .iter()
+            .map(|&(p, t)| limits::traffic_packets_estimate(p, t))
+            .sum();
+        assert!(packets <= limits::SIM_PACKETS_MAX, "{name}");
     }
 }
 
