@@ -168,7 +168,7 @@ enum Command {
         queue_limit: u32,
         /// The packets each app (leaf class, its split classes together) may hold in
         /// the engine in front of the software schedulers (`wf2q`, `valve`, `htb`,
-        /// `wheel`, `fairnic`), which replace the qdiscs: as HTB's leaves each have a
+        /// `wheel`, `picnic`, `picnic-wc`, `fairnic`), which replace the qdiscs: as HTB's leaves each have a
         /// qdisc of their own. A packet beyond it is dropped and counted against its tenant.
         #[arg(long, visible_alias = "tenant-limit", value_name = "PACKETS",
               default_value_t = lab::LAB_HOST_LIMITS.class_packets,
@@ -627,6 +627,30 @@ fn htb_refusal(source: &dyn std::fmt::Display, error: lab::TcScriptError) -> Fai
 }
 
 fn check(path: &Path, enforcers: &[String]) -> Result<(), Failure> {
+    if let Ok(policy::AnyScenario::Hosts(scenario)) =
+        policy::load_any_scenario(path, &lab::enforcer_names())
+    {
+        let names = if enforcers.is_empty() {
+            &scenario.enforcers[..]
+        } else {
+            enforcers
+        };
+        for name in names {
+            for host in &scenario.hosts {
+                sched::build(name, &host.policy)
+                    .map_err(|e| Failure::input(format!("host {}: {e}", host.name)))?;
+            }
+        }
+        println!(
+            "{}: {} hosts, {} VMs, {} VM-to-VM traffic; enforcers {} build on every host (nicsched explain prints the ideal)",
+            path.display(),
+            scenario.hosts.len(),
+            scenario.vms().len(),
+            scenario.traffic.len(),
+            names.join(", ")
+        );
+        return Ok(());
+    }
     let policy = load_policy_or_scenario(path)?;
     let default = ["tonic".to_string()];
     let enforcers = if enforcers.is_empty() {

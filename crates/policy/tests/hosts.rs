@@ -217,7 +217,10 @@ fn the_shipped_fig7b_is_picnic_fig7b() {
         .replace("start: 10s", "start: 20s")
         .replace("start: 5s", "start: 10s");
     for pair in ["a-c", "b-c", "b-d", "a-d"] {
-        expected = expected.replace(&format!("name: {pair}"), &format!("name: f-{}", pair.replace('-', "")));
+        expected = expected.replace(
+            &format!("name: {pair}"),
+            &format!("name: f-{}", pair.replace('-', "")),
+        );
     }
     assert_eq!(shipped, hosts(&expected));
 }
