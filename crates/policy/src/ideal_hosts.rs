@@ -297,6 +297,15 @@ pub fn ideal_across_hosts(scenario: &HostsScenario, demand_bps: &[f64]) -> Vec<f
             break;
         }
     }
+    // Where the rounds stop short of the fixed point (two resources' offers can
+    // chase each other), a resource may be over by what its flows' offers elsewhere
+    // moved last round: each resource, in turn, shares itself among its flows
+    // wanting no more than they have, which only ever lowers rates.
+    for resource in &resources {
+        for (f, bps) in resource.fill(|f| rate[f]) {
+            rate[f] = rate[f].min(bps);
+        }
+    }
     rate
 }
 
