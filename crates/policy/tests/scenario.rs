@@ -17,6 +17,7 @@ const KNOWN_ENFORCERS: &[&str] = &[
     "htb",
     "wheel",
     "picnic",
+    "picnic-wc",
     "fairnic",
     "linux-htb",
 ];
