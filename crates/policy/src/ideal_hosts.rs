@@ -104,10 +104,6 @@ impl Resource {
         .find(|&(f, _)| f == flow)
         .map_or(f64::INFINITY, |(_, bps)| bps)
     }
-
-    pub fn carries(&self, flow: usize) -> bool {
-        self.units.iter().any(|u| u.flows.contains(&flow))
-    }
 }
 
 /// The resources the active flows (`demand_bps[i] > 0`) cross, in a fixed order:
@@ -567,7 +563,7 @@ mod tests {
                 if want == 0.0 || rate >= want * (1.0 - slack) {
                     continue;
                 }
-                let held = resources(&s, &demand).iter().filter(|r| r.carries(f)).any(|r| {
+                let held = resources(&s, &demand).iter().filter(|r| r.units.iter().any(|u| u.flows.contains(&f))).any(|r| {
                     let used: f64 = r.units.iter().flat_map(|u| &u.flows).map(|&g| rates[g]).sum();
                     let unit = r.units.iter().find(|u| u.flows.contains(&f)).expect("carrier");
                     let unit_bps: f64 = unit.flows.iter().map(|&g| rates[g]).sum();

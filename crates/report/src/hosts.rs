@@ -23,10 +23,6 @@ pub struct HostsRecord {
     pub dropped_bytes: Vec<u64>,
     pub in_flight_bytes: Vec<u64>,
     pub latency: Vec<LatencyRecord>,
-    /// The VM-to-VM limits the sender last held per traffic (bit/s), where the
-    /// enforcer takes feedback.
-    pub feedback_bps: Vec<Option<f64>>,
-    pub wall_s: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -177,14 +173,17 @@ pub fn summarise(scenario: &HostsScenario, record: &HostsRecord) -> (HostsSummar
 
     // Per VM and interval: what it sent and received, and the ideal of both.
     let vms = scenario.vms();
-    let side = |vm: Vm, out: bool| -> Vec<usize> {
-        (0..flows)
-            .filter(|&f| {
-                let t = &scenario.traffic[f];
-                if out { t.from() == vm } else { t.to == vm }
+    let flows_where = |of_vm: &dyn Fn(&policy::HostsTraffic) -> Vm| -> Vec<Vec<usize>> {
+        vms.iter()
+            .map(|&vm| {
+                (0..flows)
+                    .filter(|&f| of_vm(&scenario.traffic[f]) == vm)
+                    .collect()
             })
             .collect()
     };
+    let vm_out = flows_where(&|t| t.from());
+    let vm_in = flows_where(&|t| t.to);
     let sum_at = |fs: &[usize], k: usize, what: &dyn Fn(usize, usize) -> f64| {
         fs.iter().map(|&f| what(f, k)).sum::<f64>()
     };
@@ -196,12 +195,11 @@ pub fn summarise(scenario: &HostsScenario, record: &HostsRecord) -> (HostsSummar
     let mut jain = Vec::new();
     let mut rel = Vec::new();
     for k in (0..intervals).filter(|&k| steady[k]) {
-        let ratios: Vec<f64> = vms
+        let ratios: Vec<f64> = vm_out
             .iter()
-            .filter_map(|&vm| {
-                let out = side(vm, true);
-                let want = sum_at(&out, k, &ideal_at);
-                (want > 0.0).then(|| sum_at(&out, k, &delivered) / want)
+            .filter_map(|out| {
+                let want = sum_at(out, k, &ideal_at);
+                (want > 0.0).then(|| sum_at(out, k, &delivered) / want)
             })
             .collect();
         if !ratios.is_empty() {
@@ -248,9 +246,10 @@ pub fn summarise(scenario: &HostsScenario, record: &HostsRecord) -> (HostsSummar
         }
         let tenants = vms
             .iter()
-            .filter(|vm| vm.host.index() == h)
-            .map(|&vm| {
-                let (out, inn) = (side(vm, true), side(vm, false));
+            .enumerate()
+            .filter(|(_, vm)| vm.host.index() == h)
+            .map(|(v, &vm)| {
+                let (out, inn) = (&vm_out[v], &vm_in[v]);
                 let active_out: Vec<usize> = (0..intervals)
                     .filter(|&k| out.iter().any(|&f| running(f, k)))
                     .collect();
@@ -287,12 +286,12 @@ pub fn summarise(scenario: &HostsScenario, record: &HostsRecord) -> (HostsSummar
                 VmFigures {
                     name: tenant.name.clone(),
                     throughput_bps: mean(
-                        &mut active_out.iter().map(|&k| sum_at(&out, k, &delivered)),
+                        &mut active_out.iter().map(|&k| sum_at(out, k, &delivered)),
                     ),
-                    ideal_bps: mean(&mut active_out.iter().map(|&k| sum_at(&out, k, &ideal_at))),
-                    ingress_bps: mean(&mut active_in.iter().map(|&k| sum_at(&inn, k, &delivered))),
+                    ideal_bps: mean(&mut active_out.iter().map(|&k| sum_at(out, k, &ideal_at))),
+                    ingress_bps: mean(&mut active_in.iter().map(|&k| sum_at(inn, k, &delivered))),
                     ingress_ideal_bps: mean(
-                        &mut active_in.iter().map(|&k| sum_at(&inn, k, &ideal_at)),
+                        &mut active_in.iter().map(|&k| sum_at(inn, k, &ideal_at)),
                     ),
                 }
             })

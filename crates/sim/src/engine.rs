@@ -13,7 +13,7 @@ use sched::cores::Cores;
 use sched::{Enforcer, Frame, Packet};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum SenderKind {
+pub(crate) enum SenderKind {
     /// A backlogged TCP-like flow bounded by TCP small queues.
     Bulk,
     /// One flow of open-loop datagrams; `poisson` draws exponential gaps.
@@ -22,6 +22,49 @@ enum SenderKind {
     RpcClosed,
     /// One rpc connection, open loop: requests at exponential gaps of mean `gap_ns`.
     RpcOpen { gap_ns: f64 },
+}
+
+impl SenderKind {
+    /// What each sender of a traffic of `kind` is, and the bytes of one of its
+    /// sends (a bulk TSO send, a datagram, a response) on a link of `mtu_bytes`.
+    pub(crate) fn of(kind: &TrafficKind, mtu_bytes: u32) -> (SenderKind, u32) {
+        match *kind {
+            TrafficKind::Bulk { .. } => (SenderKind::Bulk, bulk_send_bytes(mtu_bytes)),
+            TrafficKind::Udp {
+                rate_bps,
+                size_bytes,
+                flows,
+            }
+            | TrafficKind::Poisson {
+                rate_bps,
+                size_bytes,
+                flows,
+            } => {
+                let per_flow_bps = rate_bps as f64 / f64::from(flows);
+                (
+                    SenderKind::Datagram {
+                        gap_ns: f64::from(size_bytes) * 8.0 * 1e9 / per_flow_bps,
+                        poisson: matches!(kind, TrafficKind::Poisson { .. }),
+                    },
+                    size_bytes + UDP_HEADER_BYTES,
+                )
+            }
+            TrafficKind::Rpc {
+                response_bytes,
+                concurrency,
+                rate_per_s,
+                ..
+            } => {
+                let sender = match rate_per_s {
+                    None => SenderKind::RpcClosed,
+                    Some(rate) => SenderKind::RpcOpen {
+                        gap_ns: 1e9 * f64::from(concurrency) / rate,
+                    },
+                };
+                (sender, tcp_wire_bytes(response_bytes, mtu_bytes))
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -50,7 +93,7 @@ struct Sender {
 }
 
 /// Histogram bounds: 1 ns to 100 s at three significant digits.
-fn latency_histogram() -> hdrhistogram::Histogram<u64> {
+pub(crate) fn latency_histogram() -> hdrhistogram::Histogram<u64> {
     hdrhistogram::Histogram::new_with_bounds(1, 100_000_000_000, 3)
         .expect("constant bounds are valid")
 }
@@ -106,42 +149,7 @@ impl<'a> Engine<'a> {
             let first = senders.len() as u32;
             let flows = t.kind.flows();
             for _ in 0..flows {
-                let (kind, send_bytes) = match t.kind {
-                    TrafficKind::Bulk { .. } => (SenderKind::Bulk, bulk_send_bytes(mtu)),
-                    TrafficKind::Udp {
-                        rate_bps,
-                        size_bytes,
-                        flows,
-                    }
-                    | TrafficKind::Poisson {
-                        rate_bps,
-                        size_bytes,
-                        flows,
-                    } => {
-                        let per_flow_bps = rate_bps as f64 / f64::from(flows);
-                        (
-                            SenderKind::Datagram {
-                                gap_ns: f64::from(size_bytes) * 8.0 * 1e9 / per_flow_bps,
-                                poisson: matches!(t.kind, TrafficKind::Poisson { .. }),
-                            },
-                            size_bytes + UDP_HEADER_BYTES,
-                        )
-                    }
-                    TrafficKind::Rpc {
-                        response_bytes,
-                        concurrency,
-                        rate_per_s,
-                        ..
-                    } => {
-                        let kind = match rate_per_s {
-                            None => SenderKind::RpcClosed,
-                            Some(rate) => SenderKind::RpcOpen {
-                                gap_ns: 1e9 * f64::from(concurrency) / rate,
-                            },
-                        };
-                        (kind, tcp_wire_bytes(response_bytes, mtu))
-                    }
-                };
+                let (kind, send_bytes) = SenderKind::of(&t.kind, mtu);
                 let index = senders.len() as u64;
                 senders.push(Sender {
                     traffic: ti as u32,

@@ -6,9 +6,10 @@
 //! queues at the sender. With `picnic`, receivers feed VM-to-VM rates back every
 //! epoch, after the feedback delay, and senders fold them into departure times.
 
+use crate::engine::{SenderKind, latency_histogram};
 use crate::events::EventQueue;
 use crate::host::HostModel;
-use policy::wire::{UDP_HEADER_BYTES, bulk_send_bytes, serialisation_ns, tcp_wire_bytes};
+use policy::wire::serialisation_ns;
 use policy::{HostId, HostsScenario, Resource, ResourceKind, TrafficKind, Vm};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -53,17 +54,9 @@ const WINDOW_INITIAL: f64 = 4.0;
 /// elsewhere (measurement over one epoch is noisy by a send or two).
 const HELD_TOLERANCE: f64 = 0.1;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Kind {
-    Bulk,
-    Datagram { gap_ns: f64, poisson: bool },
-    RpcClosed,
-    RpcOpen { gap_ns: f64 },
-}
-
 struct Sender {
     traffic: usize,
-    kind: Kind,
+    kind: SenderKind,
     send_bytes: u32,
     active: bool,
     window: f64,
@@ -132,10 +125,12 @@ struct Run<'a> {
     /// arrived at the receiver's host.
     epoch_sent: Vec<u64>,
     epoch_arrived: Vec<u64>,
+    /// Per traffic: the receiver's last offer, as it reached the sender.
     receiver_offer: Vec<f64>,
-    sender_offer: Vec<f64>,
     /// What a resource last offered each traffic, per host: egress then ingress.
     last_offer: Vec<[Vec<f64>; 2]>,
+    /// Each traffic's senders, contiguous.
+    traffic_senders: Vec<std::ops::Range<u32>>,
 }
 
 /// Simulates `scenario` across its hosts under the enforcer called `enforcer`.
@@ -145,7 +140,6 @@ pub fn run_hosts(
     model: HostModel,
     progress: &mut dyn FnMut(u64),
 ) -> Result<HostsRecord, BuildError> {
-    let started = std::time::Instant::now();
     let capacity = sched::Capacity::for_host(enforcer, model.limits);
     let mut hosts = Vec::new();
     let all: Vec<f64> = scenario.traffic.iter().map(|_| f64::INFINITY).collect();
@@ -174,49 +168,18 @@ pub fn run_hosts(
     let mut senders = Vec::new();
     let mut latency = Vec::new();
     let mut latency_of = Vec::new();
+    let mut traffic_senders = Vec::new();
     for (ti, t) in scenario.traffic.iter().enumerate() {
         let mtu = scenario.host(t.host).policy.link.mtu_bytes;
-        let (kind, send_bytes) = match t.traffic.kind {
-            TrafficKind::Bulk { .. } => (Kind::Bulk, bulk_send_bytes(mtu)),
-            TrafficKind::Udp {
-                rate_bps,
-                size_bytes,
-                flows,
-            }
-            | TrafficKind::Poisson {
-                rate_bps,
-                size_bytes,
-                flows,
-            } => (
-                Kind::Datagram {
-                    gap_ns: f64::from(size_bytes) * 8e9 / (rate_bps as f64 / f64::from(flows)),
-                    poisson: matches!(t.traffic.kind, TrafficKind::Poisson { .. }),
-                },
-                size_bytes + UDP_HEADER_BYTES,
-            ),
-            TrafficKind::Rpc {
-                response_bytes,
-                concurrency,
-                rate_per_s,
-                ..
-            } => (
-                match rate_per_s {
-                    None => Kind::RpcClosed,
-                    Some(rate) => Kind::RpcOpen {
-                        gap_ns: 1e9 * f64::from(concurrency) / rate,
-                    },
-                },
-                tcp_wire_bytes(response_bytes, mtu),
-            ),
-        };
+        let (kind, send_bytes) = SenderKind::of(&t.traffic.kind, mtu);
         latency_of.push(matches!(t.traffic.kind, TrafficKind::Rpc { .. }).then(|| {
             latency.push(LatencyRecord {
                 traffic: t.traffic.name.clone(),
-                histogram_ns: hdrhistogram::Histogram::new_with_bounds(1, 100_000_000_000, 3)
-                    .expect("constant bounds are valid"),
+                histogram_ns: latency_histogram(),
             });
             latency.len() - 1
         }));
+        let first = senders.len() as u32;
         for _ in 0..t.traffic.kind.flows() {
             let index = senders.len() as u64;
             senders.push(Sender {
@@ -235,6 +198,7 @@ pub fn run_hosts(
                 ),
             });
         }
+        traffic_senders.push(first..senders.len() as u32);
     }
     let mut events = EventQueue::default();
     for (ti, t) in scenario.traffic.iter().enumerate() {
@@ -265,14 +229,12 @@ pub fn run_hosts(
             dropped_bytes: vec![0; flows],
             in_flight_bytes: vec![0; flows],
             latency,
-            feedback_bps: vec![None; flows],
-            wall_s: 0.0,
         },
         latency_of,
+        traffic_senders,
         epoch_sent: vec![0; flows],
         epoch_arrived: vec![0; flows],
         receiver_offer: vec![f64::INFINITY; flows],
-        sender_offer: vec![f64::INFINITY; flows],
         last_offer: (0..hosts_len)
             .map(|_| [vec![f64::INFINITY; flows], vec![f64::INFINITY; flows]])
             .collect(),
@@ -290,7 +252,6 @@ pub fn run_hosts(
     }
     progress(scenario.duration_ns);
     run.finish();
-    run.record.wall_s = started.elapsed().as_secs_f64();
     Ok(run.record)
 }
 
@@ -311,12 +272,12 @@ impl Run<'_> {
     fn handle(&mut self, now: u64, ev: Ev) {
         match ev {
             Ev::Start(t) => {
-                for s in self.senders_of(t) {
+                for s in self.traffic_senders[t].clone() {
                     self.senders[s as usize].active = true;
                     match self.senders[s as usize].kind {
-                        Kind::Bulk => self.fill(now, s),
-                        Kind::RpcClosed => self.issue(now, s),
-                        Kind::Datagram { .. } | Kind::RpcOpen { .. } => {
+                        SenderKind::Bulk => self.fill(now, s),
+                        SenderKind::RpcClosed => self.issue(now, s),
+                        SenderKind::Datagram { .. } | SenderKind::RpcOpen { .. } => {
                             let phase = self.senders[s as usize].rng.random_range(0..1000);
                             self.events.schedule(now + phase, Ev::Send(s));
                         }
@@ -324,7 +285,7 @@ impl Run<'_> {
                 }
             }
             Ev::Stop(t) => {
-                for s in self.senders_of(t) {
+                for s in self.traffic_senders[t].clone() {
                     self.senders[s as usize].active = false;
                 }
             }
@@ -357,12 +318,6 @@ impl Run<'_> {
                 self.apply_limits(host);
             }
         }
-    }
-
-    fn senders_of(&self, traffic: usize) -> Vec<u32> {
-        (0..self.senders.len() as u32)
-            .filter(|&s| self.senders[s as usize].traffic == traffic)
-            .collect()
     }
 
     fn fill(&mut self, now: u64, s: u32) {
@@ -399,7 +354,7 @@ impl Run<'_> {
 
     fn open_loop(&mut self, now: u64, s: u32) {
         let sender = &mut self.senders[s as usize];
-        if sender.kind == Kind::Bulk {
+        if sender.kind == SenderKind::Bulk {
             sender.retry_pending = false;
             self.fill(now, s);
             return;
@@ -408,9 +363,11 @@ impl Run<'_> {
             return;
         }
         let (gap, poisson) = match sender.kind {
-            Kind::Datagram { gap_ns, poisson } => (gap_ns, poisson),
-            Kind::RpcOpen { gap_ns } => (gap_ns, true),
-            Kind::Bulk | Kind::RpcClosed => unreachable!("closed-loop senders are not timed"),
+            SenderKind::Datagram { gap_ns, poisson } => (gap_ns, poisson),
+            SenderKind::RpcOpen { gap_ns } => (gap_ns, true),
+            SenderKind::Bulk | SenderKind::RpcClosed => {
+                unreachable!("closed-loop senders are not timed")
+            }
         };
         let next = if poisson {
             let u: f64 = sender.rng.random_range(f64::EPSILON..1.0);
@@ -420,7 +377,7 @@ impl Run<'_> {
         };
         let next = now + next.max(1.0) as u64;
         match sender.kind {
-            Kind::RpcOpen { .. } => self.issue(now, s),
+            SenderKind::RpcOpen { .. } => self.issue(now, s),
             _ => {
                 self.offer(now, s, now);
             }
@@ -500,7 +457,7 @@ impl Run<'_> {
         self.events
             .schedule(now + FABRIC_DELAY_NS, Ev::Arrive { host: to, frame });
         self.transmit(now, h);
-        if frame.last && self.senders[s as usize].kind == Kind::Bulk {
+        if frame.last && self.senders[s as usize].kind == SenderKind::Bulk {
             self.fill(now, s);
         }
     }
@@ -612,8 +569,8 @@ impl Run<'_> {
             };
         }
         match sender.kind {
-            Kind::Bulk => self.fill(now, s),
-            Kind::RpcClosed | Kind::RpcOpen { .. } => {
+            SenderKind::Bulk => self.fill(now, s),
+            SenderKind::RpcClosed | SenderKind::RpcOpen { .. } => {
                 if lost {
                     // A lost response is asked for again; its latency runs on.
                     self.events.schedule(
@@ -631,11 +588,11 @@ impl Run<'_> {
                         .histogram_ns
                         .record((now - issued_ns).max(1));
                 }
-                if sender.kind == Kind::RpcClosed && sender.active {
+                if sender.kind == SenderKind::RpcClosed && sender.active {
                     self.issue(now, s);
                 }
             }
-            Kind::Datagram { .. } => {}
+            SenderKind::Datagram { .. } => {}
         }
     }
 
@@ -681,9 +638,7 @@ impl Run<'_> {
                 };
                 for (f, bps) in offers {
                     self.last_offer[h][side][f] = bps;
-                    if side == 0 {
-                        self.sender_offer[f] = bps;
-                    } else {
+                    if side == 1 {
                         let host = self.scenario.traffic[f].host.0;
                         self.events.schedule(
                             now + self.scenario.feedback.delay_ns,
@@ -715,8 +670,7 @@ impl Run<'_> {
             .enumerate()
             .filter(|(_, t)| t.host.0 == h)
         {
-            let bps = self.receiver_offer[f].min(self.sender_offer[f]);
-            self.record.feedback_bps[f] = bps.is_finite().then_some(bps);
+            let bps = self.receiver_offer[f].min(self.last_offer[usize::from(h)][0][f]);
             match pairs
                 .iter_mut()
                 .find(|(a, b, _)| *a == t.from() && *b == t.to)
