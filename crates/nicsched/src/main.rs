@@ -900,7 +900,8 @@ fn simulate_hosts(
         })
         .map_err(|e| Failure::input(e.to_string()))?;
         bar.finish();
-        let (summary, rows) = report::summarise_hosts(&scenario, &record);
+        let (summary, rows) =
+            report::summarise_hosts(&scenario, &record, &sim::HostModel::default().path);
         let dir = out.staging().join(name);
         let write = || -> std::io::Result<()> {
             std::fs::create_dir_all(&dir)?;

@@ -3,7 +3,7 @@
 //! ideal across hosts, with the run's self-checks.
 
 use crate::{Check, LatencyRecord};
-use policy::{HostsScenario, TrafficKind, Vm, ideal_across_hosts};
+use policy::{HostsScenario, Vm, ideal_across_hosts};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -80,23 +80,26 @@ pub struct HostsRow {
     pub ideal_bps: f64,
 }
 
-/// A traffic's demand while it runs: backlogged, its open-loop rate, or for a
-/// closed-loop rpc what it achieved (it wants no more than its loop gives).
-fn demand_bps(kind: &TrafficKind, measured_bps: f64) -> f64 {
-    match *kind {
-        TrafficKind::Bulk { .. } => f64::INFINITY,
-        TrafficKind::Udp { rate_bps, .. } | TrafficKind::Poisson { rate_bps, .. } => {
-            rate_bps as f64
-        }
-        TrafficKind::Rpc { .. } => measured_bps,
-    }
-}
-
 /// Relative slack of the capacity checks: one send of 64 KiB per interval of
 /// bucketing at the slowest rates, and float rounding.
 const CAPACITY_SLACK: f64 = 0.02;
 
-pub fn summarise(scenario: &HostsScenario, record: &HostsRecord) -> (HostsSummary, Vec<HostsRow>) {
+/// `path` is the simulator's rpc path, which bounds what a closed-loop rpc asks.
+pub fn summarise(
+    scenario: &HostsScenario,
+    record: &HostsRecord,
+    path: &crate::measure::RpcPath,
+) -> (HostsSummary, Vec<HostsRow>) {
+    // What each traffic asks while it runs, as the one-host ideal counts it.
+    let asked_bps: Vec<f64> = scenario
+        .traffic
+        .iter()
+        .map(|t| {
+            let link = &scenario.host(t.host).policy.link;
+            crate::measure::flow_demand_bps(&t.traffic, link, path)
+                * f64::from(t.traffic.kind.flows())
+        })
+        .collect();
     let interval_s = scenario.interval_ns as f64 / 1e9;
     let intervals = record.delivered_bytes.first().map_or(0, Vec::len);
     let bps = |bytes: u64| bytes as f64 * 8.0 / interval_s;
@@ -129,8 +132,7 @@ pub fn summarise(scenario: &HostsScenario, record: &HostsRecord) -> (HostsSummar
                 if !running(f, k) {
                     return 0.0;
                 }
-                let t = &scenario.traffic[f].traffic;
-                demand_bps(&t.kind, bps(record.delivered_bytes[f][k]))
+                asked_bps[f]
             })
             .collect();
         let key: Vec<u64> = demand.iter().map(|d| d.to_bits()).collect();

@@ -29,8 +29,7 @@ impl Default for RpcPath {
 /// sees it: infinite for backlogged senders, the configured rate for open-loop ones.
 /// A closed-loop rpc connection can at most send one response per unloaded round
 /// trip, which bounds its demand.
-pub fn flow_demand_bps(traffic: &Traffic, scenario: &Scenario, path: &RpcPath) -> f64 {
-    let link = &scenario.policy.link;
+pub fn flow_demand_bps(traffic: &Traffic, link: &policy::Link, path: &RpcPath) -> f64 {
     match traffic.kind {
         TrafficKind::Bulk { .. } => f64::INFINITY,
         TrafficKind::Udp {
@@ -107,7 +106,7 @@ pub fn asked_demands_bps(scenario: &Scenario, path: &RpcPath) -> Vec<f64> {
     scenario
         .traffic
         .iter()
-        .map(|t| flow_demand_bps(t, scenario, path))
+        .map(|t| flow_demand_bps(t, &scenario.policy.link, path))
         .collect()
 }
 

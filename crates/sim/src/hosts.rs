@@ -44,8 +44,6 @@ impl Feedback {
 /// Bytes a host's ingress may queue before it drops: a receive ring of 1024
 /// descriptors of one MTU each.
 const INGRESS_QUEUE_BYTES: u64 = 1024 * 1500;
-/// Propagation through the fabric, each way; acknowledgements take it back.
-const FABRIC_DELAY_NS: u64 = 5_000;
 /// A VM's ingress envelope is policed with a bucket this deep.
 const POLICER_BURST_BYTES: f64 = 256.0 * 1024.0;
 /// A sender's window starts at this many sends and never falls below one.
@@ -266,7 +264,8 @@ fn unhandle(handle: u64) -> (u32, u64) {
 
 impl Run<'_> {
     fn interval(&self, now: u64) -> usize {
-        ((now / self.scenario.interval_ns) as usize).min(self.record.sent_bytes[0].len() - 1)
+        report::measure::interval_of(now, self.scenario.interval_ns)
+            .min(self.record.sent_bytes[0].len() - 1)
     }
 
     fn handle(&mut self, now: u64, ev: Ev) {
@@ -342,7 +341,7 @@ impl Run<'_> {
 
     fn issue(&mut self, now: u64, s: u32) {
         // The request crosses the fabric and the server answers.
-        let at = now + FABRIC_DELAY_NS + self.model.path.server_delay_ns;
+        let at = now + self.model.path.wire_delay_ns + self.model.path.server_delay_ns;
         self.events.schedule(
             at,
             Ev::Respond {
@@ -454,8 +453,10 @@ impl Run<'_> {
             self.senders[s as usize].at_host -= 1;
         }
         let to = self.scenario.traffic[traffic].to.host.0;
-        self.events
-            .schedule(now + FABRIC_DELAY_NS, Ev::Arrive { host: to, frame });
+        self.events.schedule(
+            now + self.model.path.wire_delay_ns,
+            Ev::Arrive { host: to, frame },
+        );
         self.transmit(now, h);
         if frame.last && self.senders[s as usize].kind == SenderKind::Bulk {
             self.fill(now, s);
@@ -526,7 +527,7 @@ impl Run<'_> {
         self.record.delivered_bytes[traffic][k] += u64::from(frame.bytes);
         if frame.last {
             self.events.schedule(
-                now + FABRIC_DELAY_NS,
+                now + self.model.path.wire_delay_ns,
                 Ev::Ack {
                     sender: s,
                     lost: false,
@@ -539,7 +540,7 @@ impl Run<'_> {
 
     fn lost(&mut self, now: u64, s: u32, issued_ns: u64, last: bool) {
         self.events.schedule(
-            now + FABRIC_DELAY_NS,
+            now + self.model.path.wire_delay_ns,
             Ev::Ack {
                 sender: s,
                 lost: true,
@@ -550,7 +551,7 @@ impl Run<'_> {
     }
 
     fn ack(&mut self, now: u64, s: u32, lost: bool, issued_ns: u64, last: bool) {
-        let rtt_ns = (now - issued_ns).max(2 * FABRIC_DELAY_NS);
+        let rtt_ns = (now - issued_ns).max(2 * self.model.path.wire_delay_ns);
         let sender = &mut self.senders[s as usize];
         if lost && now.saturating_sub(sender.last_cut_ns) > rtt_ns {
             sender.window = (sender.window / 2.0).max(1.0);

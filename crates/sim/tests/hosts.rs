@@ -110,11 +110,11 @@ fn picnic_gives_fig7b_phases_and_the_work_conserving_variant_the_ideal() {
             );
         }
     }
-    let (summary, _) = report::summarise_hosts(&s, &record);
+    let (summary, _) = report::summarise_hosts(&s, &record, &HostModel::default().path);
     assert!(summary.checks.iter().all(|c| c.ok), "{:?}", summary.checks);
 
     let record = run_hosts(&s, "picnic-wc", HostModel::default(), &mut |_| {}).expect("builds");
-    let (summary, _) = report::summarise_hosts(&s, &record);
+    let (summary, _) = report::summarise_hosts(&s, &record, &HostModel::default().path);
     assert!(summary.checks.iter().all(|c| c.ok), "{:?}", summary.checks);
     for phase in 0..4 {
         let got = phase_rates(&s, &record, phase, 2);
