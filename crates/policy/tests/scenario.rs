@@ -16,6 +16,7 @@ const KNOWN_ENFORCERS: &[&str] = &[
     "valve",
     "htb",
     "wheel",
+    "picnic",
     "fairnic",
     "linux-htb",
 ];
