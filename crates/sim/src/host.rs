@@ -35,8 +35,8 @@ pub struct HostModel {
     /// ring, bound what a flood keeps in the engine, and a VM's flows do not run
     /// out of descriptors behind one throttled flow when completions are out of order.
     pub tx_ring_descriptors: u32,
-    /// A datagram socket's send buffer (`net.core.wmem_default`). With NAPI-TX
-    /// (`completions: out-of-order`) each datagram is charged to it, as Linux charges
+    /// A datagram socket's send buffer (`net.core.wmem_default`). With NAPI-TX (a
+    /// tenant's `napi_tx`) each datagram is charged to it, as Linux charges
     /// an skb's truesize, from the send until its Tx completion: a flow that has this
     /// much in the host blocks until a completion frees room.
     pub sndbuf_bytes: u64,
