@@ -95,6 +95,13 @@ pub struct Tenant {
     pub ingress: Option<Envelope>,
     /// How the engine tells the VM that a packet is gone (PicNIC §5.4.3).
     pub completions: Completions,
+    /// Whether the VM's virtio driver frees a send when its completion comes back
+    /// (Linux's NAPI-TX), so that its sockets are charged for a send until the
+    /// engine is done with it and a full socket waits: backpressure from the engine
+    /// to the guest's applications (PicNIC §5.4.3). `false`, the default: the driver
+    /// frees a send as it posts it (`skb_orphan`), as the lab's veths do, and nothing
+    /// holds a datagram socket back.
+    pub napi_tx: bool,
     /// Never empty; in declaration order, the implicit `default` app last (a
     /// tenant whose apps include one without `match` has no implicit `default`).
     pub apps: Vec<AppId>,
@@ -111,7 +118,9 @@ pub struct Envelope {
 /// held until its packet leaves the engine (or is refused); `InOrder` frees them
 /// in the order they were posted (virtio's in-order mode), so one throttled flow's
 /// held descriptor holds back every later one of the VM; `OutOfOrder` frees each
-/// as its own packet leaves.
+/// as its own packet leaves. What a socket learns from a completion is
+/// [`Tenant::napi_tx`]'s to say: PicNIC pairs out-of-order completions with NAPI-TX
+/// (its Table 4 compares in-order without NAPI-TX against that pair).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Completions {
     InOrder,

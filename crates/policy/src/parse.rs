@@ -31,7 +31,7 @@ mod hosts;
 #[derive(Debug)]
 enum Node {
     Null,
-    Bool,
+    Bool(bool),
     Int(i128),
     Float(f64),
     Str(String),
@@ -64,8 +64,8 @@ impl<'de> Visitor<'de> for NodeVisitor {
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Node, D::Error> {
         Node::deserialize(deserializer)
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Node, E> {
-        Ok(Node::Bool)
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Node, E> {
+        Ok(Node::Bool(v))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Node, E> {
         Ok(Node::Int(v.into()))
@@ -107,7 +107,7 @@ impl<'de> Visitor<'de> for NodeVisitor {
 fn describe(node: &Node) -> &'static str {
     match node {
         Node::Null => "nothing",
-        Node::Bool => "a boolean",
+        Node::Bool(_) => "a boolean",
         Node::Int(_) => "an integer",
         Node::Float(_) => "a number",
         Node::Str(_) => "a string",
@@ -273,6 +273,17 @@ impl Ctx<'_> {
                 node,
                 format!("{key} must be an integer, found {}", describe(&node.value)),
                 Some(format!("write a whole number in {min}..={max}")),
+            ),
+        }
+    }
+
+    fn boolean(&self, node: &Sp, key: &str) -> Res<bool> {
+        match node.value {
+            Node::Bool(v) => Ok(v),
+            ref other => self.err(
+                node,
+                format!("{key} must be true or false, found {}", describe(other)),
+                Some(format!("write `{key}: true` or `{key}: false`")),
             ),
         }
     }
@@ -471,6 +482,7 @@ const TENANT_KEYS: &[&str] = &[
     "apps",
     "ingress",
     "completions",
+    "napi_tx",
 ];
 const TENANT_MATCH_KEYS: &[&str] = &["src", "port"];
 const INGRESS_KEYS: &[&str] = &["min_rate", "max_rate"];
@@ -753,6 +765,10 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
             }
         },
     };
+    let napi_tx = match fields.get("napi_tx") {
+        None => false,
+        Some(node) => ctx.boolean(node, "napi_tx")?,
+    };
 
     let tenant_id = TenantId(draft.tenants.len() as u16);
     let first_app = draft.apps.len();
@@ -817,6 +833,7 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
         match_port,
         ingress,
         completions,
+        napi_tx,
         apps,
     });
     Ok(())

@@ -375,6 +375,23 @@ fn priority_proto_split() {
 }
 
 #[test]
+fn completions_and_napi_tx() {
+    fails(
+        &format!("{LINK}tenants:\n  - {{name: a, completions: fifo}}\n"),
+        3,
+        28,
+        "unknown completions `fifo`",
+    );
+    let e = fails(
+        &format!("{LINK}tenants:\n  - {{name: a, napi_tx: yes}}\n"),
+        3,
+        24,
+        "napi_tx must be true or false, found a string",
+    );
+    assert!(e.hint.unwrap().contains("napi_tx: true"));
+}
+
+#[test]
 fn overlapping_source_prefixes() {
     fails(
         &format!(

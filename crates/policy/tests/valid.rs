@@ -101,6 +101,21 @@ fn defaults() {
     assert_eq!(p.tenants[1].apps, vec![AppId(1), AppId(2)]);
     assert!(!p.apps[2].implicit && p.apps[2].weight == 2);
     assert_eq!(p.catch_all_app(TenantId(1)), AppId(2));
+    let a = &p.tenants[0];
+    assert_eq!((a.completions, a.napi_tx), (Completions::OutOfOrder, false));
+}
+
+/// policy.md "tenants": the VM's completions and NAPI-TX, as written.
+#[test]
+fn completions_and_napi_tx() {
+    let p = parse_policy(
+        "link: {rate: 1Gbit}\ntenants:\n  - {name: a, completions: in-order, napi_tx: false}\n  - {name: b, completions: out-of-order, napi_tx: true}\n",
+        "p.yaml",
+    )
+    .unwrap();
+    let guest = |t: usize| (p.tenants[t].completions, p.tenants[t].napi_tx);
+    assert_eq!(guest(0), (Completions::InOrder, false));
+    assert_eq!(guest(1), (Completions::OutOfOrder, true));
 }
 
 /// policy.md "Shape": apps in order, first match wins; an app without `match`

@@ -233,6 +233,7 @@ pub fn empty_record(
         tenant_drops: vec![0; policy.tenants.len()],
         tenant_frames: Vec::new(),
         engine_cpu: Vec::new(),
+        backpressure: Vec::new(),
         frames_sent: 0,
         checks: Vec::new(),
         provenance: Default::default(),

@@ -95,7 +95,21 @@ pub struct MalformedFrames {
     pub oversize: u64,
 }
 
-/// One class of the report: an app of a tenant.
+/// One tenant (VM) between its sockets and the enforcer over a simulated run
+/// (PicNIC §5.4.3): how much the enforcer held for it, how long its transmit ring
+/// had no free descriptor, and what its guest lost for want of one. Refusals by the
+/// enforcer are the tenant's `drops`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Backpressure {
+    /// Packets the enforcer held for the tenant, averaged over the run's time.
+    pub held_packets_mean: f64,
+    pub held_packets_max: u64,
+    /// Seconds the VM's transmit ring was full.
+    pub ring_full_s: f64,
+    /// Datagrams a socket the guest does not hold back sent while the ring was full.
+    pub dropped_in_guest: u64,
+}
+
 /// One tenant at the engine's cores over a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EngineCpuTenant {
@@ -105,6 +119,7 @@ pub struct EngineCpuTenant {
     pub refused_packets: u64,
 }
 
+/// One class of the report: an app of a tenant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClassName {
     pub tenant: String,
@@ -251,6 +266,9 @@ pub struct RunRecord {
     /// Per tenant, what the engine's cores did with its packets; empty where no
     /// engine cost was asked (the CPU stage is then a pass-through).
     pub engine_cpu: Vec<EngineCpuTenant>,
+    /// Per tenant, in the simulator; empty in the lab, whose VMs are namespaces
+    /// without a transmit ring of nicsched's.
+    pub backpressure: Vec<Backpressure>,
     /// Frames that left on the link over the whole run.
     pub frames_sent: u64,
     /// The run's self-checks, in the order they were made.

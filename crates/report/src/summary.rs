@@ -88,6 +88,9 @@ pub struct TenantSummary {
     /// Packets refused for want of room waiting for an engine core.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_refused: Option<u64>,
+    /// What the enforcer held for the tenant and its VM's ring, in the simulator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backpressure: Option<crate::Backpressure>,
     pub apps: Vec<AppSummary>,
 }
 
@@ -314,6 +317,7 @@ fn tenant_summary(run: &RunRecord, steady: &[&Interval], tenant: usize) -> Tenan
             }
         }),
         engine_refused: run.engine_cpu.get(tenant).map(|cpu| cpu.refused_packets),
+        backpressure: run.backpressure.get(tenant).cloned(),
         apps,
     }
 }

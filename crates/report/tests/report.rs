@@ -129,6 +129,7 @@ fn two_tenants() -> RunRecord {
         tenant_drops: vec![3, 0],
         tenant_frames: Vec::new(),
         engine_cpu: Vec::new(),
+        backpressure: Vec::new(),
         frames_sent: 123_456,
         checks: Vec::new(),
         provenance: Default::default(),
@@ -288,6 +289,39 @@ fn summary_json_has_the_contract_keys_and_is_deterministic() {
 
     let back: Summary = serde_json::from_str(&json).unwrap();
     assert_eq!(back, summarize(&run));
+}
+
+/// The simulator's record of each VM's backpressure reaches its tenant in
+/// summary.json as it was; a run without one (the lab) writes no such key.
+#[test]
+fn backpressure_reaches_each_tenant_and_only_where_recorded() {
+    let mut run = two_tenants();
+    let lab = summarize(&run);
+    assert!(lab.tenants.iter().all(|t| t.backpressure.is_none()));
+    let json: serde_json::Value = serde_json::from_str(&lab.to_json()).unwrap();
+    assert!(json["tenants"][0].get("backpressure").is_none());
+
+    let flooded = report::Backpressure {
+        held_packets_mean: 999.5,
+        held_packets_max: 1000,
+        ring_full_s: 1.9,
+        dropped_in_guest: 586_548,
+    };
+    run.backpressure = vec![flooded.clone(), report::Backpressure::default()];
+    let summary = summarize(&run);
+    assert_eq!(summary.tenants[0].backpressure.as_ref(), Some(&flooded));
+    assert_eq!(
+        summary.tenants[1].backpressure,
+        Some(report::Backpressure::default())
+    );
+    let json: serde_json::Value = serde_json::from_str(&summary.to_json()).unwrap();
+    let written = &json["tenants"][0]["backpressure"];
+    assert_eq!(written["held_packets_max"], 1000);
+    assert_eq!(written["dropped_in_guest"], 586_548);
+    assert_eq!(written["ring_full_s"], 1.9);
+    assert_eq!(written["held_packets_mean"], 999.5);
+    let back: Summary = serde_json::from_str(&summary.to_json()).unwrap();
+    assert_eq!(back, summary);
 }
 
 #[test]

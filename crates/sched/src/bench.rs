@@ -103,6 +103,7 @@ pub fn policy_for(classes: u32, active: u32) -> Policy {
             match_port: None,
             ingress: None,
             completions: Default::default(),
+            napi_tx: false,
             apps: vec![AppId(t)],
         })
         .collect();

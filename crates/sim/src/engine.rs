@@ -1,8 +1,38 @@
-//! The run loop: senders offer packets to the enforcer, the link takes one frame at a
-//! time at the line rate, completions and responses flow back to the senders.
+//! The run loop: senders post sends on their VM's transmit ring and offer them to
+//! the enforcer, the link takes one frame at a time at the line rate, completions
+//! and responses flow back to the senders.
+//!
+//! ## Completions and backpressure (PicNIC §5.4.3)
+//!
+//! Every send (a bulk flow's TSO send, a datagram, an rpc response) takes a
+//! descriptor of its VM's ring (`ring`), held until the engine is done with the
+//! packet and given back `tx_completion_delay_ns` later, in the order the tenant's
+//! `completions` asks. A send that finds the ring full waits for a descriptor,
+//! first come first served. What a socket learns from a completion is the guest
+//! driver's business, the tenant's `napi_tx`:
+//!
+//! - with NAPI-TX, a socket is charged for a send until its completion, so every
+//!   socket is backpressured: a bulk flow by TCP small queues, a datagram flow by
+//!   its send buffer (`sndbuf_bytes`), which, once full, holds its next datagram
+//!   back (the generator waits) until a completion makes room. A flood is slowed
+//!   to what the engine passes, not dropped.
+//! - without (the default), the driver orphans a datagram as it posts it, so a
+//!   datagram socket is never held back: every datagram is offered to the engine,
+//!   which refuses it beyond packet accounting's caps, and one sent while the ring
+//!   is full is lost in the guest (`dropped_in_guest`). A bulk flow keeps TCP small
+//!   queues, freed by its completions: a real guest without NAPI-TX orphans TCP's
+//!   sends too and is held back by its congestion window instead, which the
+//!   simulator does not model; either way, under in-order completions its sends
+//!   wait behind a throttled flow's descriptors, and that is what throttles it.
+//!
+//! The ring (4096 descriptors) outnumbers what packet accounting lets one app hold,
+//! so under out-of-order completions without NAPI-TX (a tenant that sets neither
+//! key) it fills only when a tenant's apps together keep more packets in the engine
+//! than that, and senders run as they did before the ring was modelled.
 
 use crate::events::{Event, EventQueue};
 use crate::host::HostModel;
+use crate::ring::{Fate, Post, TxRing};
 use policy::wire::{UDP_HEADER_BYTES, bulk_send_bytes, serialisation_ns, tcp_wire_bytes};
 use policy::{AppId, Scenario, TenantId, TrafficKind};
 use rand::{RngExt, SeedableRng};
@@ -11,6 +41,7 @@ use report::measure;
 use report::{LatencyRecord, Mode, RunRecord};
 use sched::cores::Cores;
 use sched::{Enforcer, Frame, Packet};
+use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum SenderKind {
@@ -80,8 +111,17 @@ struct Sender {
     /// Bytes of one send (a bulk TSO send, a datagram, a response).
     send_bytes: u32,
     active: bool,
-    /// Bulk: sends between the socket and the completion.
+    /// Sends charged to the socket until their completion: a bulk flow's admitted
+    /// sends (TCP small queues), a backpressured datagram socket's datagrams.
     in_flight: u32,
+    /// Datagram: sends its send buffer holds (`u32::MAX` where the socket is not
+    /// backpressured).
+    sndbuf_sends: u32,
+    /// Datagram: one is due but its socket or its ring had no room; the gap to the
+    /// next was drawn when it fell due.
+    blocked_gap_ns: Option<u64>,
+    /// Bulk, datagram: queued for a free descriptor of its VM's ring.
+    waiting: bool,
     /// Bulk: refused with nothing in flight, a retry is scheduled.
     retry_pending: bool,
     /// Bulk: sends TSQ lets it keep in flight, from its measured delivery rate.
@@ -98,11 +138,49 @@ pub(crate) fn latency_histogram() -> hdrhistogram::Histogram<u64> {
         .expect("constant bounds are valid")
 }
 
-/// A send waiting for the engine's cores (`engine.packet_cost`, a traffic's `cost`).
-#[derive(Clone, Copy, Debug)]
-struct Sent {
-    sender: u32,
-    issued_ns: u64,
+/// A packet's handle: its tenant and its descriptor on the tenant's ring.
+fn handle_of(tenant: TenantId, descriptor: u32) -> u64 {
+    (u64::from(tenant.0) << 32) | u64::from(descriptor)
+}
+
+fn descriptor_of(handle: u64) -> (usize, u32) {
+    ((handle >> 32) as usize, handle as u32)
+}
+
+/// What offering a send came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Posted {
+    Admitted,
+    Refused,
+    RingFull,
+}
+
+/// One tenant's VM, as the engine sees it: its transmit ring, the sends waiting for
+/// a descriptor, and the figures of both.
+#[derive(Debug)]
+struct Vm {
+    ring: TxRing,
+    waiting: VecDeque<Post>,
+    /// When a `RingWake` is due for the sends waiting, if one is scheduled.
+    wake_at_ns: Option<u64>,
+    /// NAPI-TX: its sockets are charged for a send until its completion.
+    napi_tx: bool,
+    dropped_in_guest: u64,
+    /// Packets the enforcer holds for the tenant, and their integral over time
+    /// (packet-nanoseconds) up to `held_since_ns`, for the mean.
+    held_packets: u64,
+    held_packets_max: u64,
+    held_area: u64,
+    held_since_ns: u64,
+}
+
+impl Vm {
+    fn held_changed(&mut self, now_ns: u64, by: i64) {
+        self.held_area += self.held_packets * (now_ns - self.held_since_ns);
+        self.held_since_ns = now_ns;
+        self.held_packets = self.held_packets.wrapping_add_signed(by);
+        self.held_packets_max = self.held_packets_max.max(self.held_packets);
+    }
 }
 
 pub struct Engine<'a> {
@@ -126,8 +204,13 @@ pub struct Engine<'a> {
     offered_bytes: Vec<u64>,
     link_bytes: Vec<u64>,
     /// The engine's cores, where the run asks for engine cost; without it every
-    /// send reaches the enforcer the moment it is offered.
-    cpu: Option<Cores<Sent>>,
+    /// send reaches the enforcer the moment it is offered. A send waits there as its
+    /// packet's handle.
+    cpu: Option<Cores<u64>>,
+    /// Per tenant.
+    vms: Vec<Vm>,
+    /// Completions a packet's fate made due, reused so that no packet allocates.
+    due: Vec<(Post, Fate)>,
 }
 
 impl<'a> Engine<'a> {
@@ -150,6 +233,15 @@ impl<'a> Engine<'a> {
             let flows = t.kind.flows();
             for _ in 0..flows {
                 let (kind, send_bytes) = SenderKind::of(&t.kind, mtu);
+                let sndbuf_sends = if policy.tenant(t.tenant).napi_tx
+                    && matches!(kind, SenderKind::Datagram { .. })
+                {
+                    let truesize = u64::from(send_bytes + host.skb_overhead_bytes);
+                    // Linux lets a send through while the buffer holds less than its size.
+                    host.sndbuf_bytes.div_ceil(truesize).max(1) as u32
+                } else {
+                    u32::MAX
+                };
                 let index = senders.len() as u64;
                 senders.push(Sender {
                     traffic: ti as u32,
@@ -162,6 +254,9 @@ impl<'a> Engine<'a> {
                     send_bytes,
                     active: false,
                     in_flight: 0,
+                    sndbuf_sends,
+                    blocked_gap_ns: None,
+                    waiting: false,
                     retry_pending: false,
                     tsq_sends: host.tsq_sends_min,
                     window_bytes: 0,
@@ -243,6 +338,22 @@ impl<'a> Engine<'a> {
                     .map(|core_mask| core_mask(policy));
                 Cores::new(policy, host.engine_queue_packets, mask)
             }),
+            vms: policy
+                .tenants
+                .iter()
+                .map(|t| Vm {
+                    ring: TxRing::new(t.completions, host.tx_ring_descriptors),
+                    waiting: VecDeque::new(),
+                    wake_at_ns: None,
+                    napi_tx: t.napi_tx,
+                    dropped_in_guest: 0,
+                    held_packets: 0,
+                    held_packets_max: 0,
+                    held_area: 0,
+                    held_since_ns: 0,
+                })
+                .collect(),
+            due: Vec::new(),
         }
     }
 
@@ -261,6 +372,19 @@ impl<'a> Engine<'a> {
             }
         }
         progress(end_ns);
+        self.record.backpressure = self
+            .vms
+            .iter_mut()
+            .map(|vm| {
+                vm.held_changed(end_ns, 0);
+                report::Backpressure {
+                    held_packets_mean: vm.held_area as f64 / end_ns.max(1) as f64,
+                    held_packets_max: vm.held_packets_max,
+                    ring_full_s: vm.ring.full_ns(end_ns) as f64 / 1e9,
+                    dropped_in_guest: vm.dropped_in_guest,
+                }
+            })
+            .collect();
         for (t, counters) in self.enforcer.counters().iter().enumerate() {
             self.record.tenant_drops[t] = counters.refused_packets;
         }
@@ -363,31 +487,25 @@ impl<'a> Engine<'a> {
                     self.senders[s as usize].active = false;
                 }
             }
-            Event::TxCompletion { sender } => {
-                self.completed(now, sender);
-                self.fill_bulk(now, sender);
+            Event::TxCompletion { sender } => self.completion(now, sender),
+            Event::RingWake { tenant } => {
+                let t = usize::from(tenant);
+                if self.vms[t].wake_at_ns == Some(now) {
+                    self.vms[t].wake_at_ns = None;
+                }
+                self.serve_waiting(now, t);
             }
             Event::Retry { sender } => {
                 self.senders[sender as usize].retry_pending = false;
                 self.fill_bulk(now, sender);
             }
             Event::OpenLoopSend { sender } => self.open_loop_send(now, sender),
-            Event::Respond { sender, issued_ns } => {
-                let bytes = self.senders[sender as usize].send_bytes;
-                if !self.offer(now, sender, bytes, issued_ns) {
-                    // A refused response waits for buffer space like a blocked socket.
-                    self.events.schedule(
-                        now + self.host.refused_retry_ns,
-                        Event::Respond { sender, issued_ns },
-                    );
-                }
-            }
+            Event::Respond { sender, issued_ns } => self.respond(now, sender, issued_ns),
             Event::Processed {
-                sender,
+                handle,
                 bytes,
-                issued_ns,
                 core,
-            } => self.processed(now, sender, bytes, issued_ns, core),
+            } => self.processed(now, handle, bytes, core),
             Event::ResponseReceived { sender, issued_ns } => {
                 let s = &self.senders[sender as usize];
                 let traffic = s.traffic as usize;
@@ -464,50 +582,223 @@ impl<'a> Engine<'a> {
         } else {
             gap_ns
         };
-        let next = now + (gap.round() as u64).max(1);
-        let is_rpc = matches!(s.kind, SenderKind::RpcOpen { .. });
-        let bytes = s.send_bytes;
-        self.events.schedule(next, Event::OpenLoopSend { sender });
-        if is_rpc {
+        let gap_ns = (gap.round() as u64).max(1);
+        if matches!(s.kind, SenderKind::RpcOpen { .. }) {
+            self.events
+                .schedule(now + gap_ns, Event::OpenLoopSend { sender });
             self.issue_request(now, sender);
+        } else if self.vms[s.tenant.index()].napi_tx {
+            s.blocked_gap_ns = Some(gap_ns);
+            self.send_datagram(now, sender);
         } else {
-            // A refused datagram is dropped: counted by the enforcer against its tenant.
-            self.offer(now, sender, bytes, 0);
+            self.events
+                .schedule(now + gap_ns, Event::OpenLoopSend { sender });
+            // Nothing holds the socket back: a datagram the ring has no room for is
+            // lost in the guest, one the enforcer refuses is counted against its tenant.
+            let tenant = s.tenant;
+            if self.post(now, sender, 0) == Posted::RingFull {
+                self.vms[tenant.index()].dropped_in_guest += 1;
+            }
         }
+    }
+
+    /// Sends a backpressured socket's due datagram if its send buffer and its ring
+    /// have room, and times the next one from now; otherwise it stays due.
+    fn send_datagram(&mut self, now: u64, sender: u32) {
+        let s = &mut self.senders[sender as usize];
+        let Some(gap_ns) = s.blocked_gap_ns else {
+            return;
+        };
+        if !s.active {
+            s.blocked_gap_ns = None;
+            return;
+        }
+        if s.in_flight >= s.sndbuf_sends || s.waiting {
+            return;
+        }
+        let tenant = s.tenant;
+        if !self.vms[tenant.index()].ring.has_room(now) {
+            self.wait(now, tenant, sender, 0);
+            return;
+        }
+        s.blocked_gap_ns = None;
+        s.in_flight += 1;
+        self.events
+            .schedule(now + gap_ns, Event::OpenLoopSend { sender });
+        self.post(now, sender, 0);
     }
 
     fn fill_bulk(&mut self, now: u64, sender: u32) {
         loop {
             let s = &self.senders[sender as usize];
-            if !s.active || s.in_flight >= s.tsq_sends || s.retry_pending {
+            if !s.active || s.in_flight >= s.tsq_sends || s.retry_pending || s.waiting {
                 return;
             }
-            let bytes = s.send_bytes;
-            if self.offer(now, sender, bytes, 0) {
-                self.senders[sender as usize].in_flight += 1;
-            } else {
-                let s = &mut self.senders[sender as usize];
-                if s.in_flight == 0 {
-                    s.retry_pending = true;
-                    self.events
-                        .schedule(now + self.host.refused_retry_ns, Event::Retry { sender });
+            match self.post(now, sender, 0) {
+                Posted::Admitted => self.senders[sender as usize].in_flight += 1,
+                Posted::Refused => {
+                    let s = &mut self.senders[sender as usize];
+                    if s.in_flight == 0 {
+                        s.retry_pending = true;
+                        self.events
+                            .schedule(now + self.host.refused_retry_ns, Event::Retry { sender });
+                    }
+                    return;
                 }
+                Posted::RingFull => {
+                    let tenant = self.senders[sender as usize].tenant;
+                    self.wait(now, tenant, sender, 0);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// An rpc's response goes out; a refused one waits for buffer space like a
+    /// blocked socket.
+    fn respond(&mut self, now: u64, sender: u32, issued_ns: u64) {
+        match self.post(now, sender, issued_ns) {
+            Posted::Admitted => {}
+            Posted::Refused => self.events.schedule(
+                now + self.host.refused_retry_ns,
+                Event::Respond { sender, issued_ns },
+            ),
+            Posted::RingFull => {
+                let tenant = self.senders[sender as usize].tenant;
+                self.wait(now, tenant, sender, issued_ns);
+            }
+        }
+    }
+
+    /// Queues a send for a descriptor of `tenant`'s ring. A flow queues once: it
+    /// sends what its socket allows when its turn comes.
+    fn wait(&mut self, now: u64, tenant: TenantId, sender: u32, issued_ns: u64) {
+        let s = &mut self.senders[sender as usize];
+        if matches!(s.kind, SenderKind::Bulk | SenderKind::Datagram { .. }) {
+            debug_assert!(!s.waiting);
+            s.waiting = true;
+        }
+        self.vms[tenant.index()]
+            .waiting
+            .push_back(Post { sender, issued_ns });
+        self.arm_wake(now, tenant.index());
+    }
+
+    /// Makes sure the sends waiting on `tenant`'s ring hear of its next free
+    /// descriptor: a completion nobody's socket waits for is reaped without an event
+    /// of its own.
+    fn arm_wake(&mut self, now: u64, tenant: usize) {
+        let vm = &mut self.vms[tenant];
+        if vm.waiting.is_empty() {
+            return;
+        }
+        if let Some(at) = vm.ring.next_reap_ns().map(|at| at.max(now))
+            && vm.wake_at_ns.is_none_or(|w| at < w)
+        {
+            vm.wake_at_ns = Some(at);
+            self.events.schedule(
+                at,
+                Event::RingWake {
+                    tenant: tenant as u16,
+                },
+            );
+        }
+    }
+
+    /// Hands free descriptors to the sends waiting for them, in the order they came.
+    fn serve_waiting(&mut self, now: u64, tenant: usize) {
+        while self.vms[tenant].ring.has_room(now) {
+            let Some(post) = self.vms[tenant].waiting.pop_front() else {
                 return;
+            };
+            let sender = post.sender;
+            self.senders[sender as usize].waiting = false;
+            match self.senders[sender as usize].kind {
+                SenderKind::Bulk => self.fill_bulk(now, sender),
+                SenderKind::Datagram { .. } => self.send_datagram(now, sender),
+                SenderKind::RpcClosed | SenderKind::RpcOpen { .. } => {
+                    self.respond(now, sender, post.issued_ns)
+                }
+            }
+        }
+        self.arm_wake(now, tenant);
+    }
+
+    /// Posts one send of `sender` on its VM's ring and offers it to the engine.
+    fn post(&mut self, now: u64, sender: u32, issued_ns: u64) -> Posted {
+        let s = &self.senders[sender as usize];
+        let (tenant, bytes) = (s.tenant, s.send_bytes);
+        let Some(descriptor) = self.vms[tenant.index()]
+            .ring
+            .post(now, Post { sender, issued_ns })
+        else {
+            return Posted::RingFull;
+        };
+        let handle = handle_of(tenant, descriptor);
+        if self.offer(now, sender, bytes, handle) {
+            Posted::Admitted
+        } else {
+            self.done(now, handle, Fate::Refused);
+            Posted::Refused
+        }
+    }
+
+    /// The engine is done with a packet: the completions that makes due are reaped
+    /// `tx_completion_delay_ns` later, and a socket that learns of its send then
+    /// (a bulk flow's sent packet, a datagram under NAPI-TX) hears of it.
+    fn done(&mut self, now: u64, handle: u64, fate: Fate) {
+        let (tenant, descriptor) = descriptor_of(handle);
+        let reap_at = now + self.host.tx_completion_delay_ns;
+        let mut due = std::mem::take(&mut self.due);
+        self.vms[tenant]
+            .ring
+            .done(reap_at, descriptor, fate, &mut due);
+        for &(Post { sender, .. }, fate) in &due {
+            let learns = match self.senders[sender as usize].kind {
+                // A refused send was never in flight: the socket heard of it at once.
+                SenderKind::Bulk => fate == Fate::Sent,
+                SenderKind::Datagram { .. } => self.vms[tenant].napi_tx,
+                SenderKind::RpcClosed | SenderKind::RpcOpen { .. } => false,
+            };
+            if learns {
+                self.events
+                    .schedule(reap_at, Event::TxCompletion { sender });
+            }
+        }
+        due.clear();
+        self.due = due;
+        self.arm_wake(now, tenant);
+    }
+
+    /// A socket hears that one of its sends is gone: whoever waits for a
+    /// descriptor goes first, then the socket sends what it may.
+    fn completion(&mut self, now: u64, sender: u32) {
+        self.serve_waiting(now, self.senders[sender as usize].tenant.index());
+        match self.senders[sender as usize].kind {
+            SenderKind::Bulk => {
+                self.completed(now, sender);
+                self.fill_bulk(now, sender);
+            }
+            SenderKind::Datagram { .. } => {
+                self.senders[sender as usize].in_flight -= 1;
+                self.send_datagram(now, sender);
+            }
+            SenderKind::RpcClosed | SenderKind::RpcOpen { .. } => {
+                unreachable!("an rpc's socket hears of its response otherwise")
             }
         }
     }
 
     /// Offers one send to the engine: to its cores when the run asks for engine
     /// cost, else straight to the enforcer; true when admitted.
-    fn offer(&mut self, now: u64, sender: u32, bytes: u32, issued_ns: u64) -> bool {
+    fn offer(&mut self, now: u64, sender: u32, bytes: u32, handle: u64) -> bool {
         let Some(cpu) = &mut self.cpu else {
-            return self.hand_to_enforcer(now, sender, bytes, issued_ns);
+            return self.hand_to_enforcer(now, sender, bytes, handle);
         };
         let s = &self.senders[sender as usize];
         let cost_ns = self.scenario.policy.engine.packet_cost_ns
             + self.scenario.traffic[s.traffic as usize].cost_ns;
-        let sent = Sent { sender, issued_ns };
-        let admitted = cpu.arrive(sent, sender, s.tenant, bytes, cost_ns).is_ok();
+        let admitted = cpu.arrive(handle, sender, s.tenant, bytes, cost_ns).is_ok();
         if admitted {
             self.start_cores(now);
         }
@@ -524,9 +815,8 @@ impl<'a> Engine<'a> {
             self.events.schedule(
                 now + send.cost_ns,
                 Event::Processed {
-                    sender: send.item.sender,
+                    handle: send.item,
                     bytes: send.bytes,
-                    issued_ns: send.item.issued_ns,
                     core: send.core,
                 },
             );
@@ -535,13 +825,15 @@ impl<'a> Engine<'a> {
 
     /// A core processed a send: the enforcer gets it now. A sender whose send the
     /// enforcer refuses here learns of it as of a refused offer.
-    fn processed(&mut self, now: u64, sender: u32, bytes: u32, issued_ns: u64, core: u16) {
-        let tenant = self.senders[sender as usize].tenant;
+    fn processed(&mut self, now: u64, handle: u64, bytes: u32, core: u16) {
+        let (tenant, descriptor) = descriptor_of(handle);
+        let Post { sender, issued_ns } = self.vms[tenant].ring.post_of(descriptor);
         self.cpu
             .as_mut()
             .expect("only a run with engine cost has cores")
-            .processed(tenant, bytes, core);
-        if !self.hand_to_enforcer(now, sender, bytes, issued_ns) {
+            .processed(TenantId(tenant as u16), bytes, core);
+        if !self.hand_to_enforcer(now, sender, bytes, handle) {
+            self.done(now, handle, Fate::Refused);
             let retry_at = now + self.host.refused_retry_ns;
             let s = &mut self.senders[sender as usize];
             match s.kind {
@@ -565,7 +857,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Hands one send to the enforcer; true when admitted.
-    fn hand_to_enforcer(&mut self, now: u64, sender: u32, bytes: u32, issued_ns: u64) -> bool {
+    fn hand_to_enforcer(&mut self, now: u64, sender: u32, bytes: u32, handle: u64) -> bool {
         let s = &self.senders[sender as usize];
         let packet = Packet {
             len_bytes: bytes,
@@ -575,12 +867,15 @@ impl<'a> Engine<'a> {
             destination: s.flow,
             core: s.core,
             arrival_ns: now,
-            handle: (u64::from(sender) << 40) | (issued_ns & ((1 << 40) - 1)),
+            handle,
         };
         self.offered_bytes[s.tenant.index()] += u64::from(bytes);
         let admitted = self.enforcer.enqueue(now, packet).is_ok();
-        if admitted && self.on_wire.is_none() {
-            self.transmit(now);
+        if admitted {
+            self.vms[packet.tenant.index()].held_changed(now, 1);
+            if self.on_wire.is_none() {
+                self.transmit(now);
+            }
         }
         admitted
     }
@@ -588,6 +883,9 @@ impl<'a> Engine<'a> {
     fn transmit(&mut self, now: u64) {
         debug_assert!(self.on_wire.is_none());
         if let Some(frame) = self.enforcer.dequeue(now) {
+            if frame.last {
+                self.vms[frame.packet.tenant.index()].held_changed(now, -1);
+            }
             let done = now + serialisation_ns(frame.bytes, self.scenario.policy.link.rate_bps);
             self.on_wire = Some(frame);
             self.events.schedule(done, Event::LinkFree);
@@ -612,7 +910,8 @@ impl<'a> Engine<'a> {
             }
         }
         if frame.last {
-            let sender = (packet.handle >> 40) as u32;
+            let (tenant, descriptor) = descriptor_of(packet.handle);
+            let Post { sender, issued_ns } = self.vms[tenant].ring.post_of(descriptor);
             let s = &self.senders[sender as usize];
             let traffic = &self.scenario.traffic[s.traffic as usize];
             // Pacing is judged past the first interval, once limiters are in steady state.
@@ -620,20 +919,13 @@ impl<'a> Engine<'a> {
                 self.record.pacing[s.traffic as usize].flows[s.flow_in_traffic as usize]
                     .departure(now);
             }
-            match self.senders[sender as usize].kind {
-                SenderKind::Bulk => self.events.schedule(
-                    now + self.host.tx_completion_delay_ns,
-                    Event::TxCompletion { sender },
-                ),
-                SenderKind::RpcClosed | SenderKind::RpcOpen { .. } => self.events.schedule(
+            if matches!(s.kind, SenderKind::RpcClosed | SenderKind::RpcOpen { .. }) {
+                self.events.schedule(
                     now + self.host.path.wire_delay_ns,
-                    Event::ResponseReceived {
-                        sender,
-                        issued_ns: packet.handle & ((1 << 40) - 1),
-                    },
-                ),
-                SenderKind::Datagram { .. } => {}
+                    Event::ResponseReceived { sender, issued_ns },
+                );
             }
+            self.done(now, packet.handle, Fate::Sent);
         }
         self.transmit(now);
     }

@@ -17,9 +17,14 @@ pub enum Event {
     TrafficStop {
         traffic: u32,
     },
-    /// A bulk flow's send has been reaped from its Tx ring.
+    /// The guest reaped the completion of a send its socket is charged for (a
+    /// bulk flow's sent packet, a datagram under NAPI-TX).
     TxCompletion {
         sender: u32,
+    },
+    /// A descriptor of a tenant's full ring is free again and sends wait for one.
+    RingWake {
+        tenant: u16,
     },
     /// A bulk flow refused with nothing in flight tries again.
     Retry {
@@ -36,9 +41,8 @@ pub enum Event {
     },
     /// An engine core finished processing a send; the enforcer gets it now.
     Processed {
-        sender: u32,
+        handle: u64,
         bytes: u32,
-        issued_ns: u64,
         core: u16,
     },
     /// The last byte of a response reached the client.

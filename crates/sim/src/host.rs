@@ -28,11 +28,31 @@ pub struct HostModel {
     /// The host's qdisc limits in front of the enforcer (`txqueuelen`): what an
     /// open-loop sender beyond its share may queue before its datagrams are dropped.
     pub limits: sched::HostLimits,
+    /// Descriptors of a VM's transmit ring (`ring`), all its Tx queues together:
+    /// virtio-net's default of 256 per queue times 16 queues. PicNIC §5.4.3 relies
+    /// on the guest NIC having more descriptors than packet accounting lets a flow
+    /// hold (here `limits.class_packets`, 1000), so that the engine's caps, not the
+    /// ring, bound what a flood keeps in the engine, and a VM's flows do not run
+    /// out of descriptors behind one throttled flow when completions are out of order.
+    pub tx_ring_descriptors: u32,
+    /// A datagram socket's send buffer (`net.core.wmem_default`). With NAPI-TX (a
+    /// tenant's `napi_tx`) each datagram is charged to it, as Linux charges
+    /// an skb's truesize, from the send until its Tx completion: a flow that has this
+    /// much in the host blocks until a completion frees room.
+    pub sndbuf_bytes: u64,
+    /// What an skb costs its socket beyond its bytes (`SKB_TRUESIZE`: `sk_buff` and
+    /// `skb_shared_info`, cache-aligned, on x86-64); kmalloc's rounding of the data
+    /// is left out.
+    pub skb_overhead_bytes: u32,
     /// Packets that may wait for an engine core (a NIC's receive ring of 1024
     /// descriptors): under `engine.cpu: weighted` each tenant has a queue this long,
     /// under `fifo` all tenants share one, as an engine without CPU isolation does.
     pub engine_queue_packets: u32,
 }
+
+/// See [`HostModel::tx_ring_descriptors`].
+const TX_RING_DESCRIPTORS: u32 = 16 * 256;
+const _: () = assert!(TX_RING_DESCRIPTORS > sched::HostLimits::LINUX.class_packets);
 
 impl Default for HostModel {
     fn default() -> Self {
@@ -47,6 +67,9 @@ impl Default for HostModel {
             refused_retry_ns: (1e9 / policy::limits::SENDER_RETRIES_PER_S) as u64,
             limits: sched::HostLimits::LINUX,
             engine_queue_packets: sched::cores::QUEUE_PACKETS,
+            tx_ring_descriptors: TX_RING_DESCRIPTORS,
+            sndbuf_bytes: 212_992,
+            skb_overhead_bytes: 576,
         }
     }
 }
@@ -75,6 +98,9 @@ impl HostModel {
             "engine_queue_packets",
             self.engine_queue_packets.to_string(),
         );
+        set("tx_ring_descriptors", self.tx_ring_descriptors.to_string());
+        set("sndbuf_bytes", self.sndbuf_bytes.to_string());
+        set("skb_overhead_bytes", self.skb_overhead_bytes.to_string());
         settings
     }
 }

@@ -5,11 +5,14 @@
 //! every random draw comes from the scenario's seed, so the same scenario and seed
 //! give the same run, bit for bit.
 //!
-//! - [`host`]: the mechanisms around the enforcer (TCP small queues, Tx completion
-//!   moderation, wire and server delays) as named constants.
+//! - [`host`]: the mechanisms around the enforcer (TCP small queues, a datagram
+//!   socket's send buffer, a VM's transmit ring, Tx completion moderation, wire and
+//!   server delays) as named constants.
 //! - `events`: the event queue.
+//! - `ring`: a VM's transmit ring, its completions in order or out of order.
 //! - `engine`: senders (bulk TCP-like flows placed on the tenant's cores, udp,
-//!   poisson, rpc), the link, completions.
+//!   poisson, rpc), backpressure from the ring to their sockets, the link,
+//!   completions.
 //! - `faults` (feature `faults`, tests only): figures made wrong on purpose.
 
 mod engine;
@@ -18,6 +21,7 @@ mod events;
 mod faults;
 pub mod host;
 mod hosts;
+mod ring;
 
 pub use host::HostModel;
 pub use hosts::{Feedback, run_hosts};
@@ -34,11 +38,6 @@ pub fn run(
     host: HostModel,
     progress: &mut dyn FnMut(u64),
 ) -> Result<RunRecord, BuildError> {
-    // Request issue times ride in the low 40 bits of a packet handle.
-    assert!(
-        scenario.duration_ns < 1 << 40,
-        "runs are limited to 18 minutes of simulated time"
-    );
     let capacity = sched::Capacity::for_host(enforcer, host.limits);
     let built = sched::build_with(enforcer, &scenario.policy, capacity)?;
     Ok(run_enforcer(scenario, enforcer, built, host, progress))
