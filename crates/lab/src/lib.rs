@@ -522,6 +522,29 @@ pub fn engine_cpu_supported(scenario: &Scenario, enforcer: &str) -> Result<(), L
     Ok(())
 }
 
+/// Refuses what the lab's VMs cannot do: a namespace's veth frees a send as it
+/// posts it, so there is no transmit ring whose descriptors the engine holds
+/// (`completions: in-order`) and no socket charged until its completion
+/// (`napi_tx`). Those are the simulator's (docs/scenario.md, PicNIC's Table 4);
+/// run in the lab, their figures would be those of the default instead.
+pub fn transmit_ring_supported(scenario: &Scenario) -> Result<(), LabError> {
+    for tenant in &scenario.policy.tenants {
+        if tenant.completions == policy::Completions::InOrder {
+            return Err(LabError::Unsupported(format!(
+                "tenant `{}` has `completions: in-order`, which only the simulator models (the lab's veths complete every send at once): run `nicsched sim`, or remove `completions`",
+                tenant.name
+            )));
+        }
+        if tenant.napi_tx {
+            return Err(LabError::Unsupported(format!(
+                "tenant `{}` has `napi_tx: true`, which only the simulator models (the lab's veths free every send at once): run `nicsched sim`, or remove `napi_tx`",
+                tenant.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// [`run`], with the engine's counters (none for `linux-htb`).
 pub fn run_with_engine_stats(
     scenario: &Scenario,

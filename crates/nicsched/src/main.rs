@@ -1058,6 +1058,8 @@ fn run_lab(
     let link_rate_bps =
         link_rate.unwrap_or_else(|| scenario.policy.link.rate_bps.min(LAB_LINK_RATE_BPS_DEFAULT));
     let scenario = scenario.scaled_to_link_rate(link_rate_bps);
+    lab::transmit_ring_supported(&scenario)
+        .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
     let enforcers: Vec<String> = if enforcers.is_empty() {
         scenario.enforcers.clone()
     } else {

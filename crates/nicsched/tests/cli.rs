@@ -459,6 +459,41 @@ fn lab_refuses_engine_costs_linux_htb_does_not_spend_before_claiming_out() {
 }
 
 #[test]
+fn lab_refuses_transmit_rings_only_the_simulator_models() {
+    if !runnable("lab_refuses_transmit_rings_only_the_simulator_models", &[]) {
+        return;
+    }
+    let scratch = Scratch::new("lab-ring");
+    for (key, words) in [
+        (
+            "completions: in-order",
+            "tenant `a` has `completions: in-order`",
+        ),
+        ("napi_tx: true", "tenant `a` has `napi_tx: true`"),
+    ] {
+        let scenario = scratch.file(
+            "ring.yaml",
+            &format!(
+                "policy:\n  link: {{ rate: 100Mbit }}\n  tenants: [{{ name: a, {key} }}]\nduration: 1s\ntraffic:\n  - {{ name: bulk, tenant: a, kind: bulk }}\n"
+            ),
+        );
+        let out_dir = format!("{}/out", scratch.0.display());
+        let out = nicsched(&["lab", &scenario, "--out", &out_dir, "-q"]);
+        assert_eq!(out.status.code(), Some(2), "{key}");
+        let error = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            error.starts_with(&format!(
+                "{scenario}: the lab cannot run this scenario: {words}"
+            )) && error.contains("nicsched sim"),
+            "{error}"
+        );
+        assert!(!std::path::Path::new(&out_dir).exists(), "nothing claimed");
+        let sim = nicsched(&["check", &scenario]);
+        assert!(sim.status.success(), "the simulator takes it: {sim:?}");
+    }
+}
+
+#[test]
 fn check_for_linux_htb_refuses_what_tc_refuses_with_the_same_words() {
     let scratch = Scratch::new("htb-limits");
     // One port more than u32's 2047 prios hold: 1024 both ways and the catch-all.
