@@ -84,6 +84,70 @@ pub struct HostsRow {
 /// bucketing at the slowest rates, and float rounding.
 const CAPACITY_SLACK: f64 = 0.02;
 
+/// How far an open-loop generator may fall short of what it was asked before
+/// the `offered-demand` check says so, as in the one-host lab.
+const OFFERED_TOLERANCE: f64 = 0.02;
+
+/// `offered-demand` (scenario.md): what each open-loop traffic (udp, poisson)
+/// offered its sender's enforcer over the time it ran, against `asked_bps`.
+/// Returns the check and the demands the ideal is to use: the asked ones, with a
+/// traffic that fell short at what it offered. Poisson arrivals vary by about
+/// one over the square root of their count, so a short run of them is allowed
+/// three such deviations before it counts as short.
+fn offered_demand(
+    scenario: &HostsScenario,
+    record: &HostsRecord,
+    mut asked_bps: Vec<f64>,
+) -> (Check, Vec<f64>) {
+    let (mut short, mut met) = (Vec::new(), Vec::new());
+    for (f, t) in scenario.traffic.iter().enumerate() {
+        let (size_bytes, poisson) = match t.traffic.kind {
+            policy::TrafficKind::Udp { size_bytes, .. } => (size_bytes, false),
+            policy::TrafficKind::Poisson { size_bytes, .. } => (size_bytes, true),
+            _ => continue,
+        };
+        let ran_ns = t
+            .traffic
+            .stop_ns
+            .min(scenario.duration_ns)
+            .saturating_sub(t.traffic.start_ns);
+        if ran_ns == 0 {
+            continue;
+        }
+        let ran_s = ran_ns as f64 / 1e9;
+        let offered = record.offered_bytes[f] as f64 * 8.0 / ran_s;
+        let asked = asked_bps[f];
+        let sends = asked * ran_s / (8.0 * f64::from(size_bytes + policy::wire::UDP_HEADER_BYTES));
+        let tolerance = if poisson {
+            OFFERED_TOLERANCE.max(3.0 / sends.max(1.0).sqrt())
+        } else {
+            OFFERED_TOLERANCE
+        };
+        let line = format!(
+            "{} asked {:.4e} bit/s, offered {:.4e} (at L3, as it reached the enforcer)",
+            t.traffic.name, asked, offered
+        );
+        if offered < (1.0 - tolerance) * asked {
+            asked_bps[f] = offered;
+            short.push(format!("{line}; the ideal uses the offered load"));
+        } else {
+            met.push(line);
+        }
+    }
+    let check = if !short.is_empty() {
+        Check::new("offered-demand", false, short.join("; "))
+    } else if met.is_empty() {
+        Check::new(
+            "offered-demand",
+            true,
+            "not compared: no open-loop generator (udp, poisson) in the scenario",
+        )
+    } else {
+        Check::new("offered-demand", true, met.join("; "))
+    };
+    (check, asked_bps)
+}
+
 /// `path` is the simulator's rpc path, which bounds what a closed-loop rpc asks.
 pub fn summarise(
     scenario: &HostsScenario,
@@ -100,6 +164,7 @@ pub fn summarise(
                 * f64::from(t.traffic.kind.flows())
         })
         .collect();
+    let (demand_check, asked_bps) = offered_demand(scenario, record, asked_bps);
     let interval_s = scenario.interval_ns as f64 / 1e9;
     let intervals = record.delivered_bytes.first().map_or(0, Vec::len);
     let bps = |bytes: u64| bytes as f64 * 8.0 / interval_s;
@@ -342,6 +407,7 @@ pub fn summarise(
         over_link,
         "no host link over its rate in any interval, either way".into(),
     ));
+    checks.push(demand_check);
     checks.push(check(
         "envelopes",
         over_envelope,
@@ -390,4 +456,62 @@ pub fn summarise(
         },
         rows,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_hosts() -> HostsScenario {
+        let text = "name: t\nduration: 2s\ninterval: 500ms\nenforcers: [picnic]\nhosts:\n  - { name: h1, policy: { link: { rate: 1Gbit }, tenants: [ { name: a } ] } }\n  - { name: h2, policy: { link: { rate: 1Gbit }, tenants: [ { name: b } ] } }\ntraffic:\n  - { name: u, tenant: a, to: b, kind: udp, rate: 400Mbit, size: 1000B }\n";
+        match policy::parse_any_scenario(text, "t.yaml", std::path::Path::new("."), &["picnic"])
+            .expect("valid")
+        {
+            policy::AnyScenario::Hosts(s) => s,
+            policy::AnyScenario::OneHost(_) => panic!("two hosts"),
+        }
+    }
+
+    /// A record whose one udp traffic offered `offered_bps` at L3 for the whole run
+    /// and delivered all of it.
+    fn record(scenario: &HostsScenario, offered_bps: f64) -> HostsRecord {
+        let intervals = (scenario.duration_ns / scenario.interval_ns) as usize;
+        let per_interval = (offered_bps * scenario.interval_ns as f64 / 8e9) as u64;
+        HostsRecord {
+            enforcer: "picnic".into(),
+            sent_bytes: vec![vec![per_interval; intervals]],
+            delivered_bytes: vec![vec![per_interval; intervals]],
+            offered_bytes: vec![per_interval * intervals as u64],
+            refused_bytes: vec![0],
+            queued_bytes: vec![0],
+            dropped_bytes: vec![0],
+            in_flight_bytes: vec![0],
+            latency: Vec::new(),
+        }
+    }
+
+    fn demand_check(summary: &HostsSummary) -> &Check {
+        summary
+            .checks
+            .iter()
+            .find(|c| c.name == "offered-demand")
+            .expect("offered-demand is checked")
+    }
+
+    #[test]
+    fn a_generator_that_falls_short_is_flagged_and_judged_at_what_it_offered() {
+        let scenario = two_hosts();
+        let asked = 400e6 * 1028.0 / 1000.0;
+        let path = crate::measure::RpcPath::default();
+
+        let (summary, _) = summarise(&scenario, &record(&scenario, asked), &path);
+        assert!(demand_check(&summary).ok, "{:?}", demand_check(&summary));
+        assert!((summary.flows[0].ideal_bps - asked).abs() < 1.0);
+
+        let (summary, _) = summarise(&scenario, &record(&scenario, 0.5 * asked), &path);
+        let check = demand_check(&summary);
+        assert!(!check.ok && check.detail.contains("the ideal uses the offered load"));
+        assert!((summary.flows[0].ideal_bps - 0.5 * asked).abs() < 1e3);
+        assert!(summary.flows[0].rel_error_mean < 1e-3);
+    }
 }
