@@ -4,6 +4,12 @@
 
 use crate::{Policy, TenantId, Traffic};
 
+/// Bytes a VM may receive above its ingress envelope at once: the depth of the
+/// bucket that polices `ingress.max_rate` in both worlds, full after a quiet
+/// spell. Four 64 KiB sends, so that TCP's bursts within the envelope pass;
+/// the `envelopes` check allows for it.
+pub const INGRESS_BURST_BYTES: u64 = 256 * 1024;
+
 /// Index of a host in [`HostsScenario::hosts`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct HostId(pub u16);

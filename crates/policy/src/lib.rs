@@ -21,7 +21,8 @@ pub use explain::{explain, parse_active};
 pub use hosts::*;
 pub use ideal::{Allocation, ideal_allocation};
 pub use ideal_hosts::{
-    Resource, ResourceKind, Unit, explain_hosts, ideal_across_hosts, offers, resources,
+    FEEDBACK_HEADROOM, FEEDBACK_PROBE, Resource, ResourceKind, Unit, explain_hosts,
+    feedback_limits, ideal_across_hosts, offers, resources,
 };
 pub use model::*;
 pub use parse::{

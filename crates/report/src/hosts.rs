@@ -343,7 +343,14 @@ pub fn summarise(
                     let peak = (0..intervals)
                         .map(|k| sum_at(fs, k, measure))
                         .fold(0.0, f64::max);
-                    if peak > cap as f64 * (1.0 + CAPACITY_SLACK) {
+                    // What the ingress policer lets through at once, spread over
+                    // an interval.
+                    let burst_bps = if what == "in" {
+                        bps(policy::INGRESS_BURST_BYTES)
+                    } else {
+                        0.0
+                    };
+                    if peak > cap as f64 * (1.0 + CAPACITY_SLACK) + burst_bps {
                         over_envelope.push(format!(
                             "{} {what}: {:.3e} bit/s in an interval, envelope {:.3e}",
                             tenant.name, peak, cap as f64

@@ -14,6 +14,7 @@ use policy::{HostId, HostsScenario, Resource, ResourceKind, TrafficKind, Vm};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use report::{HostsRecord, LatencyRecord};
+use sched::rate_window::RateWindow;
 use sched::{BuildError, Enforcer, Frame, Packet};
 use std::collections::VecDeque;
 
@@ -44,8 +45,6 @@ impl Feedback {
 /// Bytes a host's ingress may queue before it drops: a receive ring of 1024
 /// descriptors of one MTU each.
 const INGRESS_QUEUE_BYTES: u64 = 1024 * 1500;
-/// A VM's ingress envelope is policed with a bucket this deep.
-const POLICER_BURST_BYTES: f64 = 256.0 * 1024.0;
 /// A sender's window starts at this many sends and never falls below one.
 const WINDOW_INITIAL: f64 = 4.0;
 /// A measured rate this far below what a resource last offered counts as held
@@ -121,10 +120,12 @@ struct Run<'a> {
     latency_of: Vec<Option<usize>>,
     /// Per traffic, over the current epoch: bytes that left the sender, bytes that
     /// arrived at the receiver's host.
-    epoch_sent: Vec<u64>,
-    epoch_arrived: Vec<u64>,
+    sent_window: RateWindow,
+    arrived_window: RateWindow,
     /// Per traffic: the receiver's last offer, as it reached the sender.
     receiver_offer: Vec<f64>,
+    /// Per traffic: the limit its sender's own egress gives it.
+    sender_limit: Vec<f64>,
     /// What a resource last offered each traffic, per host: egress then ingress.
     last_offer: Vec<[Vec<f64>; 2]>,
     /// Each traffic's senders, contiguous.
@@ -216,7 +217,7 @@ pub fn run_hosts(
         hosts,
         senders,
         vm_offset,
-        policer: vec![(POLICER_BURST_BYTES, 0); vms as usize],
+        policer: vec![(policy::INGRESS_BURST_BYTES as f64, 0); vms as usize],
         record: HostsRecord {
             enforcer: enforcer.to_string(),
             sent_bytes: vec![vec![0; intervals]; flows],
@@ -230,9 +231,10 @@ pub fn run_hosts(
         },
         latency_of,
         traffic_senders,
-        epoch_sent: vec![0; flows],
-        epoch_arrived: vec![0; flows],
+        sent_window: RateWindow::new(flows, scenario.feedback.epoch_ns),
+        arrived_window: RateWindow::new(flows, scenario.feedback.epoch_ns),
         receiver_offer: vec![f64::INFINITY; flows],
+        sender_limit: vec![f64::INFINITY; flows],
         last_offer: (0..hosts_len)
             .map(|_| [vec![f64::INFINITY; flows], vec![f64::INFINITY; flows]])
             .collect(),
@@ -314,7 +316,7 @@ impl Run<'_> {
             Ev::Epoch => self.epoch(now),
             Ev::Limit { host, traffic, bps } => {
                 self.receiver_offer[traffic] = bps;
-                self.apply_limits(host);
+                self.apply_limits(now, host);
             }
         }
     }
@@ -448,7 +450,7 @@ impl Run<'_> {
         let traffic = self.senders[s as usize].traffic;
         let k = self.interval(now);
         self.record.sent_bytes[traffic][k] += u64::from(frame.bytes);
-        self.epoch_sent[traffic] += u64::from(frame.bytes);
+        self.sent_window.count(traffic, u64::from(frame.bytes));
         if frame.last {
             self.senders[s as usize].at_host -= 1;
         }
@@ -466,7 +468,7 @@ impl Run<'_> {
     fn arrive(&mut self, now: u64, h: u16, frame: Frame) {
         let (s, issued_ns) = unhandle(frame.packet.handle);
         let traffic = self.senders[s as usize].traffic;
-        self.epoch_arrived[traffic] += u64::from(frame.bytes);
+        self.arrived_window.count(traffic, u64::from(frame.bytes));
         let host = &mut self.hosts[h as usize];
         if host.ingress_bytes + u64::from(frame.bytes) > INGRESS_QUEUE_BYTES {
             self.record.dropped_bytes[traffic] += u64::from(frame.bytes);
@@ -514,7 +516,8 @@ impl Run<'_> {
         {
             let vm = self.vm_index(to) as usize;
             let (tokens, at) = self.policer[vm];
-            let tokens = (tokens + (now - at) as f64 * max as f64 / 8e9).min(POLICER_BURST_BYTES);
+            let tokens = (tokens + (now - at) as f64 * max as f64 / 8e9)
+                .min(policy::INGRESS_BURST_BYTES as f64);
             if tokens < bytes {
                 self.policer[vm] = (tokens, now);
                 self.record.dropped_bytes[traffic] += u64::from(frame.bytes);
@@ -600,19 +603,19 @@ impl Run<'_> {
     /// Receivers compute rates for the VMs sending to them and send them back;
     /// senders recompute their own egress shares.
     fn epoch(&mut self, now: u64) {
-        let epoch_s = self.scenario.feedback.epoch_ns as f64 / 1e9;
-        let measured = |bytes: &[u64]| -> Vec<f64> {
-            bytes.iter().map(|&b| b as f64 * 8.0 / epoch_s).collect()
+        let epoch_ns = self.scenario.feedback.epoch_ns;
+        let traffic = &self.scenario.traffic;
+        let epochs_running = |f: usize| {
+            (now.saturating_sub(traffic[f].traffic.start_ns)).div_ceil(epoch_ns) as usize
         };
-        let arrived = measured(&self.epoch_arrived);
-        let sent = measured(&self.epoch_sent);
+        let arrived = self.arrived_window.end_epoch(epochs_running);
+        let sent = self.sent_window.end_epoch(epochs_running);
         let running: Vec<bool> = (0..self.scenario.traffic.len())
             .map(|f| {
                 let t = &self.scenario.traffic[f].traffic;
                 t.start_ns <= now && now < t.stop_ns
             })
             .collect();
-        let infinite = vec![f64::INFINITY; running.len()];
         for h in 0..self.hosts.len() {
             for (side, rates) in [(0, &sent), (1, &arrived)] {
                 let resource = if side == 0 {
@@ -626,20 +629,38 @@ impl Run<'_> {
                     unit.flows.retain(|&f| running[f]);
                 }
                 resource.units.retain(|u| !u.flows.is_empty());
-                let offers = if side == 1 && self.feedback == Feedback::PicNic {
-                    resource.fill(|_| f64::INFINITY)
-                } else {
-                    policy::offers(
-                        &resource,
-                        &infinite,
-                        rates,
-                        &self.last_offer[h][side],
-                        HELD_TOLERANCE,
-                    )
-                };
-                for (f, bps) in offers {
-                    self.last_offer[h][side][f] = bps;
-                    if side == 1 {
+                let offers: Vec<(usize, f64, f64)> =
+                    if side == 1 && self.feedback == Feedback::PicNic {
+                        resource
+                            .fill(|_| f64::INFINITY)
+                            .into_iter()
+                            .map(|(f, bps)| (f, bps, bps))
+                            .collect()
+                    } else {
+                        policy::feedback_limits(
+                            &resource,
+                            rates,
+                            &self.last_offer[h][side],
+                            HELD_TOLERANCE,
+                        )
+                    };
+                for (f, offer, bps) in offers {
+                    self.last_offer[h][side][f] = offer;
+                    if side == 0 {
+                            && now > 4_500_000_000
+                            && now < 4_510_000_000
+                        {
+                            eprintln!(
+                                "{now} f{f} sent {:.1} offer {:.1} limit {:.1} recv {:.1} last {:.1}",
+                                rates[f] / 1e6,
+                                offer / 1e6,
+                                bps / 1e6,
+                                self.receiver_offer[f] / 1e6,
+                                self.last_offer[h][side][f] / 1e6
+                            );
+                        }
+                        self.sender_limit[f] = bps;
+                    } else {
                         let host = self.scenario.traffic[f].host.0;
                         self.events.schedule(
                             now + self.scenario.feedback.delay_ns,
@@ -652,26 +673,24 @@ impl Run<'_> {
                     }
                 }
             }
-            self.apply_limits(h as u16);
+            self.apply_limits(now, h as u16);
         }
-        self.epoch_sent.iter_mut().for_each(|b| *b = 0);
-        self.epoch_arrived.iter_mut().for_each(|b| *b = 0);
         self.events
             .schedule(now + self.scenario.feedback.epoch_ns, Ev::Epoch);
     }
 
     /// Sets each VM-to-VM limit of host `h`'s senders: the sum over the pair's
-    /// traffic of the least of the receiver's and the sender's offers.
-    fn apply_limits(&mut self, h: u16) {
+    /// running traffic of the least of the receiver's and the sender's offers. A
+    /// traffic that has not started (or has stopped) has no offers, and counted
+    /// at its initial unlimited one it lifted its pair's limit altogether.
+    fn apply_limits(&mut self, now: u64, h: u16) {
         let mut pairs: Vec<(Vm, Vm, f64)> = Vec::new();
-        for (f, t) in self
-            .scenario
-            .traffic
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.host.0 == h)
+        for (f, t) in
+            self.scenario.traffic.iter().enumerate().filter(|(_, t)| {
+                t.host.0 == h && t.traffic.start_ns <= now && now < t.traffic.stop_ns
+            })
         {
-            let bps = self.receiver_offer[f].min(self.last_offer[usize::from(h)][0][f]);
+            let bps = self.receiver_offer[f].min(self.sender_limit[f]);
             match pairs
                 .iter_mut()
                 .find(|(a, b, _)| *a == t.from() && *b == t.to)

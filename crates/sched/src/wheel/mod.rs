@@ -50,10 +50,17 @@ use crate::classes::{ClassId, Classes};
 use crate::wf2q::slab::Slab;
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
 use policy::{Policy, format_rate};
+use std::collections::HashMap;
 use timing::TimingWheel;
 
 /// Default tick: 2^8 ns = 256 ns (see the module docs).
 pub const TICK_SHIFT_DEFAULT: u32 = 8;
+/// Under PicNIC's feedback, the most a limit holds, in bytes of its rate (the
+/// wheel's horizon): four times what TCP small queues let one bulk sender have
+/// queued, so that a sender pacing to its limit is not refused by it.
+const HORIZON_BYTES: u128 = 4 * TSQ_BYTES;
+/// What TCP small queues let one bulk sender have queued: two 64 KiB sends.
+const TSQ_BYTES: u128 = 2 * 64 * 1024;
 /// Fractional bits of next-free times and inverse rates.
 const FRAC_BITS: u32 = 32;
 
@@ -140,6 +147,10 @@ pub struct Wheel {
     /// VM-to-VM limits, index `destination * tenants + tenant`; grown only when a
     /// limit is set, never on the per-packet path.
     destination_limit: Vec<Option<Limit>>,
+    /// Bytes held per flow ([`Packet::flow`], a hash of its 5-tuple in the lab),
+    /// counted once a VM-to-VM limit is set; a flow holding nothing has no
+    /// entry, so there are never more entries than packets held.
+    flow_held_bytes: HashMap<u32, u64>,
     apps: usize,
 }
 
@@ -184,6 +195,7 @@ impl Wheel {
                 .map(|t| ns_per_byte_fx(t.max_rate_bps).map(Limit::new))
                 .collect(),
             destination_limit: Vec::new(),
+            flow_held_bytes: HashMap::new(),
             apps,
         })
     }
@@ -211,11 +223,50 @@ impl Wheel {
         if let Some(limit) = &mut self.tenant_limit[packet.tenant.index()] {
             edt = edt.max(limit.charge(now_fx, len));
         }
-        let pair = packet.destination as usize * self.tenant_limit.len() + packet.tenant.index();
+        let pair = self.pair(packet);
         if let Some(Some(limit)) = self.destination_limit.get_mut(pair) {
             edt = edt.max(limit.charge(now_fx, len));
         }
         edt
+    }
+
+    /// Whether `packet` is beyond a horizon: its VM-to-VM limit already holds
+    /// [`HORIZON_BYTES`] of its rate, or its VM's `max_rate` [`TSQ_BYTES`], and
+    /// its own flow holds more than one sender's small queue. Carousel refuses a
+    /// packet whose timestamp lies beyond the wheel's horizon. Without one, a
+    /// pair throttled by its receiver filled the class's room with packets due
+    /// far ahead, so the same VM's flows to other receivers were refused behind
+    /// them; and a VM whose pairs' limits added up to more than its `max_rate`
+    /// (a flow growing into its share) pushed that limit's next free time ever
+    /// later, so a TCP-like flow of the VM waited behind its neighbour's flood,
+    /// at two sends per wait. Only a flow holding more than [`TSQ_BYTES`] is
+    /// refused: the flood, not the TCP-like flow that paces itself beside it,
+    /// in the same pair or not, and would halve its window at each refusal.
+    /// The horizons hold under PicNIC's feedback only (once a VM-to-VM limit is
+    /// set): the one-host `wheel` keeps its packets until accounting refuses them.
+    fn beyond_horizon(&self, now_ns: u64, packet: &Packet) -> bool {
+        if self.destination_limit.is_empty() {
+            return false;
+        }
+        let now_fx = u128::from(now_ns) << FRAC_BITS;
+        let holds_more_than = |limit: &Limit, bytes: u128| {
+            limit.free_fx > now_fx + bytes * u128::from(limit.ns_per_byte_fx)
+        };
+        let held = self.flow_held_bytes.get(&packet.flow).copied().unwrap_or(0);
+        u128::from(held) > TSQ_BYTES
+            && (self
+                .destination_limit
+                .get(self.pair(packet))
+                .and_then(Option::as_ref)
+                .is_some_and(|p| holds_more_than(p, HORIZON_BYTES))
+                || self.tenant_limit[packet.tenant.index()]
+                    .as_ref()
+                    .is_some_and(|t| holds_more_than(t, TSQ_BYTES)))
+    }
+
+    /// The index of `packet`'s VM-to-VM pair in `destination_limit`.
+    fn pair(&self, packet: &Packet) -> usize {
+        packet.destination as usize * self.tenant_limit.len() + packet.tenant.index()
     }
 
     fn refuse(&mut self, packet: Packet) -> Result<(), (Packet, Refusal)> {
@@ -229,7 +280,7 @@ impl Enforcer for Wheel {
         let Some(ClassId(class)) = self.classes.classify(&packet) else {
             return self.refuse(packet);
         };
-        if self.slab.is_full() {
+        if self.slab.is_full() || self.beyond_horizon(now_ns, &packet) {
             return self.refuse(packet);
         }
         if let Err(reason) = self.accounting.admit(&packet) {
@@ -243,6 +294,9 @@ impl Enforcer for Wheel {
             let tick = edt_ns.div_ceil(1 << self.tick_shift);
             tick.min(u128::from(u64::MAX)) as u64
         };
+        if !self.destination_limit.is_empty() {
+            *self.flow_held_bytes.entry(packet.flow).or_insert(0) += u64::from(packet.len_bytes);
+        }
         let index = self.slab.insert(packet).expect("checked not full");
         match self.slot_class.get_mut(index as usize) {
             Some(slot) => *slot = class,
@@ -255,6 +309,13 @@ impl Enforcer for Wheel {
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
         let (index, _) = self.wheel.pop_expired(now_ns >> self.tick_shift)?;
         let packet = self.slab.remove(index);
+        if let Some(held) = self.flow_held_bytes.get_mut(&packet.flow) {
+            // A packet admitted before the first VM-to-VM limit was not counted.
+            *held = held.saturating_sub(u64::from(packet.len_bytes));
+            if *held == 0 {
+                self.flow_held_bytes.remove(&packet.flow);
+            }
+        }
         self.classes
             .departed(&packet, ClassId(self.slot_class[index as usize]));
         self.accounting.release(&packet);
