@@ -647,18 +647,6 @@ impl Run<'_> {
                 for (f, offer, bps) in offers {
                     self.last_offer[h][side][f] = offer;
                     if side == 0 {
-                            && now > 4_500_000_000
-                            && now < 4_510_000_000
-                        {
-                            eprintln!(
-                                "{now} f{f} sent {:.1} offer {:.1} limit {:.1} recv {:.1} last {:.1}",
-                                rates[f] / 1e6,
-                                offer / 1e6,
-                                bps / 1e6,
-                                self.receiver_offer[f] / 1e6,
-                                self.last_offer[h][side][f] / 1e6
-                            );
-                        }
                         self.sender_limit[f] = bps;
                     } else {
                         let host = self.scenario.traffic[f].host.0;
