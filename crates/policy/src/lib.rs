@@ -12,6 +12,7 @@ mod ideal;
 mod ideal_hosts;
 pub mod limits;
 mod model;
+pub mod pcc;
 mod parse;
 mod units;
 pub mod wire;

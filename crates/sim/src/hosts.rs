@@ -10,36 +10,13 @@ use crate::engine::{SenderKind, latency_histogram};
 use crate::events::EventQueue;
 use crate::host::HostModel;
 use policy::wire::serialisation_ns;
-use policy::{HostId, HostsScenario, Resource, ResourceKind, TrafficKind, Vm};
+use policy::pcc::{self, Feedback, HostPcc};
+use policy::{HostId, HostsScenario, TrafficKind, Vm};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use report::{HostsRecord, LatencyRecord};
 use sched::{BuildError, Enforcer, Frame, Packet};
 use std::collections::VecDeque;
-
-/// How senders learn VM-to-VM rates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Feedback {
-    /// No feedback: the enforcer alone, TCP-like senders react to loss.
-    None,
-    /// PicNIC's receivers: a host's link split per active receiving VM by weight,
-    /// each VM's share split among the VMs sending to it, whether or not a sender
-    /// can use its part.
-    PicNic,
-    /// The same, but a sender that sends less than its part (held elsewhere)
-    /// leaves the rest to the others: the rule of the ideal across hosts.
-    WorkConserving,
-}
-
-impl Feedback {
-    pub fn of(enforcer: &str) -> Feedback {
-        match enforcer {
-            "picnic" => Feedback::PicNic,
-            "picnic-wc" => Feedback::WorkConserving,
-            _ => Feedback::None,
-        }
-    }
-}
 
 /// Bytes a host's ingress may queue before it drops: a receive ring of 1024
 /// descriptors of one MTU each.
@@ -48,9 +25,6 @@ const INGRESS_QUEUE_BYTES: u64 = 1024 * 1500;
 const POLICER_BURST_BYTES: f64 = 256.0 * 1024.0;
 /// A sender's window starts at this many sends and never falls below one.
 const WINDOW_INITIAL: f64 = 4.0;
-/// A measured rate this far below what a resource last offered counts as held
-/// elsewhere (measurement over one epoch is noisy by a send or two).
-const HELD_TOLERANCE: f64 = 0.1;
 
 struct Sender {
     traffic: usize,
@@ -103,14 +77,12 @@ struct Host {
     ingress: VecDeque<Frame>,
     ingress_bytes: u64,
     ingress_busy: bool,
-    egress_resource: Option<Resource>,
-    ingress_resource: Option<Resource>,
+    pcc: HostPcc,
 }
 
 struct Run<'a> {
     scenario: &'a HostsScenario,
     model: HostModel,
-    feedback: Feedback,
     events: EventQueue<Ev>,
     hosts: Vec<Host>,
     senders: Vec<Sender>,
@@ -123,10 +95,6 @@ struct Run<'a> {
     /// arrived at the receiver's host.
     epoch_sent: Vec<u64>,
     epoch_arrived: Vec<u64>,
-    /// Per traffic: the receiver's last offer, as it reached the sender.
-    receiver_offer: Vec<f64>,
-    /// What a resource last offered each traffic, per host: egress then ingress.
-    last_offer: Vec<[Vec<f64>; 2]>,
     /// Each traffic's senders, contiguous.
     traffic_senders: Vec<std::ops::Range<u32>>,
 }
@@ -139,11 +107,9 @@ pub fn run_hosts(
     progress: &mut dyn FnMut(u64),
 ) -> Result<HostsRecord, BuildError> {
     let capacity = sched::Capacity::for_host(enforcer, model.limits);
+    let feedback = Feedback::of(enforcer);
     let mut hosts = Vec::new();
-    let all: Vec<f64> = scenario.traffic.iter().map(|_| f64::INFINITY).collect();
-    let resources = policy::resources(scenario, &all);
     for (h, host) in scenario.hosts.iter().enumerate() {
-        let find = |want: ResourceKind| resources.iter().find(|r| r.kind == want).cloned();
         hosts.push(Host {
             enforcer: sched::build_with(enforcer, &host.policy, capacity)?,
             on_wire: None,
@@ -151,8 +117,7 @@ pub fn run_hosts(
             ingress: VecDeque::new(),
             ingress_bytes: 0,
             ingress_busy: false,
-            egress_resource: find(ResourceKind::Egress(HostId(h as u16))),
-            ingress_resource: find(ResourceKind::Ingress(HostId(h as u16))),
+            pcc: HostPcc::new(scenario, HostId(h as u16), feedback),
         });
     }
     let mut vm_offset = Vec::new();
@@ -203,15 +168,12 @@ pub fn run_hosts(
         events.schedule(t.traffic.start_ns, Ev::Start(ti));
         events.schedule(t.traffic.stop_ns, Ev::Stop(ti));
     }
-    let feedback = Feedback::of(enforcer);
     if feedback != Feedback::None {
         events.schedule(scenario.feedback.epoch_ns, Ev::Epoch);
     }
-    let hosts_len = hosts.len();
     let mut run = Run {
         scenario,
         model,
-        feedback,
         events,
         hosts,
         senders,
@@ -232,10 +194,6 @@ pub fn run_hosts(
         traffic_senders,
         epoch_sent: vec![0; flows],
         epoch_arrived: vec![0; flows],
-        receiver_offer: vec![f64::INFINITY; flows],
-        last_offer: (0..hosts_len)
-            .map(|_| [vec![f64::INFINITY; flows], vec![f64::INFINITY; flows]])
-            .collect(),
     };
     let mut next_progress = 0;
     while let Some((now, ev)) = run.events.pop() {
@@ -313,7 +271,7 @@ impl Run<'_> {
             }
             Ev::Epoch => self.epoch(now),
             Ev::Limit { host, traffic, bps } => {
-                self.receiver_offer[traffic] = bps;
+                self.hosts[host as usize].pcc.receive(traffic, bps);
                 self.apply_limits(host);
             }
         }
@@ -600,57 +558,21 @@ impl Run<'_> {
     /// Receivers compute rates for the VMs sending to them and send them back;
     /// senders recompute their own egress shares.
     fn epoch(&mut self, now: u64) {
-        let epoch_s = self.scenario.feedback.epoch_ns as f64 / 1e9;
-        let measured = |bytes: &[u64]| -> Vec<f64> {
-            bytes.iter().map(|&b| b as f64 * 8.0 / epoch_s).collect()
-        };
-        let arrived = measured(&self.epoch_arrived);
-        let sent = measured(&self.epoch_sent);
+        let arrived = pcc::measured_bps(&self.epoch_arrived, self.scenario.feedback.epoch_ns);
+        let sent = pcc::measured_bps(&self.epoch_sent, self.scenario.feedback.epoch_ns);
         let running: Vec<bool> = (0..self.scenario.traffic.len())
             .map(|f| {
                 let t = &self.scenario.traffic[f].traffic;
                 t.start_ns <= now && now < t.stop_ns
             })
             .collect();
-        let infinite = vec![f64::INFINITY; running.len()];
         for h in 0..self.hosts.len() {
-            for (side, rates) in [(0, &sent), (1, &arrived)] {
-                let resource = if side == 0 {
-                    &self.hosts[h].egress_resource
-                } else {
-                    &self.hosts[h].ingress_resource
-                };
-                let Some(resource) = resource else { continue };
-                let mut resource = resource.clone();
-                for unit in &mut resource.units {
-                    unit.flows.retain(|&f| running[f]);
-                }
-                resource.units.retain(|u| !u.flows.is_empty());
-                let offers = if side == 1 && self.feedback == Feedback::PicNic {
-                    resource.fill(|_| f64::INFINITY)
-                } else {
-                    policy::offers(
-                        &resource,
-                        &infinite,
-                        rates,
-                        &self.last_offer[h][side],
-                        HELD_TOLERANCE,
-                    )
-                };
-                for (f, bps) in offers {
-                    self.last_offer[h][side][f] = bps;
-                    if side == 1 {
-                        let host = self.scenario.traffic[f].host.0;
-                        self.events.schedule(
-                            now + self.scenario.feedback.delay_ns,
-                            Ev::Limit {
-                                host,
-                                traffic: f,
-                                bps,
-                            },
-                        );
-                    }
-                }
+            for (traffic, bps) in self.hosts[h].pcc.epoch(&running, &sent, &arrived) {
+                let host = self.scenario.traffic[traffic].host.0;
+                self.events.schedule(
+                    now + self.scenario.feedback.delay_ns,
+                    Ev::Limit { host, traffic, bps },
+                );
             }
             self.apply_limits(h as u16);
         }
@@ -660,32 +582,14 @@ impl Run<'_> {
             .schedule(now + self.scenario.feedback.epoch_ns, Ev::Epoch);
     }
 
-    /// Sets each VM-to-VM limit of host `h`'s senders: the sum over the pair's
-    /// traffic of the least of the receiver's and the sender's offers.
     fn apply_limits(&mut self, h: u16) {
-        let mut pairs: Vec<(Vm, Vm, f64)> = Vec::new();
-        for (f, t) in self
-            .scenario
-            .traffic
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.host.0 == h)
-        {
-            let bps = self.receiver_offer[f].min(self.last_offer[usize::from(h)][0][f]);
-            match pairs
-                .iter_mut()
-                .find(|(a, b, _)| *a == t.from() && *b == t.to)
-            {
-                Some((_, _, sum)) => *sum += bps,
-                None => pairs.push((t.from(), t.to, bps)),
-            }
-        }
-        for (from, to, bps) in pairs {
-            let destination = self.vm_index(to);
-            let limit = bps.is_finite().then(|| bps.max(1.0) as u64);
-            self.hosts[h as usize]
-                .enforcer
-                .set_destination_limit(from.tenant, destination, limit);
+        for limit in self.hosts[h as usize].pcc.limits() {
+            let destination = self.vm_index(limit.to);
+            self.hosts[h as usize].enforcer.set_destination_limit(
+                limit.from,
+                destination,
+                limit.bps,
+            );
         }
     }
 
