@@ -28,6 +28,13 @@ pub struct Host {
     pub policy: Policy,
 }
 
+/// Bytes a host's ingress may queue before it drops: a receive ring of 1024
+/// descriptors of one MTU each. The simulator and the lab bound what enters a host
+/// alike.
+pub const INGRESS_QUEUE_BYTES: u64 = 1024 * 1500;
+/// A VM's ingress envelope is policed with a bucket this deep.
+pub const INGRESS_POLICER_BURST_BYTES: f64 = 256.0 * 1024.0;
+
 /// How often receivers feed rates back to senders, and how long feedback takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Feedback {

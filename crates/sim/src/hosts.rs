@@ -11,18 +11,16 @@ use crate::events::EventQueue;
 use crate::host::HostModel;
 use policy::wire::serialisation_ns;
 use policy::pcc::{self, Feedback, HostPcc};
-use policy::{HostId, HostsScenario, TrafficKind, Vm};
+use policy::{
+    HostId, HostsScenario, INGRESS_POLICER_BURST_BYTES as POLICER_BURST_BYTES,
+    INGRESS_QUEUE_BYTES, TrafficKind, Vm,
+};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use report::{HostsRecord, LatencyRecord};
 use sched::{BuildError, Enforcer, Frame, Packet};
 use std::collections::VecDeque;
 
-/// Bytes a host's ingress may queue before it drops: a receive ring of 1024
-/// descriptors of one MTU each.
-const INGRESS_QUEUE_BYTES: u64 = 1024 * 1500;
-/// A VM's ingress envelope is policed with a bucket this deep.
-const POLICER_BURST_BYTES: f64 = 256.0 * 1024.0;
 /// A sender's window starts at this many sends and never falls below one.
 const WINDOW_INITIAL: f64 = 4.0;
 
@@ -181,6 +179,9 @@ pub fn run_hosts(
         policer: vec![(POLICER_BURST_BYTES, 0); vms as usize],
         record: HostsRecord {
             enforcer: enforcer.to_string(),
+            mode: report::Mode::Sim,
+            sent_outside_bytes: vec![0; flows],
+            delivered_outside_bytes: vec![0; flows],
             sent_bytes: vec![vec![0; intervals]; flows],
             delivered_bytes: vec![vec![0; intervals]; flows],
             offered_bytes: vec![0; flows],
