@@ -915,13 +915,13 @@ impl Engine {
                     crossing = Some(side.offered(Some(&ip), dst_mac));
                 }
                 (
-                ip.len_bytes,
-                self.classifier.classify(tenant, &ip),
-                FrameKind::Ipv4,
-                self.config
-                    .cores
-                    .as_ref()
-                    .map_or(0, |c| c.cost_ns(tenant, &ip)),
+                    ip.len_bytes,
+                    self.classifier.classify(tenant, &ip),
+                    FrameKind::Ipv4,
+                    self.config
+                        .cores
+                        .as_ref()
+                        .map_or(0, |c| c.cost_ns(tenant, &ip)),
                 )
             }
             ParsedFrame::Ipv6(ip) => (

@@ -152,10 +152,13 @@ fn build(topology: &mut Topology<HostsPlan>) -> std::io::Result<()> {
     netns::ip(&["-n", fab, "link", "set", bridge, "up"])?;
     for (h, host) in plan.hosts.iter().enumerate() {
         topology.add_ns(&host.ns)?;
-        for (dev, peer) in [(&host.uplink, format!("f{h}")), (&host.control, format!("g{h}"))] {
+        for (dev, peer) in [
+            (&host.uplink, format!("f{h}")),
+            (&host.control, format!("g{h}")),
+        ] {
             netns::ip(&[
-                "-n", &host.ns, "link", "add", dev, "type", "veth", "peer", "name", &peer,
-                "netns", fab,
+                "-n", &host.ns, "link", "add", dev, "type", "veth", "peer", "name", &peer, "netns",
+                fab,
             ])?;
             Topology::<HostsPlan>::offloads(&host.ns, dev)?;
             Topology::<HostsPlan>::offloads(fab, &peer)?;
@@ -224,7 +227,10 @@ struct TrafficFrames {
 
 impl TrafficFrames {
     fn matches(&self, ip: &Ipv4Header) -> bool {
-        ip.src == self.src && ip.dst == self.dst && ip.proto == self.proto && ip.dst_port == self.dst_port
+        ip.src == self.src
+            && ip.dst == self.dst
+            && ip.proto == self.proto
+            && ip.dst_port == self.dst_port
     }
 }
 
@@ -323,7 +329,11 @@ impl HostSide {
 
     /// A VM's frame reached the engine: its traffic, counted as offered, and the
     /// destination VM a limit names (`None`: not one of the scenario's VMs).
-    pub fn offered(&mut self, ip: Option<&Ipv4Header>, dst_mac: &[u8]) -> (Option<usize>, Option<u32>) {
+    pub fn offered(
+        &mut self,
+        ip: Option<&Ipv4Header>,
+        dst_mac: &[u8],
+    ) -> (Option<usize>, Option<u32>) {
         let traffic = ip.and_then(|ip| self.traffic_of(ip));
         if let (Some(f), Some(ip)) = (traffic, ip) {
             self.counts.offered_bytes[f] += u64::from(ip.len_bytes);
@@ -385,8 +395,15 @@ impl HostSide {
     /// A frame from the fabric: to the port of the VM it is for, if it fits the
     /// host's link and the VM's envelope; frames for no VM here (the bridge
     /// floods until it has learnt where a VM is) are not this host's.
-    pub fn arrive(&mut self, frame: RxFrame<'_>, ports: &[RxRing], now_ns: u64) -> std::io::Result<()> {
-        let RxFrame { bytes: buf, len, .. } = frame;
+    pub fn arrive(
+        &mut self,
+        frame: RxFrame<'_>,
+        ports: &[RxRing],
+        now_ns: u64,
+    ) -> std::io::Result<()> {
+        let RxFrame {
+            bytes: buf, len, ..
+        } = frame;
         if len > buf.len() || len < VNET_HDR_BYTES + ETHERNET_HEADER_BYTES {
             return Ok(());
         }
@@ -409,9 +426,8 @@ impl HostSide {
         if let Some(f) = traffic {
             self.epoch_arrived[f] += bytes;
         }
-        let backlog_bytes = self.ingress_free_ns.saturating_sub(now_ns) as f64
-            * self.link_rate_bps as f64
-            / 8e9;
+        let backlog_bytes =
+            self.ingress_free_ns.saturating_sub(now_ns) as f64 * self.link_rate_bps as f64 / 8e9;
         let mut fits = backlog_bytes + bytes as f64 <= policy::INGRESS_QUEUE_BYTES as f64;
         if fits {
             self.ingress_free_ns = self.ingress_free_ns.max(now_ns)
@@ -432,7 +448,8 @@ impl HostSide {
         }
         ports[port].socket().send(frame)?;
         if let (Some(f), Some(ip)) = (traffic, ip) {
-            self.counts.delivered_payload_bytes[f] += u64::from(payload_bytes(l3, &ip).unwrap_or(0));
+            self.counts.delivered_payload_bytes[f] +=
+                u64::from(payload_bytes(l3, &ip).unwrap_or(0));
             match self.interval(now_ns) {
                 Some(k) => self.counts.delivered_bytes[f][k] += bytes,
                 None => self.counts.delivered_outside_bytes[f] += bytes,
@@ -445,7 +462,11 @@ impl HostSide {
     pub fn wait_ns(&mut self, now_ns: u64) -> Option<u64> {
         self.pcc.as_ref()?;
         let at = self.scenario_ns(now_ns)?;
-        Some((self.epoch_start_ns + self.epoch_ns).saturating_sub(at).max(1_000))
+        Some(
+            (self.epoch_start_ns + self.epoch_ns)
+                .saturating_sub(at)
+                .max(1_000),
+        )
     }
 
     /// Runs an epoch if one is due and applies the rates that reached this host.
@@ -507,7 +528,8 @@ impl HostSide {
                     self.counts.feedback_received += 1;
                     let pcc = self.pcc.as_mut().expect("only with feedback");
                     for entry in buf[..n].chunks_exact(FEEDBACK_ENTRY_BYTES) {
-                        let f = u32::from_le_bytes(entry[..4].try_into().expect("4 bytes")) as usize;
+                        let f =
+                            u32::from_le_bytes(entry[..4].try_into().expect("4 bytes")) as usize;
                         let bps = f64::from_le_bytes(entry[4..].try_into().expect("8 bytes"));
                         if f < self.sender.len() && self.sender[f] == self.host {
                             pcc.receive(f, bps);
@@ -625,11 +647,12 @@ pub fn supported(scenario: &HostsScenario, enforcer: &str) -> Result<(), LabErro
             "linux-htb runs on one host's link; across hosts run nicsched's enforcers (`-e picnic`, `-e wheel`, ...)".into(),
         ));
     }
-    if let Some(t) = scenario
-        .traffic
-        .iter()
-        .find(|t| !matches!(t.traffic.kind, TrafficKind::Bulk { .. } | TrafficKind::Udp { .. }))
-    {
+    if let Some(t) = scenario.traffic.iter().find(|t| {
+        !matches!(
+            t.traffic.kind,
+            TrafficKind::Bulk { .. } | TrafficKind::Udp { .. }
+        )
+    }) {
         return Err(LabError::Unsupported(format!(
             "traffic `{}` is `{}`, and across hosts the lab runs `bulk` and `udp` only: run it in the simulator (`nicsched sim`), or make it bulk or udp",
             t.traffic.name,
@@ -684,13 +707,23 @@ fn plan_traffic(
     let reserved: Vec<u16> = scenario
         .hosts
         .iter()
-        .flat_map(|h| h.policy.apps.iter().flat_map(|a| a.match_ports.iter().copied()))
+        .flat_map(|h| {
+            h.policy
+                .apps
+                .iter()
+                .flat_map(|a| a.match_ports.iter().copied())
+        })
         .collect();
     let mut taken = Vec::new();
     let mut next = PORT_BASE;
     let mut plans = Vec::new();
     let mut frames = Vec::new();
-    let vm_net = |vm: Vm| plan.vms.iter().find(|v| v.vm == vm).expect("every VM has a namespace");
+    let vm_net = |vm: Vm| {
+        plan.vms
+            .iter()
+            .find(|v| v.vm == vm)
+            .expect("every VM has a namespace")
+    };
     for (i, t) in scenario.traffic.iter().enumerate() {
         let app = scenario.host(t.host).policy.app(t.traffic.app);
         let port = match app.match_ports.iter().find(|p| !taken.contains(*p)) {
@@ -711,7 +744,10 @@ fn plan_traffic(
         taken.push(port);
         let (from, to) = (vm_net(t.from()), vm_net(t.to));
         let (proto, extra) = match t.traffic.kind {
-            TrafficKind::Bulk { .. } => (crate::classify::PROTO_TCP, vec!["-C".into(), "cubic".into()]),
+            TrafficKind::Bulk { .. } => (
+                crate::classify::PROTO_TCP,
+                vec!["-C".into(), "cubic".into()],
+            ),
             TrafficKind::Udp {
                 rate_bps,
                 size_bytes,
@@ -728,7 +764,10 @@ fn plan_traffic(
             ),
             _ => unreachable!("refused by `supported`"),
         };
-        let secs = (t.traffic.stop_ns - t.traffic.start_ns).div_ceil(1_000_000_000).max(1) + 1;
+        let secs = (t.traffic.stop_ns - t.traffic.start_ns)
+            .div_ceil(1_000_000_000)
+            .max(1)
+            + 1;
         let log = |what: &str| dir.join(format!("{}.{what}.log", t.traffic.name));
         let (server, client) = crate::traffic::iperf3_pair(
             tools,
@@ -831,7 +870,11 @@ pub fn run(
     let mut buffers = Vec::new();
     for host in &scenario.hosts {
         sched::build(enforcer, &host.policy).map_err(LabError::Enforcer)?;
-        buffers.push(crate::engine::HostBuffer::new(enforcer, &host.policy, options.qdisc)?);
+        buffers.push(crate::engine::HostBuffer::new(
+            enforcer,
+            &host.policy,
+            options.qdisc,
+        )?);
     }
     let plan = HostsPlan::new(&scenario, crate::run_id()?)?;
     let (dir, temporary) = match &options.out {
@@ -855,7 +898,9 @@ pub fn run(
     // Declared first, dropped last: the namespaces go after the threads and
     // programs inside them.
     let mut topology = Topology::create_with(plan.clone(), &prefix, build)?;
-    let outcome = run_in(&scenario, enforcer, options, &plan, &plans, frames, &buffers, progress);
+    let outcome = run_in(
+        &scenario, enforcer, options, &plan, &plans, frames, &buffers, progress,
+    );
     if options.keep {
         let delete = topology.keep();
         eprintln!("nicsched lab: namespaces kept for inspection; delete them with: {delete}");
@@ -865,9 +910,17 @@ pub fn run(
     if temporary {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    let fastest = scenario.hosts.iter().map(|h| h.policy.link.rate_bps).max().unwrap_or(0);
+    let fastest = scenario
+        .hosts
+        .iter()
+        .map(|h| h.policy.link.rate_bps)
+        .max()
+        .unwrap_or(0);
     run.settings.extend(options.settings(fastest));
-    run.settings.insert("feedback_epoch_ns".into(), scenario.feedback.epoch_ns.to_string());
+    run.settings.insert(
+        "feedback_epoch_ns".into(),
+        scenario.feedback.epoch_ns.to_string(),
+    );
     run.settings.insert(
         "feedback_delay".into(),
         "UDP datagrams between the engines, not the scenario's feedback.delay".into(),
@@ -946,7 +999,13 @@ fn run_in(
         )?);
     }
     let servers = crate::start_servers(plans, "", options.realtime)?;
-    crate::drive(scenario.duration_ns, plans, options.realtime, &origin, progress)?;
+    crate::drive(
+        scenario.duration_ns,
+        plans,
+        options.realtime,
+        &origin,
+        progress,
+    )?;
     servers.finish();
     let stats = engines.join()?;
     let counts: Vec<HostCounts> = stats
@@ -1027,10 +1086,17 @@ fn record(scenario: &HostsScenario, enforcer: &str, counts: &[HostCounts]) -> re
 
 /// The lab's own checks: what the receiving engines delivered against what the
 /// iperf3 servers say they received.
-fn checks(scenario: &HostsScenario, plans: &[TrafficPlan], counts: &[HostCounts]) -> Vec<report::Check> {
+fn checks(
+    scenario: &HostsScenario,
+    plans: &[TrafficPlan],
+    counts: &[HostCounts],
+) -> Vec<report::Check> {
     let mut bad = Vec::new();
     for p in plans {
-        let metered: u64 = counts.iter().map(|c| c.delivered_payload_bytes[p.traffic]).sum();
+        let metered: u64 = counts
+            .iter()
+            .map(|c| c.delivered_payload_bytes[p.traffic])
+            .sum();
         match crate::checks::iperf3_received(p) {
             Ok(bytes) => {
                 if metered.abs_diff(bytes) as f64 > crate::checks::TOLERANCE * bytes as f64 {

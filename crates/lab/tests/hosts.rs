@@ -29,7 +29,11 @@ fn load(path: &Path) -> HostsScenario {
 /// the mean delivered rate over the intervals in the second half of the phase,
 /// for the traffic that runs then.
 fn phase_means(scenario: &HostsScenario, record: &report::HostsRecord) -> Vec<Vec<Option<f64>>> {
-    let mut starts: Vec<u64> = scenario.traffic.iter().map(|t| t.traffic.start_ns).collect();
+    let mut starts: Vec<u64> = scenario
+        .traffic
+        .iter()
+        .map(|t| t.traffic.start_ns)
+        .collect();
     starts.sort_unstable();
     starts.dedup();
     let interval_s = scenario.interval_ns as f64 / 1e9;
@@ -45,7 +49,10 @@ fn phase_means(scenario: &HostsScenario, record: &report::HostsRecord) -> Vec<Ve
                     start >= half && start + scenario.interval_ns <= to
                 })
                 .collect();
-            assert!(!intervals.is_empty(), "phase {p} has no whole interval in its second half");
+            assert!(
+                !intervals.is_empty(),
+                "phase {p} has no whole interval in its second half"
+            );
             scenario
                 .traffic
                 .iter()

@@ -1193,8 +1193,7 @@ fn lab_hosts(
         .map(|h| h.policy.link.rate_bps)
         .max()
         .unwrap_or(0);
-    let link_rate_bps =
-        link_rate.unwrap_or_else(|| fastest.min(LAB_HOSTS_LINK_RATE_BPS_DEFAULT));
+    let link_rate_bps = link_rate.unwrap_or_else(|| fastest.min(LAB_HOSTS_LINK_RATE_BPS_DEFAULT));
     let scenario = lab::hosts::scaled_to_link_rate(&scenario, link_rate_bps);
     let enforcers: Vec<String> = if enforcers.is_empty() {
         scenario.enforcers.clone()

@@ -12,8 +12,8 @@ mod ideal;
 mod ideal_hosts;
 pub mod limits;
 mod model;
-pub mod pcc;
 mod parse;
+pub mod pcc;
 mod units;
 pub mod wire;
 

@@ -9,11 +9,11 @@
 use crate::engine::{SenderKind, latency_histogram};
 use crate::events::EventQueue;
 use crate::host::HostModel;
-use policy::wire::serialisation_ns;
 use policy::pcc::{self, Feedback, HostPcc};
+use policy::wire::serialisation_ns;
 use policy::{
-    HostId, HostsScenario, INGRESS_POLICER_BURST_BYTES as POLICER_BURST_BYTES,
-    INGRESS_QUEUE_BYTES, TrafficKind, Vm,
+    HostId, HostsScenario, INGRESS_POLICER_BURST_BYTES as POLICER_BURST_BYTES, INGRESS_QUEUE_BYTES,
+    TrafficKind, Vm,
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
