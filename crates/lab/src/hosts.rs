@@ -3,11 +3,15 @@
 //! per VM behind its host's engine.
 //!
 //! ```text
-//!  VM a [eth0] ──veth── [Pv0]  host h0  [P-h0] ──veth── [f0] ┐
-//!                        engine        [P-c0] ──veth── [g0] ┤ fabric
-//!  VM c [eth0] ──veth── [Pv2]  host h2  [P-h2] ──veth── [f2] ┤ (bridge)
-//!  VM d [eth0] ──veth── [Pv3]  engine  [P-c2] ──veth── [g2] ┘
+//!  VM a [eth0] ──veth── [Pv0]  host h0 ns   [Pu0] ──veth── [f0] ┐
+//!                              (engine)     [Pc0] ──veth── [g0] ┤ fabric ns
+//!  VM c [eth0] ──veth── [Pv2]  host h2 ns   [Pu2] ──veth── [f2] ┤ (bridge br0)
+//!  VM d [eth0] ──veth── [Pv3]  (engine)     [Pc2] ──veth── [g2] ┘
 //! ```
+//!
+//! (`P` is the run's prefix, `nsl<id>`; `Pu` the uplink the engine forwards on,
+//! `Pc` the control veth its feedback socket is bound to.) VMs address each other
+//! in one /16 with static neighbours, so no ARP crosses an engine.
 //!
 //! Each host's engine is the one-host engine ([`crate::engine`]): it schedules its
 //! VMs' frames under the named enforcer onto its uplink at the host link's rate.
@@ -25,7 +29,9 @@
 //! [`sched::Enforcer::set_destination_limit`]. Feedback takes however long the
 //! datagram does (tens of µs), not the scenario's `feedback.delay`.
 
-use crate::classify::{Ipv4Header, ParsedFrame, Prefix, parse, payload_bytes};
+use crate::classify::{
+    ETHERNET_HEADER_BYTES, Ipv4Header, ParsedFrame, Prefix, parse, payload_bytes,
+};
 use crate::sys::netns;
 use crate::sys::packet::{RxFrame, RxRing, VNET_HDR_BYTES};
 use crate::topology::{Topology, gso_max_bytes, mac_string};
@@ -45,11 +51,10 @@ const FEEDBACK_PORT: u16 = 4790;
 /// One rate in a feedback datagram: the traffic's index (u32) and its rate in
 /// bit/s (f64), little-endian.
 const FEEDBACK_ENTRY_BYTES: usize = 12;
-const ETHERNET_HEADER_BYTES: usize = 14;
 
 /// Names and addresses of a run across hosts.
 #[derive(Clone, Debug)]
-pub struct HostsPlan {
+pub(crate) struct HostsPlan {
     pub prefix: String,
     pub fabric_ns: String,
     pub hosts: Vec<HostNet>,
@@ -60,7 +65,7 @@ pub struct HostsPlan {
 }
 
 #[derive(Clone, Debug)]
-pub struct HostNet {
+pub(crate) struct HostNet {
     pub ns: String,
     pub uplink: String,
     /// The host's end of its control veth, with `control_addr`.
@@ -69,7 +74,7 @@ pub struct HostNet {
 }
 
 #[derive(Clone, Debug)]
-pub struct VmNet {
+pub(crate) struct VmNet {
     pub vm: Vm,
     pub ns: String,
     /// The host engine's end of the VM's veth.
@@ -259,7 +264,7 @@ pub struct HostCounts {
 
 /// An engine's part in a run across hosts: what enters its host, the feedback,
 /// and the counts per traffic.
-pub struct HostSide {
+pub(crate) struct HostSide {
     host: HostId,
     traffic: Vec<TrafficFrames>,
     /// Per traffic: when it runs (scenario time) and which host sends it.
@@ -369,7 +374,10 @@ impl HostSide {
     pub fn sent(&mut self, slot: u64, bytes: u32, now_ns: u64) {
         let Some(f) = self.slot(slot) else { return };
         let bytes = u64::from(bytes);
-        self.epoch_sent[f] += bytes;
+        // Before time zero nothing runs for the feedback (the programs' warm-up).
+        if self.scenario_ns(now_ns).is_some() {
+            self.epoch_sent[f] += bytes;
+        }
         match self.interval(now_ns) {
             Some(k) => self.counts.sent_bytes[f][k] += bytes,
             None => self.counts.sent_outside_bytes[f] += bytes,
@@ -416,14 +424,16 @@ impl HostSide {
         else {
             return Ok(());
         };
-        let l3 = &frame[VNET_HDR_BYTES..];
-        let ip = match parse(l3) {
+        let ethernet = &frame[VNET_HDR_BYTES..];
+        let ip = match parse(ethernet) {
             ParsedFrame::Ipv4(ip) => Some(ip),
             _ => None,
         };
         let bytes = (len - VNET_HDR_BYTES - ETHERNET_HEADER_BYTES) as u64;
         let traffic = ip.as_ref().and_then(|ip| self.traffic_of(ip));
-        if let Some(f) = traffic {
+        if let Some(f) = traffic
+            && self.scenario_ns(now_ns).is_some()
+        {
             self.epoch_arrived[f] += bytes;
         }
         let backlog_bytes =
@@ -449,7 +459,7 @@ impl HostSide {
         ports[port].socket().send(frame)?;
         if let (Some(f), Some(ip)) = (traffic, ip) {
             self.counts.delivered_payload_bytes[f] +=
-                u64::from(payload_bytes(l3, &ip).unwrap_or(0));
+                u64::from(payload_bytes(ethernet, &ip).unwrap_or(0));
             match self.interval(now_ns) {
                 Some(k) => self.counts.delivered_bytes[f][k] += bytes,
                 None => self.counts.delivered_outside_bytes[f] += bytes,
@@ -550,7 +560,7 @@ impl HostSide {
 
 /// What an engine thread needs to build its [`HostSide`] inside its namespace.
 #[derive(Clone, Debug)]
-pub struct HostSideConfig {
+pub(crate) struct HostSideConfig {
     host: HostId,
     scenario: HostsScenario,
     plan: HostsPlan,
@@ -657,6 +667,18 @@ pub fn supported(scenario: &HostsScenario, enforcer: &str) -> Result<(), LabErro
             "traffic `{}` is `{}`, and across hosts the lab runs `bulk` and `udp` only: run it in the simulator (`nicsched sim`), or make it bulk or udp",
             t.traffic.name,
             t.traffic.kind.label()
+        )));
+    }
+    if let Some(t) = scenario
+        .traffic
+        .iter()
+        .find(|t| t.traffic.kind.flows() > crate::traffic::IPERF3_STREAMS_MAX)
+    {
+        return Err(LabError::Unsupported(format!(
+            "traffic `{}`: {} flows, iperf3 runs at most {} streams",
+            t.traffic.name,
+            t.traffic.kind.flows(),
+            crate::traffic::IPERF3_STREAMS_MAX
         )));
     }
     Ok(())
@@ -857,6 +879,12 @@ pub fn run(
         return Err(LabError::Interrupted);
     }
     supported(scenario, enforcer)?;
+    if options.engine_threads > 1 {
+        return Err(LabError::Unsupported(format!(
+            "{} engine threads: across hosts each host's engine runs one, which keeps the counts per traffic; leave out --engine-threads",
+            options.engine_threads
+        )));
+    }
     if !options.crafted.is_empty() {
         return Err(LabError::Unsupported(
             "crafted frames are sent on one host's link; across hosts there is none".into(),

@@ -160,7 +160,7 @@ pub struct TrafficPlan {
 /// Default first port for traffic whose app names none (iperf3's own default).
 const PORT_BASE: u16 = 5201;
 /// iperf3's limit on parallel streams.
-const IPERF3_STREAMS_MAX: u32 = 128;
+pub const IPERF3_STREAMS_MAX: u32 = 128;
 /// memcached's port: an rpc traffic of an app that matches it runs memcached.
 pub const MEMCACHED_PORT: u16 = 11211;
 /// The largest item memcached stores with its default `-I 1m` (1 MiB less its

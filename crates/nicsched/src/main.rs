@@ -153,7 +153,8 @@ enum Command {
         out: Option<PathBuf>,
         /// Emulated link rate; every rate of the scenario is scaled by the same
         /// factor so the ideal keeps its shape. Default: 1Gbit, or the scenario's
-        /// link rate when that is lower.
+        /// link rate when that is lower. Across hosts: the fastest host link's,
+        /// default 250Mbit (docs/hosts.md, "Lab across hosts").
         #[arg(long, value_name = "RATE", value_parser = lab_link_rate)]
         link_rate: Option<u64>,
         /// Leave the namespaces in place after the run (prints how to remove them).
