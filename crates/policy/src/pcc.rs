@@ -170,3 +170,58 @@ impl HostPcc {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AnyScenario, parse_any_scenario};
+
+    fn scenario() -> HostsScenario {
+        let yaml = r#"
+duration: 1s
+hosts:
+  - name: h1
+    policy: { link: { rate: 20Gbit }, tenants: [ { name: a, max_rate: 12Gbit } ] }
+  - name: h2
+    policy: { link: { rate: 20Gbit }, tenants: [ { name: b, max_rate: 12Gbit } ] }
+  - name: h3
+    policy:
+      link: { rate: 20Gbit }
+      tenants: [ { name: c, ingress: { max_rate: 12Gbit } } ]
+traffic:
+  - { name: a-c, tenant: a, to: c, kind: bulk }
+  - { name: b-c, tenant: b, to: c, kind: bulk }
+"#;
+        match parse_any_scenario(yaml, "s.yaml", std::path::Path::new("."), &["picnic"]) {
+            Ok(AnyScenario::Hosts(s)) => s,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_receiver_splits_its_envelope_and_the_sender_applies_the_lesser_offer() {
+        let s = scenario();
+        let (h1, h3) = (HostId(0), HostId(2));
+        let mut receiver = HostPcc::new(&s, h3, Feedback::PicNic);
+        let mut sender = HostPcc::new(&s, h1, Feedback::PicNic);
+        let running = [true, true];
+        let none = [0.0, 0.0];
+        let fed_back = receiver.epoch(&running, &none, &none);
+        assert_eq!(fed_back, vec![(0, 6e9), (1, 6e9)]);
+        // Before any feedback the sender holds a→c to its own egress offer.
+        sender.epoch(&running, &[12e9, 0.0], &none);
+        let limit = |p: &HostPcc| p.limits()[0].bps;
+        assert_eq!(limit(&sender), Some(12_000_000_000));
+        sender.receive(0, fed_back[0].1);
+        assert_eq!(sender.limits()[0].from, s.traffic[0].traffic.tenant);
+        assert_eq!(sender.limits()[0].to, s.traffic[0].to);
+        assert_eq!(limit(&sender), Some(6_000_000_000));
+    }
+
+    #[test]
+    fn feedback_follows_the_enforcers_name() {
+        assert_eq!(Feedback::of("picnic"), Feedback::PicNic);
+        assert_eq!(Feedback::of("picnic-wc"), Feedback::WorkConserving);
+        assert_eq!(Feedback::of("wheel"), Feedback::None);
+    }
+}
