@@ -274,6 +274,7 @@ impl PathResult {
                 run_ns: a.run_ns + b.run_ns,
                 transmit_cpu_ns: a.transmit_cpu_ns + b.transmit_cpu_ns,
                 cores: None,
+                hosts: None,
                 split_classes: a.split_classes.max(b.split_classes),
             }),
             (a, b) => a.or(b),

@@ -450,6 +450,14 @@ fn program_count(
     }
 }
 
+/// What the iperf3 servers of `plan` received, or why that is not known.
+pub(crate) fn iperf3_received(plan: &TrafficPlan) -> Result<u64, String> {
+    match iperf3_count(plan) {
+        ProgramCount::Bytes { bytes, .. } | ProgramCount::AtMost { bytes, .. } => Ok(bytes),
+        ProgramCount::NotCompared(why) => Err(why),
+    }
+}
+
 /// What the iperf3 servers of `plan` received, from their JSON.
 fn iperf3_count(plan: &TrafficPlan) -> ProgramCount {
     let mut bytes = 0;

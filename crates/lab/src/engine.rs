@@ -39,6 +39,7 @@
 use crate::LabError;
 use crate::classify::{Classifier, Malformed, ParsedFrame, parse};
 use crate::cores::{CoreSetup, CoreSpent, Shared};
+use crate::hosts::HostSide;
 use crate::sys::packet::{BATCH, PacketSocket, Poller, RxFrame, RxRing, VNET_HDR_BYTES};
 use policy::wire::serialisation_ns;
 use policy::{Policy, TenantId};
@@ -203,6 +204,8 @@ pub struct EngineStats {
     pub transmit_cpu_ns: u64,
     /// What the engine's cores did, when the run has them.
     pub cores: Option<CoreStats>,
+    /// What a host's engine counted per traffic, in a run across hosts.
+    pub hosts: Option<crate::hosts::HostCounts>,
 }
 
 /// The engine's cores over a run ([`crate::cores`]).
@@ -367,6 +370,9 @@ pub struct Engine {
     /// The policy's apps, the first of the enforcer's classes.
     apps: usize,
     stats: EngineStats,
+    /// In a run across hosts: what enters the host, the feedback, the counts per
+    /// traffic.
+    hosts: Option<HostSide>,
 }
 
 impl Engine {
@@ -402,7 +408,15 @@ impl Engine {
             config,
             classifier,
             enforcer,
+            hosts: None,
         })
+    }
+
+    /// Makes this the engine of one host of a run across hosts: frames from the
+    /// uplink go through `side` to the VMs, and it runs the host's feedback.
+    pub fn across_hosts(mut self, side: HostSide) -> Engine {
+        self.hosts = Some(side);
+        self
     }
 
     /// Runs in the calling thread (already in the engine namespace) until `stop`.
@@ -422,6 +436,9 @@ impl Engine {
         // Processed frames wake the engine as a frame does.
         let done_fd = self.shared.as_ref().map(|s| s.done_ready.raw_fd());
         fds.extend(done_fd);
+        // Feedback from other hosts wakes the engine as a frame does.
+        let control_fd = self.hosts.as_ref().map(HostSide::control_fd);
+        fds.extend(control_fd);
         let mut poller = Poller::new(&fds);
         // While the emulated link is busy a tenant's frame can wait in its ring:
         // it cannot leave before the link frees, and the engine reads every port
@@ -429,12 +446,16 @@ impl Engine {
         // starved the senders. Return traffic (ACKs, requests) still wakes it.
         let mut return_fds = vec![uplink.socket().raw_fd()];
         return_fds.extend(done_fd);
+        return_fds.extend(control_fd);
         let mut return_poller = Poller::new(&return_fds);
         let transmitters = (0..self.config.transmit_threads)
             .map(|_| PacketSocket::open_sender(&self.config.uplink))
             .collect::<std::io::Result<Vec<_>>>()?;
         ready();
         self.clock = Instant::now();
+        if let Some(side) = &mut self.hosts {
+            side.start(self.clock, self.config.buffer.slab_slots);
+        }
         let tenants = self.config.ports.len();
         let core_count = self.config.cores.as_ref().map_or(0, |c| c.cores);
         let shared = self.shared.take();
@@ -541,6 +562,9 @@ impl Engine {
             if let Some(threads) = threads.as_deref_mut() {
                 self.take_back(threads, false);
             }
+            if let Some(side) = &mut self.hosts {
+                side.tick(now_ns, self.enforcer.as_mut())?;
+            }
 
             if let Some(shared) = shared {
                 self.offer_processed(shared, now_ns);
@@ -558,7 +582,10 @@ impl Engine {
             let mut returned = Ok(());
             uplink.recv(BATCH, |frame| {
                 if returned.is_ok() {
-                    returned = self.on_sink_frame(frame, ports);
+                    returned = match &mut self.hosts {
+                        Some(side) => side.arrive(frame, ports, now_ns),
+                        None => self.on_sink_frame(frame, ports),
+                    };
                 }
             })?;
             returned?;
@@ -572,6 +599,9 @@ impl Engine {
                         break;
                     };
                     let t = frame.packet.tenant.index();
+                    if let Some(side) = &mut self.hosts {
+                        side.sent(frame.packet.handle, frame.bytes, now_ns);
+                    }
                     if frame.last {
                         tx.push_back(frame.packet);
                     }
@@ -606,6 +636,7 @@ impl Engine {
                 || (backlogged
                     && link_free_ns > now_ns
                     && self.enforcer.next_ready_ns(now_ns) == Some(now_ns));
+            let epoch_ns = self.hosts.as_mut().and_then(|s| s.wait_ns(now_ns));
             let wait_ns = if !tx.is_empty() {
                 20_000
             } else if backlogged {
@@ -620,6 +651,7 @@ impl Engine {
             } else {
                 IDLE_WAIT_NS
             };
+            let wait_ns = epoch_ns.map_or(wait_ns, |e| wait_ns.min(e));
             if tx.is_empty() && backlogged && link_busy {
                 return_poller.wait(wait_ns)?;
             } else {
@@ -694,6 +726,7 @@ impl Engine {
         self.stats.split_classes = self.enforcer.classes().map(|c| c - self.apps);
         self.stats.run_ns = self.clock.elapsed().as_nanos() as u64;
         self.drain_held(self.stats.run_ns);
+        self.stats.hosts = self.hosts.take().map(HostSide::finish);
         self.stats
     }
 
@@ -741,6 +774,9 @@ impl Engine {
 
     /// Counts a frame handed to the link that never left as held, not sent.
     fn unsent(&mut self, packet: &Packet) {
+        if let Some(side) = &mut self.hosts {
+            side.unsent(packet.handle, packet.len_bytes);
+        }
         let ledger = &mut self.stats.ledgers[packet.tenant.index()];
         ledger.sent_bytes -= u64::from(packet.len_bytes);
         ledger.held_bytes += u64::from(packet.len_bytes);
@@ -827,6 +863,9 @@ impl Engine {
             tries -= 1;
             match self.enforcer.dequeue(now_ns) {
                 Some(frame) => {
+                    if let Some(side) = &mut self.hosts {
+                        side.held(frame.packet.handle, frame.bytes);
+                    }
                     self.stats.ledgers[frame.packet.tenant.index()].held_bytes +=
                         u64::from(frame.bytes);
                 }
@@ -866,16 +905,25 @@ impl Engine {
         // place is its tenant's catch-all traffic, not a way past the enforcer (raw
         // frames of another ethertype once took 135 Mbit/s past a 10 Mbit/s cap).
         // A cost belongs to a traffic, and the lab's traffic is IPv4.
-        let (len_bytes, class, kind, cost_ns) = match parsed {
-            ParsedFrame::Ipv4(ip) => (
-                ip.len_bytes,
-                self.classifier.classify(tenant, &ip),
-                FrameKind::Ipv4,
-                self.config
-                    .cores
-                    .as_ref()
-                    .map_or(0, |c| c.cost_ns(tenant, &ip)),
-            ),
+        // Across hosts: the frame's traffic, and the VM it goes to, which a
+        // destination limit names.
+        let mut crossing = None;
+        let (len_bytes, mut class, kind, cost_ns) = match parsed {
+            ParsedFrame::Ipv4(ip) => {
+                if let Some(side) = &mut self.hosts {
+                    let dst_mac = &buf[VNET_HDR_BYTES..VNET_HDR_BYTES + 6];
+                    crossing = Some(side.offered(Some(&ip), dst_mac));
+                }
+                (
+                    ip.len_bytes,
+                    self.classifier.classify(tenant, &ip),
+                    FrameKind::Ipv4,
+                    self.config
+                        .cores
+                        .as_ref()
+                        .map_or(0, |c| c.cost_ns(tenant, &ip)),
+                )
+            }
             ParsedFrame::Ipv6(ip) => (
                 ip.len_bytes,
                 self.classifier.classify_ipv6(tenant, &ip),
@@ -896,7 +944,13 @@ impl Engine {
         // The virtio-net header travels with the frame, into the slab and out again.
         let frame = &buf[..len];
         self.stats.ledgers[t].offered_bytes += u64::from(len_bytes);
-        let Some(slot) = self.slab.store(frame) else {
+        let (traffic, destination) = crossing.unwrap_or_default();
+        class.destination = destination.unwrap_or(class.destination);
+        let slot = self.slab.store(frame);
+        if let Some(side) = &mut self.hosts {
+            side.stored(traffic, slot, len_bytes);
+        }
+        let Some(slot) = slot else {
             self.stats.buffer_drops[t] += 1;
             self.stats.ledgers[t].refused_bytes += u64::from(len_bytes);
             return;
@@ -933,6 +987,9 @@ impl Engine {
                 } += 1;
             }
             Err((packet, _reason)) => {
+                if let Some(side) = &mut self.hosts {
+                    side.refused_slot(packet.handle, packet.len_bytes);
+                }
                 self.stats.ledgers[t].refused_bytes += u64::from(packet.len_bytes);
                 self.slab.release(packet.handle as u32);
             }

@@ -22,6 +22,8 @@
 //! - `htb`: [`tc_script`], the policy as kernel HTB classes and u32 filters;
 //! - `bench`: [`run_bench`], frames per second through the engine (unpaced) under
 //!   each enforcer and through the kernel's bridge, with and without HTB;
+//! - `hosts`: [`hosts::run`], a scenario across hosts: an engine per host, VMs
+//!   behind them, a bridge between, PicNIC's feedback as UDP between the engines;
 //! - `faults` (feature `faults`, tests only): figures made wrong on purpose.
 
 mod bench;
@@ -33,6 +35,7 @@ mod engine;
 #[cfg(feature = "faults")]
 mod faults;
 mod generate;
+pub mod hosts;
 mod htb;
 mod meter;
 mod sys;
@@ -653,7 +656,7 @@ fn run_in(
     let mut measuring = start_measuring(scenario, enforcer, options, plan, plans, dir)?;
     let servers = start_servers(plans, &plan.sink_ns, options.realtime)?;
     let tallies = drive(
-        scenario,
+        scenario.duration_ns,
         plans,
         options.realtime,
         &measuring.origin,
@@ -980,10 +983,10 @@ impl<'a> Traffics<'a> {
     }
 }
 
-/// Drives the traffic of `plans` from its warm-up to the end of the scenario; sets
+/// Drives the traffic of `plans` from its warm-up to `duration_ns`; sets
 /// `origin` at time zero. Returns what the lab's generators counted.
 fn drive(
-    scenario: &Scenario,
+    duration_ns: u64,
     plans: &[traffic::TrafficPlan],
     realtime: bool,
     origin: &OnceLock<Instant>,
@@ -1006,7 +1009,7 @@ fn drive(
             return Err(LabError::Interrupted);
         }
         let now_ns = t0.elapsed().as_nanos() as u64;
-        if now_ns >= scenario.duration_ns {
+        if now_ns >= duration_ns {
             break;
         }
         traffics.tick(now_ns)?;
@@ -1016,7 +1019,7 @@ fn drive(
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    progress(scenario.duration_ns);
+    progress(duration_ns);
     traffics.finish()
 }
 

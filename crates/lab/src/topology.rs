@@ -191,9 +191,13 @@ impl Plan {
     }
 }
 
-/// Live namespaces; dropping deletes them (unless kept for inspection).
-pub struct Topology {
-    pub plan: Plan,
+/// Live namespaces; dropping deletes them (unless kept for inspection). `P` is
+/// the layout they were built from: one host's [`Plan`], or a run across hosts'
+/// ([`crate::hosts::HostsPlan`]).
+pub struct Topology<P = Plan> {
+    pub plan: P,
+    /// The run's prefix, whose owner record goes with the namespaces.
+    prefix: String,
     created: Vec<String>,
     keep: bool,
 }
@@ -202,17 +206,22 @@ fn setup_error(e: std::io::Error) -> LabError {
     LabError::Setup(e.to_string())
 }
 
-impl Topology {
-    /// Builds the namespaces, veths, addresses, routes and neighbours of `plan`.
-    /// `bridge`: join the engine's ports with a Linux bridge (for `linux-htb`).
-    pub fn create(plan: Plan, bridge: bool) -> Result<Topology, LabError> {
-        owner::claim(&plan.prefix).map_err(setup_error)?;
+impl<P> Topology<P> {
+    /// Claims run `prefix` and builds `plan` with `build`; what `build` created
+    /// before it failed is deleted.
+    pub fn create_with(
+        plan: P,
+        prefix: &str,
+        build: impl FnOnce(&mut Topology<P>) -> std::io::Result<()>,
+    ) -> Result<Topology<P>, LabError> {
+        owner::claim(prefix).map_err(setup_error)?;
         let mut topology = Topology {
             plan,
+            prefix: prefix.to_string(),
             created: Vec::new(),
             keep: false,
         };
-        topology.build(bridge).map_err(setup_error)?;
+        build(&mut topology).map_err(setup_error)?;
         Ok(topology)
     }
 
@@ -226,7 +235,7 @@ impl Topology {
             .join("; ")
     }
 
-    fn add_ns(&mut self, name: &str) -> std::io::Result<()> {
+    pub fn add_ns(&mut self, name: &str) -> std::io::Result<()> {
         netns::add(name)?;
         self.created.push(name.to_string());
         // No IPv6: no router solicitations or DAD frames through the engine.
@@ -240,7 +249,7 @@ impl Topology {
         Ok(())
     }
 
-    fn offloads(ns: &str, dev: &str) -> std::io::Result<()> {
+    pub fn offloads(ns: &str, dev: &str) -> std::io::Result<()> {
         netns::exec_in(
             ns,
             "ethtool",
@@ -249,6 +258,15 @@ impl Topology {
             ],
         )
         .map(drop)
+    }
+}
+
+impl Topology {
+    /// Builds the namespaces, veths, addresses, routes and neighbours of `plan`.
+    /// `bridge`: join the engine's ports with a Linux bridge (for `linux-htb`).
+    pub fn create(plan: Plan, bridge: bool) -> Result<Topology, LabError> {
+        let prefix = plan.prefix.clone();
+        Topology::create_with(plan, &prefix, |t| t.build(bridge))
     }
 
     fn build(&mut self, bridge: bool) -> std::io::Result<()> {
@@ -437,7 +455,7 @@ impl Topology {
     }
 }
 
-impl Drop for Topology {
+impl<P> Drop for Topology<P> {
     fn drop(&mut self) {
         let mut left = false;
         if !self.keep {
@@ -455,10 +473,10 @@ impl Drop for Topology {
         if left {
             return;
         }
-        if let Err(e) = owner::release(&self.plan.prefix) {
+        if let Err(e) = owner::release(&self.prefix) {
             eprintln!(
                 "nicsched lab: could not remove the owner record of {}: {e}",
-                self.plan.prefix
+                self.prefix
             );
         }
     }

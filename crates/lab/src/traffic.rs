@@ -160,7 +160,7 @@ pub struct TrafficPlan {
 /// Default first port for traffic whose app names none (iperf3's own default).
 const PORT_BASE: u16 = 5201;
 /// iperf3's limit on parallel streams.
-const IPERF3_STREAMS_MAX: u32 = 128;
+pub const IPERF3_STREAMS_MAX: u32 = 128;
 /// memcached's port: an rpc traffic of an app that matches it runs memcached.
 pub const MEMCACHED_PORT: u16 = 11211;
 /// The largest item memcached stores with its default `-I 1m` (1 MiB less its
@@ -315,56 +315,22 @@ pub fn plan(
                 )));
             }
             for (k, dst) in destinations.iter().enumerate() {
-                let dst = dst.to_string();
                 let tag = if destinations.len() > 1 {
                     format!("{k}.")
                 } else {
                     String::new()
                 };
-                let args =
-                    |list: &[&str]| -> Vec<String> { list.iter().map(|a| a.to_string()).collect() };
-                plan.servers.push(Command {
-                    ns: net.sink_ns.clone(),
-                    program: tools.iperf3.clone(),
-                    // One test, then it exits having written its JSON: the run
-                    // waits for that before it reads the bytes received.
-                    args: args(&[
-                        "-s",
-                        "-1",
-                        "-J",
-                        "-i",
-                        "0",
-                        "-B",
-                        &dst,
-                        "-p",
-                        &port.to_string(),
-                    ]),
-                    log: log(&format!("{tag}server")),
-                    realtime: false,
-                });
-                let mut client = args(&[
-                    "-c",
-                    &dst,
-                    "-B",
-                    &tenant.addr.to_string(),
-                    "-p",
-                    &port.to_string(),
-                    "-P",
-                    &streams.to_string(),
-                    "-t",
-                    &secs.to_string(),
-                    "-i",
-                    "0",
-                    "-J",
-                ]);
-                client.extend_from_slice(extra);
-                plan.clients.push(Command {
-                    ns: tenant.ns.clone(),
-                    program: tools.iperf3.clone(),
-                    args: client,
-                    log: log(&format!("{tag}client")),
-                    realtime: false,
-                });
+                let (server, client) = iperf3_pair(
+                    tools,
+                    (&net.sink_ns, *dst, log(&format!("{tag}server"))),
+                    (&tenant.ns, tenant.addr, log(&format!("{tag}client"))),
+                    port,
+                    streams,
+                    secs,
+                    extra,
+                );
+                plan.servers.push(server);
+                plan.clients.push(client);
             }
             Ok(())
         };
@@ -541,6 +507,57 @@ pub fn plan(
 }
 
 /// sockperf's message size for a response of `response_bytes`: within what it sends.
+/// An iperf3 server (namespace, address, log) for one test and its client sending
+/// `streams` streams from its own address to the server's `port` for `secs`
+/// seconds; `extra`: the client's further options (`-u -b ...`, `-C cubic`).
+pub fn iperf3_pair(
+    tools: &Tools,
+    server: (&str, Ipv4Addr, PathBuf),
+    client: (&str, Ipv4Addr, PathBuf),
+    port: u16,
+    streams: u32,
+    secs: u64,
+    extra: &[String],
+) -> (Command, Command) {
+    let args = |list: &[&str]| -> Vec<String> { list.iter().map(|a| a.to_string()).collect() };
+    let (server_ns, server_addr, server_log) = server;
+    let (client_ns, client_addr, client_log) = client;
+    let (dst, port) = (server_addr.to_string(), port.to_string());
+    let server = Command {
+        ns: server_ns.to_string(),
+        program: tools.iperf3.clone(),
+        // One test, then it exits having written its JSON: the run waits for that
+        // before it reads the bytes received.
+        args: args(&["-s", "-1", "-J", "-i", "0", "-B", &dst, "-p", &port]),
+        log: server_log,
+        realtime: false,
+    };
+    let mut client_args = args(&[
+        "-c",
+        &dst,
+        "-B",
+        &client_addr.to_string(),
+        "-p",
+        &port,
+        "-P",
+        &streams.to_string(),
+        "-t",
+        &secs.to_string(),
+        "-i",
+        "0",
+        "-J",
+    ]);
+    client_args.extend_from_slice(extra);
+    let client = Command {
+        ns: client_ns.to_string(),
+        program: tools.iperf3.clone(),
+        args: client_args,
+        log: client_log,
+        realtime: false,
+    };
+    (server, client)
+}
+
 fn sockperf_message_bytes(response_bytes: u32) -> u32 {
     response_bytes.clamp(14, 65_000)
 }

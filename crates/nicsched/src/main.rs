@@ -153,7 +153,8 @@ enum Command {
         out: Option<PathBuf>,
         /// Emulated link rate; every rate of the scenario is scaled by the same
         /// factor so the ideal keeps its shape. Default: 1Gbit, or the scenario's
-        /// link rate when that is lower.
+        /// link rate when that is lower. Across hosts: the fastest host link's,
+        /// default 250Mbit (docs/hosts.md, "Lab across hosts").
         #[arg(long, value_name = "RATE", value_parser = lab_link_rate)]
         link_rate: Option<u64>,
         /// Leave the namespaces in place after the run (prints how to remove them).
@@ -902,6 +903,38 @@ fn simulate_hosts(
         bar.finish();
         let (summary, rows) =
             report::summarise_hosts(&scenario, &record, &sim::HostModel::default().path);
+        let run = HostsRunOut {
+            summary,
+            rows,
+            provenance: provenance.clone(),
+        };
+        run.write(&out, name, &mut table, &mut failed)?;
+    }
+    finish_hosts(out, &provenance, &table, &failed)
+}
+
+/// One run across hosts, simulated or in the lab, with what it is written with.
+struct HostsRunOut {
+    summary: report::HostsSummary,
+    rows: Vec<report::HostsRow>,
+    provenance: report::Provenance,
+}
+
+impl HostsRunOut {
+    /// Writes summary.json and timeseries.csv under the enforcer's folder, and adds
+    /// its flows to `table` and its failed checks to `failed`.
+    fn write(
+        self,
+        out: &report::OutDir,
+        name: &str,
+        table: &mut Vec<Vec<String>>,
+        failed: &mut Vec<String>,
+    ) -> Result<(), Failure> {
+        let HostsRunOut {
+            summary,
+            rows,
+            provenance,
+        } = self;
         let dir = out.staging().join(name);
         let write = || -> std::io::Result<()> {
             std::fs::create_dir_all(&dir)?;
@@ -924,7 +957,7 @@ fn simulate_hosts(
         write().map_err(|e| unwritten(out.target(), e))?;
         for flow in &summary.flows {
             table.push(vec![
-                name.clone(),
+                name.to_string(),
                 flow.name.clone(),
                 format!("{}→{}", flow.from, flow.to),
                 policy::format_rate(flow.throughput_bps),
@@ -939,9 +972,20 @@ fn simulate_hosts(
                 .filter(|c| !c.ok)
                 .map(|c| format!("{name}/{}: {}", c.name, c.detail)),
         );
+        Ok(())
     }
+}
+
+/// Moves the runs across hosts into `--out`, prints their table with every failed
+/// self-check beneath it, and fails with status 3 when one did.
+fn finish_hosts(
+    out: report::OutDir,
+    provenance: &report::Provenance,
+    table: &[Vec<String>],
+    failed: &[String],
+) -> Result<(), Failure> {
     let target = out.target().to_path_buf();
-    let out = out.commit(&provenance).map_err(|e| unwritten(&target, e))?;
+    let out = out.commit(provenance).map_err(|e| unwritten(&target, e))?;
     let header: Vec<String> = [
         "enforcer",
         "flow",
@@ -952,12 +996,12 @@ fn simulate_hosts(
     ]
     .map(String::from)
     .to_vec();
-    println!("{}", report::aligned_table(&header, &table, 3, false));
+    println!("{}", report::aligned_table(&header, table, 3, false));
     println!("results: {}", out.display());
     if failed.is_empty() {
         Ok(())
     } else {
-        for f in &failed {
+        for f in failed {
             eprintln!("check failed: {f}");
         }
         Err(Failure {
@@ -1054,7 +1098,12 @@ fn run_lab(
     quiet: bool,
 ) -> Result<(), Failure> {
     lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
-    let scenario: Scenario = policy::load_scenario(path, &lab::enforcer_names())?;
+    let scenario: Scenario = match policy::load_any_scenario(path, &lab::enforcer_names())? {
+        policy::AnyScenario::OneHost(scenario) => scenario,
+        policy::AnyScenario::Hosts(scenario) => {
+            return lab_hosts(path, scenario, enforcers, out, link_rate, options, quiet);
+        }
+    };
     let link_rate_bps =
         link_rate.unwrap_or_else(|| scenario.policy.link.rate_bps.min(LAB_LINK_RATE_BPS_DEFAULT));
     let scenario = scenario.scaled_to_link_rate(link_rate_bps);
@@ -1121,6 +1170,103 @@ fn run_lab(
         runs.push((summary, dir));
     }
     finish(out, &scenario.name, runs, &provenance)
+}
+
+/// The fastest host link of a lab run across hosts unless `--link-rate` says
+/// otherwise: every host's engine, its VMs' senders and receivers share the
+/// machine's cores, and on 2 cores three engines forwarded a few hundred Mbit/s
+/// each (docs/hosts.md, "Lab across hosts").
+const LAB_HOSTS_LINK_RATE_BPS_DEFAULT: u64 = 250_000_000;
+
+/// `nicsched lab` on a scenario across hosts (hosts.md, "Lab"): the scenario
+/// scaled so that its fastest link runs at `--link-rate`, one run per enforcer,
+/// written as `nicsched sim` writes one.
+fn lab_hosts(
+    path: &Path,
+    scenario: policy::HostsScenario,
+    enforcers: &[String],
+    out: Option<PathBuf>,
+    link_rate: Option<u64>,
+    options: lab::LabOptions,
+    quiet: bool,
+) -> Result<(), Failure> {
+    let fastest = scenario
+        .hosts
+        .iter()
+        .map(|h| h.policy.link.rate_bps)
+        .max()
+        .unwrap_or(0);
+    let link_rate_bps = link_rate.unwrap_or_else(|| fastest.min(LAB_HOSTS_LINK_RATE_BPS_DEFAULT));
+    let scenario = lab::hosts::scaled_to_link_rate(&scenario, link_rate_bps);
+    let enforcers: Vec<String> = if enforcers.is_empty() {
+        scenario.enforcers.clone()
+    } else {
+        enforcers.to_vec()
+    };
+    for name in &enforcers {
+        lab::hosts::supported(&scenario, name)
+            .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+        for host in &scenario.hosts {
+            sched::build(name, &host.policy)
+                .map_err(|e| Failure::input(format!("host {}: {e}", host.name)))?;
+        }
+    }
+    let out =
+        out.unwrap_or_else(|| PathBuf::from("results").join(format!("{}-lab", scenario.name)));
+    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let provenance = provenance(path, scenario.seed)?;
+    if !quiet {
+        eprintln!(
+            "lab: {} on {} host links at most, feedback every {}, enforcers {}",
+            scenario.name,
+            policy::format_rate(link_rate_bps as f64),
+            policy::format_time(scenario.feedback.epoch_ns),
+            enforcers.join(", ")
+        );
+    }
+    let options = lab::LabOptions {
+        out: Some(out.staging().join("logs")),
+        // Already scaled above.
+        link_rate_bps: None,
+        ..options
+    };
+    let style =
+        ProgressStyle::with_template("{prefix:>11} [{bar:30}] {pos:>6}/{len} ms  {elapsed}")
+            .expect("constant template")
+            .progress_chars("=> ");
+    let _signals = lab::StopSignals::install();
+    let mut table = Vec::new();
+    let mut failed = Vec::new();
+    for name in &enforcers {
+        if lab::interrupted() {
+            return Err(Failure::lab(name, lab::LabError::Interrupted));
+        }
+        let bar = if quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(scenario.duration_ns / 1_000_000)
+        };
+        bar.set_style(style.clone());
+        bar.set_prefix(name.clone());
+        let run = lab::hosts::run(&scenario, name, &options, &mut |ns| {
+            bar.set_position(ns / 1_000_000)
+        })
+        .map_err(|e| Failure::lab(name, e))?;
+        bar.finish();
+        let (mut summary, rows) =
+            report::summarise_hosts(&scenario, &run.record, &report::measure::RpcPath::default());
+        summary.checks.extend(run.checks);
+        let run = HostsRunOut {
+            summary,
+            rows,
+            provenance: report::Provenance {
+                settings: run.settings,
+                ..provenance.clone()
+            },
+        };
+        run.write(&out, name, &mut table, &mut failed)?;
+    }
+    finish_hosts(out, &provenance, &table, &failed)
 }
 
 /// `nicsched lab --cleanup`: exits 1 if anything could not be removed.

@@ -4,12 +4,6 @@
 
 use crate::{Policy, TenantId, Traffic};
 
-/// Bytes a VM may receive above its ingress envelope at once: the depth of the
-/// bucket that polices `ingress.max_rate` in both worlds, full after a quiet
-/// spell. Four 64 KiB sends, so that TCP's bursts within the envelope pass;
-/// the `envelopes` check allows for it.
-pub const INGRESS_BURST_BYTES: u64 = 256 * 1024;
-
 /// Index of a host in [`HostsScenario::hosts`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct HostId(pub u16);
@@ -33,6 +27,16 @@ pub struct Host {
     /// The host's policy; its `link.rate` bounds what leaves and what enters it.
     pub policy: Policy,
 }
+
+/// Bytes a host's ingress may queue before it drops: a receive ring of 1024
+/// descriptors of one MTU each. The simulator and the lab bound what enters a host
+/// alike.
+pub const INGRESS_QUEUE_BYTES: u64 = 1024 * 1500;
+/// Bytes a VM may receive above its ingress envelope at once: the depth of the
+/// bucket that polices `ingress.max_rate` in both worlds, full after a quiet
+/// spell. Four 64 KiB sends, so that TCP's bursts within the envelope pass;
+/// the `envelopes` check allows for it.
+pub const INGRESS_BURST_BYTES: u64 = 256 * 1024;
 
 /// How often receivers feed rates back to senders, and how long feedback takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -254,47 +254,6 @@ pub fn offers(
         .collect()
 }
 
-/// A held flow's limit may exceed its measured rate by this much, so that a flow
-/// held only for the moment (a TCP sender recovering from a loss) can grow back,
-/// by this factor per epoch, into what the resource offers it.
-pub const FEEDBACK_HEADROOM: f64 = 0.25;
-/// However little it was measured at, a held flow may send this part of what the
-/// resource offers it: a flow that has just started has been measured at nothing.
-pub const FEEDBACK_PROBE: f64 = 0.25;
-
-/// One epoch of work-conserving feedback at `resource` from measured rates
-/// (`measured_bps`): for each flow, the offer [`offers`] makes it (to be passed
-/// back as `offered_bps` next epoch) and the limit to send it. A flow measured
-/// below its offer by more than `tolerance` is held elsewhere: the others are
-/// offered what it leaves at its measured rate, and its own limit is that rate
-/// plus [`FEEDBACK_HEADROOM`] (at least [`FEEDBACK_PROBE`] of its offer). A flow
-/// truly held elsewhere does not use the headroom, so nothing is left idle; one
-/// held only for the moment overfills the resource by at most the headroom until
-/// the next epoch. Given its whole offer instead, such a flow overfilled the
-/// receiver's envelope the moment it sped up, was dropped, backed off, measured
-/// low again and stayed held.
-pub fn feedback_limits(
-    resource: &Resource,
-    measured_bps: &[f64],
-    offered_bps: &[f64],
-    tolerance: f64,
-) -> Vec<(usize, f64, f64)> {
-    let everything = vec![f64::INFINITY; measured_bps.len()];
-    offers(resource, &everything, measured_bps, offered_bps, tolerance)
-        .into_iter()
-        .map(|(f, offer)| {
-            let held = measured_bps[f] < offered_bps[f] * (1.0 - tolerance);
-            let limit = if held {
-                let grown = measured_bps[f] * (1.0 + FEEDBACK_HEADROOM);
-                offer.min(grown.max(FEEDBACK_PROBE * offer))
-            } else {
-                offer
-            };
-            (f, offer, limit)
-        })
-        .collect()
-}
-
 /// The ideal rate of each traffic (index = [`HostsScenario::traffic`]) for
 /// `demand_bps` (`f64::INFINITY` = backlogged, 0 = idle).
 pub fn ideal_across_hosts(scenario: &HostsScenario, demand_bps: &[f64]) -> Vec<f64> {

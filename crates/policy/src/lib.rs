@@ -13,6 +13,7 @@ mod ideal_hosts;
 pub mod limits;
 mod model;
 mod parse;
+pub mod pcc;
 mod units;
 pub mod wire;
 
@@ -21,8 +22,7 @@ pub use explain::{explain, parse_active};
 pub use hosts::*;
 pub use ideal::{Allocation, ideal_allocation};
 pub use ideal_hosts::{
-    FEEDBACK_HEADROOM, FEEDBACK_PROBE, Resource, ResourceKind, Unit, explain_hosts,
-    feedback_limits, ideal_across_hosts, offers, resources,
+    Resource, ResourceKind, Unit, explain_hosts, ideal_across_hosts, offers, resources,
 };
 pub use model::*;
 pub use parse::{

@@ -11,10 +11,16 @@ use std::collections::BTreeMap;
 #[derive(Debug)]
 pub struct HostsRecord {
     pub enforcer: String,
+    pub mode: crate::Mode,
     /// Per traffic, per interval: bytes that left the sender's link.
     pub sent_bytes: Vec<Vec<u64>>,
     /// Per traffic, per interval: bytes that reached the receiving VM.
     pub delivered_bytes: Vec<Vec<u64>>,
+    /// Per traffic: bytes that left the sender's link, and that reached the VM,
+    /// outside the run's intervals (the lab's programs start before time zero and
+    /// its engines stop after the end); none in the simulator.
+    pub sent_outside_bytes: Vec<u64>,
+    pub delivered_outside_bytes: Vec<u64>,
     /// Per traffic: bytes offered to the sender's enforcer, refused by it, held in
     /// it at the end, dropped on the receiver's side, on their way at the end.
     pub offered_bytes: Vec<u64>,
@@ -381,8 +387,10 @@ pub fn summarise(
 
     let unbalanced: Vec<String> = (0..flows)
         .filter_map(|f| {
-            let sent: u64 = record.sent_bytes[f].iter().sum();
-            let delivered: u64 = record.delivered_bytes[f].iter().sum();
+            let sent: u64 =
+                record.sent_bytes[f].iter().sum::<u64>() + record.sent_outside_bytes[f];
+            let delivered: u64 =
+                record.delivered_bytes[f].iter().sum::<u64>() + record.delivered_outside_bytes[f];
             let at_sender = sent + record.refused_bytes[f] + record.queued_bytes[f];
             let past_sender = delivered + record.dropped_bytes[f] + record.in_flight_bytes[f];
             (at_sender != record.offered_bytes[f] || past_sender != sent).then(|| {
@@ -453,7 +461,7 @@ pub fn summarise(
         HostsSummary {
             scenario: scenario.name.clone(),
             enforcer: record.enforcer.clone(),
-            mode: "sim",
+            mode: record.mode.as_str(),
             duration_s: scenario.duration_ns as f64 / 1e9,
             hosts,
             flows: flow_figures,

@@ -27,7 +27,6 @@ pub mod htb;
 pub mod multiqueue;
 pub mod nic;
 mod packet;
-pub mod rate_window;
 pub mod registry;
 pub mod testkit;
 pub mod tree;

@@ -9,47 +9,17 @@
 use crate::engine::{SenderKind, latency_histogram};
 use crate::events::EventQueue;
 use crate::host::HostModel;
+use policy::pcc::{Feedback, HostPcc, RateWindow};
 use policy::wire::serialisation_ns;
-use policy::{HostId, HostsScenario, Resource, ResourceKind, TrafficKind, Vm};
+use policy::{HostId, HostsScenario, INGRESS_QUEUE_BYTES, TrafficKind, Vm};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use report::{HostsRecord, LatencyRecord};
-use sched::rate_window::RateWindow;
 use sched::{BuildError, Enforcer, Frame, Packet};
 use std::collections::VecDeque;
 
-/// How senders learn VM-to-VM rates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Feedback {
-    /// No feedback: the enforcer alone, TCP-like senders react to loss.
-    None,
-    /// PicNIC's receivers: a host's link split per active receiving VM by weight,
-    /// each VM's share split among the VMs sending to it, whether or not a sender
-    /// can use its part.
-    PicNic,
-    /// The same, but a sender that sends less than its part (held elsewhere)
-    /// leaves the rest to the others: the rule of the ideal across hosts.
-    WorkConserving,
-}
-
-impl Feedback {
-    pub fn of(enforcer: &str) -> Feedback {
-        match enforcer {
-            "picnic" => Feedback::PicNic,
-            "picnic-wc" => Feedback::WorkConserving,
-            _ => Feedback::None,
-        }
-    }
-}
-
-/// Bytes a host's ingress may queue before it drops: a receive ring of 1024
-/// descriptors of one MTU each.
-const INGRESS_QUEUE_BYTES: u64 = 1024 * 1500;
 /// A sender's window starts at this many sends and never falls below one.
 const WINDOW_INITIAL: f64 = 4.0;
-/// A measured rate this far below what a resource last offered counts as held
-/// elsewhere (measurement over one epoch is noisy by a send or two).
-const HELD_TOLERANCE: f64 = 0.1;
 
 struct Sender {
     traffic: usize,
@@ -102,14 +72,12 @@ struct Host {
     ingress: VecDeque<Frame>,
     ingress_bytes: u64,
     ingress_busy: bool,
-    egress_resource: Option<Resource>,
-    ingress_resource: Option<Resource>,
+    pcc: HostPcc,
 }
 
 struct Run<'a> {
     scenario: &'a HostsScenario,
     model: HostModel,
-    feedback: Feedback,
     events: EventQueue<Ev>,
     hosts: Vec<Host>,
     senders: Vec<Sender>,
@@ -118,16 +86,10 @@ struct Run<'a> {
     policer: Vec<(f64, u64)>,
     record: HostsRecord,
     latency_of: Vec<Option<usize>>,
-    /// Per traffic, over the current epoch: bytes that left the sender, bytes that
-    /// arrived at the receiver's host.
-    sent_window: RateWindow,
-    arrived_window: RateWindow,
-    /// Per traffic: the receiver's last offer, as it reached the sender.
-    receiver_offer: Vec<f64>,
-    /// Per traffic: the limit its sender's own egress gives it.
-    sender_limit: Vec<f64>,
-    /// What a resource last offered each traffic, per host: egress then ingress.
-    last_offer: Vec<[Vec<f64>; 2]>,
+    /// Per traffic: bytes that left the sender, bytes that arrived at the
+    /// receiver's host, measured for feedback.
+    sent: RateWindow,
+    arrived: RateWindow,
     /// Each traffic's senders, contiguous.
     traffic_senders: Vec<std::ops::Range<u32>>,
 }
@@ -140,11 +102,9 @@ pub fn run_hosts(
     progress: &mut dyn FnMut(u64),
 ) -> Result<HostsRecord, BuildError> {
     let capacity = sched::Capacity::for_host(enforcer, model.limits);
+    let feedback = Feedback::of(enforcer);
     let mut hosts = Vec::new();
-    let all: Vec<f64> = scenario.traffic.iter().map(|_| f64::INFINITY).collect();
-    let resources = policy::resources(scenario, &all);
     for (h, host) in scenario.hosts.iter().enumerate() {
-        let find = |want: ResourceKind| resources.iter().find(|r| r.kind == want).cloned();
         hosts.push(Host {
             enforcer: sched::build_with(enforcer, &host.policy, capacity)?,
             on_wire: None,
@@ -152,8 +112,7 @@ pub fn run_hosts(
             ingress: VecDeque::new(),
             ingress_bytes: 0,
             ingress_busy: false,
-            egress_resource: find(ResourceKind::Egress(HostId(h as u16))),
-            ingress_resource: find(ResourceKind::Ingress(HostId(h as u16))),
+            pcc: HostPcc::new(scenario, HostId(h as u16), feedback),
         });
     }
     let mut vm_offset = Vec::new();
@@ -204,15 +163,12 @@ pub fn run_hosts(
         events.schedule(t.traffic.start_ns, Ev::Start(ti));
         events.schedule(t.traffic.stop_ns, Ev::Stop(ti));
     }
-    let feedback = Feedback::of(enforcer);
     if feedback != Feedback::None {
         events.schedule(scenario.feedback.epoch_ns, Ev::Epoch);
     }
-    let hosts_len = hosts.len();
     let mut run = Run {
         scenario,
         model,
-        feedback,
         events,
         hosts,
         senders,
@@ -220,6 +176,9 @@ pub fn run_hosts(
         policer: vec![(policy::INGRESS_BURST_BYTES as f64, 0); vms as usize],
         record: HostsRecord {
             enforcer: enforcer.to_string(),
+            mode: report::Mode::Sim,
+            sent_outside_bytes: vec![0; flows],
+            delivered_outside_bytes: vec![0; flows],
             sent_bytes: vec![vec![0; intervals]; flows],
             delivered_bytes: vec![vec![0; intervals]; flows],
             offered_bytes: vec![0; flows],
@@ -231,13 +190,8 @@ pub fn run_hosts(
         },
         latency_of,
         traffic_senders,
-        sent_window: RateWindow::new(flows, scenario.feedback.epoch_ns),
-        arrived_window: RateWindow::new(flows, scenario.feedback.epoch_ns),
-        receiver_offer: vec![f64::INFINITY; flows],
-        sender_limit: vec![f64::INFINITY; flows],
-        last_offer: (0..hosts_len)
-            .map(|_| [vec![f64::INFINITY; flows], vec![f64::INFINITY; flows]])
-            .collect(),
+        sent: RateWindow::new(flows),
+        arrived: RateWindow::new(flows),
     };
     let mut next_progress = 0;
     while let Some((now, ev)) = run.events.pop() {
@@ -315,8 +269,8 @@ impl Run<'_> {
             }
             Ev::Epoch => self.epoch(now),
             Ev::Limit { host, traffic, bps } => {
-                self.receiver_offer[traffic] = bps;
-                self.apply_limits(now, host);
+                self.hosts[host as usize].pcc.receive(traffic, bps);
+                self.apply_limits(host);
             }
         }
     }
@@ -450,7 +404,7 @@ impl Run<'_> {
         let traffic = self.senders[s as usize].traffic;
         let k = self.interval(now);
         self.record.sent_bytes[traffic][k] += u64::from(frame.bytes);
-        self.sent_window.count(traffic, u64::from(frame.bytes));
+        self.sent.count(traffic, u64::from(frame.bytes));
         if frame.last {
             self.senders[s as usize].at_host -= 1;
         }
@@ -468,7 +422,7 @@ impl Run<'_> {
     fn arrive(&mut self, now: u64, h: u16, frame: Frame) {
         let (s, issued_ns) = unhandle(frame.packet.handle);
         let traffic = self.senders[s as usize].traffic;
-        self.arrived_window.count(traffic, u64::from(frame.bytes));
+        self.arrived.count(traffic, u64::from(frame.bytes));
         let host = &mut self.hosts[h as usize];
         if host.ingress_bytes + u64::from(frame.bytes) > INGRESS_QUEUE_BYTES {
             self.record.dropped_bytes[traffic] += u64::from(frame.bytes);
@@ -605,11 +559,9 @@ impl Run<'_> {
     fn epoch(&mut self, now: u64) {
         let epoch_ns = self.scenario.feedback.epoch_ns;
         let traffic = &self.scenario.traffic;
-        let epochs_running = |f: usize| {
-            (now.saturating_sub(traffic[f].traffic.start_ns)).div_ceil(epoch_ns) as usize
-        };
-        let arrived = self.arrived_window.end_epoch(epochs_running);
-        let sent = self.sent_window.end_epoch(epochs_running);
+        let running_ns = |f: usize| now.saturating_sub(traffic[f].traffic.start_ns);
+        let arrived = self.arrived.end_epoch(epoch_ns, running_ns);
+        let sent = self.sent.end_epoch(epoch_ns, running_ns);
         let running: Vec<bool> = (0..self.scenario.traffic.len())
             .map(|f| {
                 let t = &self.scenario.traffic[f].traffic;
@@ -617,82 +569,27 @@ impl Run<'_> {
             })
             .collect();
         for h in 0..self.hosts.len() {
-            for (side, rates) in [(0, &sent), (1, &arrived)] {
-                let resource = if side == 0 {
-                    &self.hosts[h].egress_resource
-                } else {
-                    &self.hosts[h].ingress_resource
-                };
-                let Some(resource) = resource else { continue };
-                let mut resource = resource.clone();
-                for unit in &mut resource.units {
-                    unit.flows.retain(|&f| running[f]);
-                }
-                resource.units.retain(|u| !u.flows.is_empty());
-                let offers: Vec<(usize, f64, f64)> =
-                    if side == 1 && self.feedback == Feedback::PicNic {
-                        resource
-                            .fill(|_| f64::INFINITY)
-                            .into_iter()
-                            .map(|(f, bps)| (f, bps, bps))
-                            .collect()
-                    } else {
-                        policy::feedback_limits(
-                            &resource,
-                            rates,
-                            &self.last_offer[h][side],
-                            HELD_TOLERANCE,
-                        )
-                    };
-                for (f, offer, bps) in offers {
-                    self.last_offer[h][side][f] = offer;
-                    if side == 0 {
-                        self.sender_limit[f] = bps;
-                    } else {
-                        let host = self.scenario.traffic[f].host.0;
-                        self.events.schedule(
-                            now + self.scenario.feedback.delay_ns,
-                            Ev::Limit {
-                                host,
-                                traffic: f,
-                                bps,
-                            },
-                        );
-                    }
-                }
+            for (traffic, bps) in self.hosts[h].pcc.epoch(&running, &sent, &arrived) {
+                let host = self.scenario.traffic[traffic].host.0;
+                self.events.schedule(
+                    now + self.scenario.feedback.delay_ns,
+                    Ev::Limit { host, traffic, bps },
+                );
             }
-            self.apply_limits(now, h as u16);
+            self.apply_limits(h as u16);
         }
         self.events
             .schedule(now + self.scenario.feedback.epoch_ns, Ev::Epoch);
     }
 
-    /// Sets each VM-to-VM limit of host `h`'s senders: the sum over the pair's
-    /// running traffic of the least of the receiver's and the sender's offers. A
-    /// traffic that has not started (or has stopped) has no offers, and counted
-    /// at its initial unlimited one it lifted its pair's limit altogether.
-    fn apply_limits(&mut self, now: u64, h: u16) {
-        let mut pairs: Vec<(Vm, Vm, f64)> = Vec::new();
-        for (f, t) in
-            self.scenario.traffic.iter().enumerate().filter(|(_, t)| {
-                t.host.0 == h && t.traffic.start_ns <= now && now < t.traffic.stop_ns
-            })
-        {
-            let bps = self.receiver_offer[f].min(self.sender_limit[f]);
-            match pairs
-                .iter_mut()
-                .find(|(a, b, _)| *a == t.from() && *b == t.to)
-            {
-                Some((_, _, sum)) => *sum += bps,
-                None => pairs.push((t.from(), t.to, bps)),
-            }
-        }
-        for (from, to, bps) in pairs {
-            let destination = self.vm_index(to);
-            let limit = bps.is_finite().then(|| bps.max(1.0) as u64);
-            self.hosts[h as usize]
-                .enforcer
-                .set_destination_limit(from.tenant, destination, limit);
+    fn apply_limits(&mut self, h: u16) {
+        for limit in self.hosts[h as usize].pcc.limits() {
+            let destination = self.vm_index(limit.to);
+            self.hosts[h as usize].enforcer.set_destination_limit(
+                limit.from,
+                destination,
+                limit.bps,
+            );
         }
     }
 

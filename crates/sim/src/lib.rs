@@ -24,7 +24,7 @@ mod hosts;
 mod ring;
 
 pub use host::HostModel;
-pub use hosts::{Feedback, run_hosts};
+pub use hosts::run_hosts;
 
 use policy::Scenario;
 use report::RunRecord;

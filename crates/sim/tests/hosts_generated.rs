@@ -23,13 +23,16 @@ struct Vm {
     in_max_mbit: u64,
 }
 
+/// A VM as (host, vm) indices.
+type At = (usize, usize);
+
 #[derive(Clone, Debug)]
 struct Shape {
     /// Per host: its link rate in Mbit/s and its VMs.
     hosts: Vec<(u64, Vec<Vm>)>,
     /// Per flow: sender and receiver as (host, vm) indices, udp rate in Mbit/s
     /// (`None`: bulk).
-    flows: Vec<((usize, usize), (usize, usize), Option<u64>)>,
+    flows: Vec<(At, At, Option<u64>)>,
 }
 
 fn vm(link_mbit: u64, vms: usize) -> impl Strategy<Value = Vm> {

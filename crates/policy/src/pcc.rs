@@ -1,0 +1,331 @@
+//! PicNIC's predictable congestion control (hosts.md), sans I/O: one host's side of
+//! it, fed the bytes it measured per traffic over each epoch, handing back the
+//! rates its receivers feed back and the VM-to-VM limits its senders apply. The
+//! simulator across hosts and the lab's engines run this same rule; only how the
+//! bytes are counted and how the rates travel differ (events after the feedback
+//! delay there, UDP datagrams between engines here).
+//!
+//! Receivers split the host's ingress [`Resource`] among the running flows that
+//! enter it; senders do the same on their egress. A sender's limit for a pair of
+//! VMs is, summed over the pair's traffic, the least of the receiver's and its own
+//! offer.
+
+use crate::{HostId, HostsScenario, Resource, ResourceKind, TenantId, Vm};
+
+/// How senders learn VM-to-VM rates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feedback {
+    /// No feedback: the enforcer alone, TCP-like senders react to loss.
+    None,
+    /// PicNIC's receivers: a host's link split per active receiving VM by weight,
+    /// each VM's share split among the VMs sending to it, whether or not a sender
+    /// can use its part.
+    PicNic,
+    /// The same, but a sender that sends less than its part (held elsewhere)
+    /// leaves the rest to the others: the rule of the ideal across hosts.
+    WorkConserving,
+}
+
+impl Feedback {
+    /// The feedback an enforcer of the registry runs, by its name.
+    pub fn of(enforcer: &str) -> Feedback {
+        match enforcer {
+            "picnic" => Feedback::PicNic,
+            "picnic-wc" => Feedback::WorkConserving,
+            _ => Feedback::None,
+        }
+    }
+}
+
+/// A measured rate this far below what a resource last offered counts as held
+/// elsewhere.
+pub const HELD_TOLERANCE: f64 = 0.1;
+
+/// Per traffic, the rate over a window of epochs long enough to hold several of
+/// its bursts.
+///
+/// Measured over one 1 ms epoch, a TCP-like flow at 150 Mbit/s read 516 Mbit/s
+/// in one epoch and nothing in the next three: its 64 KiB sends leave back to
+/// back. Fed back, those swings moved every other flow's rate with them. The
+/// window reaches back, epoch by epoch, until it holds [`RateWindow::BYTES`] of
+/// the traffic, [`RateWindow::EPOCHS_MAX`] epochs, or the time the traffic has
+/// run: a fast flow is still measured over one epoch, a slow one over as many as
+/// it takes to be measured at all.
+#[derive(Clone, Debug)]
+pub struct RateWindow {
+    /// Per epoch, newest first: its length and each traffic's bytes.
+    epochs: std::collections::VecDeque<(u64, Vec<u64>)>,
+    current: Vec<u64>,
+}
+
+impl RateWindow {
+    /// Eight sends of 64 KiB.
+    pub const BYTES: u64 = 8 * 64 * 1024;
+    pub const EPOCHS_MAX: usize = 64;
+
+    pub fn new(traffic: usize) -> RateWindow {
+        RateWindow {
+            epochs: std::collections::VecDeque::with_capacity(Self::EPOCHS_MAX),
+            current: vec![0; traffic],
+        }
+    }
+
+    pub fn count(&mut self, traffic: usize, bytes: u64) {
+        self.current[traffic] += bytes;
+    }
+
+    /// Ends an epoch that lasted `epoch_ns` and returns each traffic's rate in
+    /// bit/s over its window; `running_ns(f)` is how long traffic `f` has run, so
+    /// that one just started is not diluted by the time before it.
+    pub fn end_epoch(&mut self, epoch_ns: u64, running_ns: impl Fn(usize) -> u64) -> Vec<f64> {
+        let traffic = self.current.len();
+        let done = std::mem::replace(&mut self.current, vec![0; traffic]);
+        if self.epochs.len() == Self::EPOCHS_MAX {
+            self.epochs.pop_back();
+        }
+        self.epochs.push_front((epoch_ns.max(1), done));
+        (0..traffic)
+            .map(|f| {
+                let (mut bytes, mut span_ns) = (0u64, 0u64);
+                for (ns, counted) in &self.epochs {
+                    bytes += counted[f];
+                    span_ns += ns;
+                    if bytes >= Self::BYTES || span_ns >= running_ns(f) {
+                        break;
+                    }
+                }
+                bytes as f64 * 8e9 / span_ns as f64
+            })
+            .collect()
+    }
+}
+
+/// A held flow's limit may exceed its measured rate by this much, so that a flow
+/// held only for the moment (a TCP sender recovering from a loss) can grow back,
+/// by this factor per epoch, into what the resource offers it.
+pub const FEEDBACK_HEADROOM: f64 = 0.25;
+/// However little it was measured at, a held flow may send this part of what the
+/// resource offers it: a flow that has just started has been measured at nothing.
+pub const FEEDBACK_PROBE: f64 = 0.25;
+
+/// One epoch of work-conserving feedback at `resource` from measured rates
+/// (`measured_bps`): for each flow, the offer [`crate::offers`] makes it (to be passed
+/// back as `offered_bps` next epoch) and the limit to send it. A flow measured
+/// below its offer by more than `tolerance` is held elsewhere: the others are
+/// offered what it leaves at its measured rate, and its own limit is that rate
+/// plus [`FEEDBACK_HEADROOM`] (at least [`FEEDBACK_PROBE`] of its offer). A flow
+/// truly held elsewhere does not use the headroom, so nothing is left idle; one
+/// held only for the moment overfills the resource by at most the headroom until
+/// the next epoch. Given its whole offer instead, such a flow overfilled the
+/// receiver's envelope the moment it sped up, was dropped, backed off, measured
+/// low again and stayed held.
+pub fn feedback_limits(
+    resource: &Resource,
+    measured_bps: &[f64],
+    offered_bps: &[f64],
+    tolerance: f64,
+) -> Vec<(usize, f64, f64)> {
+    let everything = vec![f64::INFINITY; measured_bps.len()];
+    crate::offers(resource, &everything, measured_bps, offered_bps, tolerance)
+        .into_iter()
+        .map(|(f, offer)| {
+            let held = measured_bps[f] < offered_bps[f] * (1.0 - tolerance);
+            let limit = if held {
+                let grown = measured_bps[f] * (1.0 + FEEDBACK_HEADROOM);
+                offer.min(grown.max(FEEDBACK_PROBE * offer))
+            } else {
+                offer
+            };
+            (f, offer, limit)
+        })
+        .collect()
+}
+
+/// A VM-to-VM limit for the sender host's enforcer (`None`: unlimited).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    pub from: TenantId,
+    pub to: Vm,
+    pub bps: Option<u64>,
+}
+
+/// One host's side of the feedback: its egress and ingress resources and what
+/// each last offered.
+#[derive(Clone, Debug)]
+pub struct HostPcc {
+    feedback: Feedback,
+    egress: Option<Resource>,
+    ingress: Option<Resource>,
+    /// What a resource last offered each traffic: egress then ingress.
+    last_offer: [Vec<f64>; 2],
+    /// Per traffic: the receiver's last offer, as it reached this host.
+    receiver_offer: Vec<f64>,
+    /// Per traffic: the limit this host's egress gives it.
+    sender_limit: Vec<f64>,
+    /// Per traffic: whether it ran at the last epoch.
+    running: Vec<bool>,
+    /// The VM pairs of this host's senders, each with its traffic, in traffic order.
+    pairs: Vec<(Vm, Vm, Vec<usize>)>,
+}
+
+impl HostPcc {
+    pub fn new(scenario: &HostsScenario, host: HostId, feedback: Feedback) -> HostPcc {
+        let flows = scenario.traffic.len();
+        let all = vec![f64::INFINITY; flows];
+        let resources = crate::resources(scenario, &all);
+        let find = |want: ResourceKind| resources.iter().find(|r| r.kind == want).cloned();
+        let mut pairs: Vec<(Vm, Vm, Vec<usize>)> = Vec::new();
+        for (f, t) in scenario
+            .traffic
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.host == host)
+        {
+            match pairs
+                .iter_mut()
+                .find(|(a, b, _)| *a == t.from() && *b == t.to)
+            {
+                Some((_, _, traffic)) => traffic.push(f),
+                None => pairs.push((t.from(), t.to, vec![f])),
+            }
+        }
+        HostPcc {
+            feedback,
+            egress: find(ResourceKind::Egress(host)),
+            ingress: find(ResourceKind::Ingress(host)),
+            last_offer: [vec![f64::INFINITY; flows], vec![f64::INFINITY; flows]],
+            receiver_offer: vec![f64::INFINITY; flows],
+            sender_limit: vec![f64::INFINITY; flows],
+            running: vec![false; flows],
+            pairs,
+        }
+    }
+
+    /// One epoch: the rates measured per traffic over it, what left this host
+    /// (`sent_bps`) and what arrived at it (`arrived_bps`), and which traffic runs.
+    /// Only this host's entries are read. Returns this host's receivers' offers, in
+    /// its ingress's unit order, each for the host that sends that traffic.
+    pub fn epoch(
+        &mut self,
+        running: &[bool],
+        sent_bps: &[f64],
+        arrived_bps: &[f64],
+    ) -> Vec<(usize, f64)> {
+        self.running = running.to_vec();
+        let mut feedback = Vec::new();
+        for (side, rates) in [(0, sent_bps), (1, arrived_bps)] {
+            let resource = if side == 0 {
+                &self.egress
+            } else {
+                &self.ingress
+            };
+            let Some(resource) = resource else { continue };
+            let mut resource = resource.clone();
+            for unit in &mut resource.units {
+                unit.flows.retain(|&f| running[f]);
+            }
+            resource.units.retain(|u| !u.flows.is_empty());
+            let offers = if side == 1 && self.feedback == Feedback::PicNic {
+                resource
+                    .fill(|_| f64::INFINITY)
+                    .into_iter()
+                    .map(|(f, bps)| (f, bps, bps))
+                    .collect()
+            } else {
+                feedback_limits(&resource, rates, &self.last_offer[side], HELD_TOLERANCE)
+            };
+            for (f, offer, limit) in offers {
+                self.last_offer[side][f] = offer;
+                if side == 0 {
+                    self.sender_limit[f] = limit;
+                } else {
+                    feedback.push((f, limit));
+                }
+            }
+        }
+        feedback
+    }
+
+    /// A receiver's offer for `traffic`, sent by this host, reached it.
+    pub fn receive(&mut self, traffic: usize, bps: f64) {
+        self.receiver_offer[traffic] = bps;
+    }
+
+    /// Each VM-to-VM limit of this host's senders: the sum over the pair's
+    /// traffic running at the last epoch of the least of the receiver's offer and
+    /// the sender's limit; none for a pair with nothing running. Traffic not
+    /// running has no offers: counted at its first, unlimited, one it lifted its
+    /// pair's limit altogether.
+    pub fn limits(&self) -> Vec<Limit> {
+        self.pairs
+            .iter()
+            .map(|(from, to, traffic)| {
+                let bps: f64 = traffic
+                    .iter()
+                    .filter(|&&f| self.running[f])
+                    .map(|&f| self.receiver_offer[f].min(self.sender_limit[f]))
+                    .sum();
+                Limit {
+                    from: from.tenant,
+                    to: *to,
+                    bps: (bps.is_finite() && bps > 0.0).then(|| bps.max(1.0) as u64),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AnyScenario, parse_any_scenario};
+
+    fn scenario() -> HostsScenario {
+        let yaml = r#"
+duration: 1s
+hosts:
+  - name: h1
+    policy: { link: { rate: 20Gbit }, tenants: [ { name: a, max_rate: 12Gbit } ] }
+  - name: h2
+    policy: { link: { rate: 20Gbit }, tenants: [ { name: b, max_rate: 12Gbit } ] }
+  - name: h3
+    policy:
+      link: { rate: 20Gbit }
+      tenants: [ { name: c, ingress: { max_rate: 12Gbit } } ]
+traffic:
+  - { name: a-c, tenant: a, to: c, kind: bulk }
+  - { name: b-c, tenant: b, to: c, kind: bulk }
+"#;
+        match parse_any_scenario(yaml, "s.yaml", std::path::Path::new("."), &["picnic"]) {
+            Ok(AnyScenario::Hosts(s)) => s,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_receiver_splits_its_envelope_and_the_sender_applies_the_lesser_offer() {
+        let s = scenario();
+        let (h1, h3) = (HostId(0), HostId(2));
+        let mut receiver = HostPcc::new(&s, h3, Feedback::PicNic);
+        let mut sender = HostPcc::new(&s, h1, Feedback::PicNic);
+        let running = [true, true];
+        let none = [0.0, 0.0];
+        let fed_back = receiver.epoch(&running, &none, &none);
+        assert_eq!(fed_back, vec![(0, 6e9), (1, 6e9)]);
+        // Before any feedback the sender holds a→c to its own egress offer.
+        sender.epoch(&running, &[12e9, 0.0], &none);
+        let limit = |p: &HostPcc| p.limits()[0].bps;
+        assert_eq!(limit(&sender), Some(12_000_000_000));
+        sender.receive(0, fed_back[0].1);
+        assert_eq!(sender.limits()[0].from, s.traffic[0].traffic.tenant);
+        assert_eq!(sender.limits()[0].to, s.traffic[0].to);
+        assert_eq!(limit(&sender), Some(6_000_000_000));
+    }
+
+    #[test]
+    fn feedback_follows_the_enforcers_name() {
+        assert_eq!(Feedback::of("picnic"), Feedback::PicNic);
+        assert_eq!(Feedback::of("picnic-wc"), Feedback::WorkConserving);
+        assert_eq!(Feedback::of("wheel"), Feedback::None);
+    }
+}
