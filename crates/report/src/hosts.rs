@@ -494,6 +494,9 @@ mod tests {
         let per_interval = (offered_bps * scenario.interval_ns as f64 / 8e9) as u64;
         HostsRecord {
             enforcer: "picnic".into(),
+            mode: crate::Mode::Sim,
+            sent_outside_bytes: vec![0],
+            delivered_outside_bytes: vec![0],
             sent_bytes: vec![vec![per_interval; intervals]],
             delivered_bytes: vec![vec![per_interval; intervals]],
             offered_bytes: vec![per_interval * intervals as u64],
