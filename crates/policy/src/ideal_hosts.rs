@@ -3,7 +3,9 @@
 //! host's link out, the receiver host's link in, the fabric, an app's `max_rate`.
 //! At a resource the units of fairness are VMs: guarantees first, then weights,
 //! each VM capped by its envelope there, and a VM's share is split equally among
-//! its flows (water-filled: a flow that wants less leaves the rest to its siblings).
+//! the VMs at the other ends of its flows there, then each of those parts equally
+//! among its flows (water-filled: a flow that wants less leaves the rest to its
+//! siblings).
 //!
 //! A flow gets the least of what its resources offer it. What a resource offers a
 //! flow is its fill with that flow wanting everything and every other flow wanting
@@ -47,6 +49,11 @@ pub struct Resource {
     pub kind: ResourceKind,
     pub capacity_bps: f64,
     pub units: Vec<Unit>,
+    /// Per traffic, the VM at the far end of it from this resource's units: the
+    /// receiver where units send, the sender where they receive. A unit's share
+    /// is split among its far VMs before their flows, so a VM gains nothing at a
+    /// resource by opening more flows to the same VM.
+    pub far: Vec<Vm>,
 }
 
 fn rate(bps: Option<u64>) -> f64 {
@@ -73,19 +80,46 @@ impl Resource {
             })
             .collect();
         let unit_bps = share(self.capacity_bps, &children);
+        let equal = |demand_bps: f64| Child {
+            demand_bps,
+            min_rate_bps: 0.0,
+            weight: 1.0,
+            priority: 1,
+        };
         let mut out = Vec::new();
         for (unit, &bps) in self.units.iter().zip(&unit_bps) {
-            let flows: Vec<Child> = unit
-                .flows
+            let mut fars: Vec<Vm> = unit.flows.iter().map(|&f| self.far[f]).collect();
+            fars.sort();
+            fars.dedup();
+            let groups: Vec<Vec<usize>> = fars
                 .iter()
-                .map(|&f| Child {
-                    demand_bps: demand_bps(f),
-                    min_rate_bps: 0.0,
-                    weight: 1.0,
-                    priority: 1,
+                .map(|&far| {
+                    unit.flows
+                        .iter()
+                        .copied()
+                        .filter(|&f| self.far[f] == far)
+                        .collect()
                 })
                 .collect();
-            out.extend(unit.flows.iter().copied().zip(share(bps, &flows)));
+            let group_bps = share(
+                bps,
+                &groups
+                    .iter()
+                    .map(|g| equal(g.iter().map(|&f| demand_bps(f)).sum()))
+                    .collect::<Vec<_>>(),
+            );
+            let mut by_flow: Vec<(usize, f64)> = Vec::new();
+            for (group, &bps) in groups.iter().zip(&group_bps) {
+                let flows: Vec<Child> = group.iter().map(|&f| equal(demand_bps(f))).collect();
+                by_flow.extend(group.iter().copied().zip(share(bps, &flows)));
+            }
+            // In the unit's flow order, as before the split by far VM.
+            out.extend(unit.flows.iter().map(|&f| {
+                *by_flow
+                    .iter()
+                    .find(|(g, _)| *g == f)
+                    .expect("every flow is in its far VM's group")
+            }));
         }
         out
     }
@@ -123,6 +157,8 @@ pub fn resources(scenario: &HostsScenario, demand_bps: &[f64]) -> Vec<Resource> 
         units.sort_by_key(|u| u.vm);
         units
     };
+    let senders: Vec<Vm> = scenario.traffic.iter().map(|t| t.from()).collect();
+    let receivers: Vec<Vm> = scenario.traffic.iter().map(|t| t.to).collect();
     for (h, host) in scenario.hosts.iter().enumerate() {
         let host_id = HostId(h as u16);
         let link = host.policy.link.rate_bps as f64;
@@ -160,10 +196,16 @@ pub fn resources(scenario: &HostsScenario, demand_bps: &[f64]) -> Vec<Resource> 
             (ResourceKind::Ingress(host_id), ingress),
         ] {
             if !units.is_empty() {
+                let far = if matches!(kind, ResourceKind::Ingress(_)) {
+                    &senders
+                } else {
+                    &receivers
+                };
                 out.push(Resource {
                     kind,
                     capacity_bps: link,
                     units,
+                    far: far.clone(),
                 });
             }
         }
@@ -182,6 +224,7 @@ pub fn resources(scenario: &HostsScenario, demand_bps: &[f64]) -> Vec<Resource> 
                 kind: ResourceKind::Fabric,
                 capacity_bps: fabric_bps as f64,
                 units,
+                far: receivers.clone(),
             });
         }
     }
@@ -218,6 +261,7 @@ pub fn resources(scenario: &HostsScenario, demand_bps: &[f64]) -> Vec<Resource> 
                 cap_bps: f64::INFINITY,
                 flows,
             }],
+            far: receivers.clone(),
         });
     }
     out
@@ -313,7 +357,8 @@ pub fn explain_hosts(scenario: &HostsScenario) -> String {
     let mut out = String::from(
         "The ideal across hosts: every host link (out and in), the fabric and every app cap is a \
          capacity; at each, VMs are the units (guarantees, then weights, each capped by its \
-         envelope there), a VM's share split equally among its flows; a flow gets the least its \
+         envelope there), a VM's share split equally among the VMs at the other ends of its \
+         flows, each part equally among their flows; a flow gets the least its \
          capacities offer it, and a flow held below a capacity's offer by another leaves the \
          rest to the others (work conserving).\n\n",
     );
@@ -468,18 +513,41 @@ mod tests {
 
     #[test]
     fn a_flow_held_elsewhere_leaves_its_share_to_the_others() {
-        // h2's 20 gives b and e 10 each; b's 10 is split among its 10 flows, 1 to c.
-        // c and d split h3's 20 per VM, 10 each: a takes the 9 of c's that b leaves.
+        // h2's 20 gives b and e 10 each; b's 10 is split among the 10 VMs it sends
+        // to, 1 to c. c and d split h3's 20 per VM, 10 each: a takes the 9 of c's
+        // that b leaves.
+        let xs = ["x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8"];
         let mut flows = vec![("a", "c"), ("b", "c")];
-        flows.extend(std::iter::repeat_n(("b", "x"), 9));
+        flows.extend(xs.iter().map(|&x| ("b", x)));
         flows.push(("e", "d"));
-        let s = scenario(20, &[&["a"], &["b", "e"], &["c", "d"], &["x"]], &flows);
+        let s = scenario(
+            20,
+            &[
+                &["a"],
+                &["b", "e"],
+                &["c", "d"],
+                &xs[..3],
+                &xs[3..6],
+                &xs[6..],
+            ],
+            &flows,
+        );
         let rates = gbit(&ideal_across_hosts(&s, &vec![f64::INFINITY; flows.len()]));
         assert_eq!(
             (rates[0], rates[1], rates[11]),
             (9.0, 1.0, 10.0),
             "{rates:?}"
         );
+    }
+
+    #[test]
+    fn a_vm_gains_nothing_by_opening_more_flows_to_the_same_vm() {
+        // c's envelope of 12 is split between the VMs sending to it, a and b, 6
+        // each, however many flows b opens; b's three flows share its 6.
+        let flows = [("a", "c"), ("b", "c"), ("b", "c"), ("b", "c")];
+        let s = scenario(20, FIG7_HOSTS, &flows);
+        let rates = gbit(&ideal_across_hosts(&s, &[f64::INFINITY; 4]));
+        assert_eq!(rates, [6.0, 2.0, 2.0, 2.0]);
     }
 
     #[test]
