@@ -710,7 +710,10 @@ fn explain(path: &Path, active: Option<&str>) -> Result<(), Failure> {
     if let Ok(policy::AnyScenario::Hosts(scenario)) =
         policy::load_any_scenario(path, &lab::enforcer_names())
     {
-        print!("{}", policy::explain_hosts(&scenario));
+        // The rpc path of the simulator's host model bounds a closed-loop rpc's
+        // demand, as in the figures of `nicsched sim`.
+        let asked = report::hosts_asked_bps(&scenario, &sim::HostModel::default().path);
+        print!("{}", policy::explain_hosts(&scenario, &asked));
         return Ok(());
     }
     let policy = load_policy_or_scenario(path)?;

@@ -352,7 +352,9 @@ pub fn ideal_across_hosts(scenario: &HostsScenario, demand_bps: &[f64]) -> Vec<f
 /// What `nicsched explain` prints for a scenario across hosts: the rule, the
 /// resources, and the ideal of every traffic in each phase (between starts and
 /// stops), with backlogged traffic wanting everything and open-loop traffic its rate.
-pub fn explain_hosts(scenario: &HostsScenario) -> String {
+/// The rule and the ideal of each phase of `scenario`, each traffic asking
+/// `asked_bps` while it runs.
+pub fn explain_hosts(scenario: &HostsScenario, asked_bps: &[f64]) -> String {
     use crate::format_rate;
     let mut out = String::from(
         "The ideal across hosts: every host link (out and in), the fabric and every app cap is a \
@@ -375,14 +377,12 @@ pub fn explain_hosts(scenario: &HostsScenario) -> String {
         let demand: Vec<f64> = scenario
             .traffic
             .iter()
-            .map(|t| {
+            .zip(asked_bps)
+            .map(|(t, &asked)| {
                 if t.traffic.start_ns > at || t.traffic.stop_ns <= at {
-                    return 0.0;
-                }
-                match t.traffic.kind {
-                    crate::TrafficKind::Udp { rate_bps, .. }
-                    | crate::TrafficKind::Poisson { rate_bps, .. } => rate_bps as f64,
-                    _ => f64::INFINITY,
+                    0.0
+                } else {
+                    asked
                 }
             })
             .collect();

@@ -154,14 +154,12 @@ fn offered_demand(
     (check, asked_bps)
 }
 
-/// `path` is the simulator's rpc path, which bounds what a closed-loop rpc asks.
-pub fn summarise(
-    scenario: &HostsScenario,
-    record: &HostsRecord,
-    path: &crate::measure::RpcPath,
-) -> (HostsSummary, Vec<HostsRow>) {
-    // What each traffic asks while it runs, as the one-host ideal counts it.
-    let asked_bps: Vec<f64> = scenario
+/// What each traffic asks while it runs, all its flows together, as the one-host
+/// ideal counts it ([`crate::measure::flow_demand_bps`]): the demands of the ideal
+/// across hosts, in `summary.json` and in `nicsched explain` alike. `path` is the
+/// rpc path that bounds what a closed-loop rpc asks.
+pub fn asked_bps(scenario: &HostsScenario, path: &crate::measure::RpcPath) -> Vec<f64> {
+    scenario
         .traffic
         .iter()
         .map(|t| {
@@ -169,8 +167,16 @@ pub fn summarise(
             crate::measure::flow_demand_bps(&t.traffic, link, path)
                 * f64::from(t.traffic.kind.flows())
         })
-        .collect();
-    let (demand_check, asked_bps) = offered_demand(scenario, record, asked_bps);
+        .collect()
+}
+
+/// `path` is the simulator's rpc path, which bounds what a closed-loop rpc asks.
+pub fn summarise(
+    scenario: &HostsScenario,
+    record: &HostsRecord,
+    path: &crate::measure::RpcPath,
+) -> (HostsSummary, Vec<HostsRow>) {
+    let (demand_check, asked_bps) = offered_demand(scenario, record, asked_bps(scenario, path));
     let interval_s = scenario.interval_ns as f64 / 1e9;
     let intervals = record.delivered_bytes.first().map_or(0, Vec::len);
     let bps = |bytes: u64| bytes as f64 * 8.0 / interval_s;

@@ -40,7 +40,9 @@ pub use checks::{
 pub use compare::{load_summaries, side_by_side};
 pub use figures::*;
 pub use files::*;
-pub use hosts::{HostsRecord, HostsRow, HostsSummary, summarise as summarise_hosts};
+pub use hosts::{
+    HostsRecord, HostsRow, HostsSummary, asked_bps as hosts_asked_bps, summarise as summarise_hosts,
+};
 pub use html::*;
 pub use record::*;
 pub use summary::{AppSummary, Fairness, PacingSummary, Summary, TenantSummary, summarize};
