@@ -440,15 +440,24 @@ impl HostSide {
         let backlog_bytes =
             self.ingress_free_ns.saturating_sub(now_ns) as f64 * self.link_rate_bps as f64 / 8e9;
         let mut fits = backlog_bytes + bytes as f64 <= policy::INGRESS_QUEUE_BYTES as f64;
+        // The frame goes on at once, but it is policed and counted when the
+        // modelled link would have let it in, as the simulator does: counted on
+        // arrival, a queue's worth of frames showed in one interval above the
+        // link's rate.
+        let mut leaves_ns = now_ns;
         if fits {
             self.ingress_free_ns = self.ingress_free_ns.max(now_ns)
                 + serialisation_ns(bytes as u32, self.link_rate_bps);
+            leaves_ns = self.ingress_free_ns;
             if let Some(max) = self.ingress_max_bps[port] {
                 let (tokens, at) = self.policer[port];
-                let tokens = (tokens + now_ns.saturating_sub(at) as f64 * max as f64 / 8e9)
+                let tokens = (tokens + leaves_ns.saturating_sub(at) as f64 * max as f64 / 8e9)
                     .min(policy::INGRESS_BURST_BYTES as f64);
                 fits = tokens >= bytes as f64;
-                self.policer[port] = (if fits { tokens - bytes as f64 } else { tokens }, now_ns);
+                self.policer[port] = (
+                    if fits { tokens - bytes as f64 } else { tokens },
+                    leaves_ns.max(at),
+                );
             }
         }
         if !fits {
@@ -461,7 +470,7 @@ impl HostSide {
         if let (Some(f), Some(ip)) = (traffic, ip) {
             self.counts.delivered_payload_bytes[f] +=
                 u64::from(payload_bytes(ethernet, &ip).unwrap_or(0));
-            match self.interval(now_ns) {
+            match self.interval(leaves_ns) {
                 Some(k) => self.counts.delivered_bytes[f][k] += bytes,
                 None => self.counts.delivered_outside_bytes[f] += bytes,
             }
