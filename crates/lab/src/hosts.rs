@@ -660,7 +660,8 @@ impl HostSide {
 }
 
 /// Refuses, before anything runs, what the lab does not run across hosts: any
-/// traffic but `bulk` and `udp`, and `linux-htb`.
+/// traffic but `bulk` and `udp`, `linux-htb`, a fabric's rate, and the transmit
+/// rings only the simulator models.
 pub fn supported(scenario: &HostsScenario, enforcer: &str) -> Result<(), LabError> {
     if enforcer == crate::LINUX_HTB {
         return Err(LabError::Unsupported(
@@ -678,6 +679,15 @@ pub fn supported(scenario: &HostsScenario, enforcer: &str) -> Result<(), LabErro
             t.traffic.name,
             t.traffic.kind.label()
         )));
+    }
+    if let Some(rate) = scenario.fabric_rate_bps {
+        return Err(LabError::Unsupported(format!(
+            "`fabric: {{ rate: {} }}`: the lab's fabric is a bridge that does not limit; only the simulator models a fabric's rate: run `nicsched sim`, or remove `fabric`",
+            policy::format_rate(rate as f64)
+        )));
+    }
+    for host in &scenario.hosts {
+        crate::transmit_ring_supported_in(&host.policy)?;
     }
     if let Some(t) = scenario
         .traffic

@@ -531,7 +531,12 @@ pub fn engine_cpu_supported(scenario: &Scenario, enforcer: &str) -> Result<(), L
 /// (`napi_tx`). Those are the simulator's (docs/scenario.md, PicNIC's Table 4);
 /// run in the lab, their figures would be those of the default instead.
 pub fn transmit_ring_supported(scenario: &Scenario) -> Result<(), LabError> {
-    for tenant in &scenario.policy.tenants {
+    transmit_ring_supported_in(&scenario.policy)
+}
+
+/// [`transmit_ring_supported`] for one host's policy.
+fn transmit_ring_supported_in(policy: &policy::Policy) -> Result<(), LabError> {
+    for tenant in &policy.tenants {
         if tenant.completions == policy::Completions::InOrder {
             return Err(LabError::Unsupported(format!(
                 "tenant `{}` has `completions: in-order`, which only the simulator models (the lab's veths complete every send at once): run `nicsched sim`, or remove `completions`",

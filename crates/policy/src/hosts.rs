@@ -32,6 +32,9 @@ pub struct Host {
 /// descriptors of one MTU each. The simulator and the lab bound what enters a host
 /// alike.
 pub const INGRESS_QUEUE_BYTES: u64 = 1024 * 1500;
+/// Bytes the fabric (`fabric.rate`, simulator) may queue before it drops: as much
+/// as one host's ingress.
+pub const FABRIC_QUEUE_BYTES: u64 = INGRESS_QUEUE_BYTES;
 /// Bytes a VM may receive above its ingress envelope at once: the depth of the
 /// bucket that polices `ingress.max_rate` in both worlds, full after a quiet
 /// spell. Four 64 KiB sends, so that TCP's bursts within the envelope pass;

@@ -77,6 +77,8 @@ struct Host {
 
 struct Run<'a> {
     scenario: &'a HostsScenario,
+    /// When the fabric (`fabric.rate`) is next free to forward a frame.
+    fabric_free_ns: u64,
     model: HostModel,
     events: EventQueue<Ev>,
     hosts: Vec<Host>,
@@ -168,6 +170,7 @@ pub fn run_hosts(
     }
     let mut run = Run {
         scenario,
+        fabric_free_ns: 0,
         model,
         events,
         hosts,
@@ -409,10 +412,28 @@ impl Run<'_> {
             self.senders[s as usize].at_host -= 1;
         }
         let to = self.scenario.traffic[traffic].to.host.0;
-        self.events.schedule(
-            now + self.model.path.wire_delay_ns,
-            Ev::Arrive { host: to, frame },
-        );
+        let mut arrives_ns = now + self.model.path.wire_delay_ns;
+        if let Some(rate) = self.scenario.fabric_rate_bps {
+            // The fabric as one switch of `fabric.rate`: frames from every host
+            // queue for it, and a frame that finds its buffer full is dropped.
+            let backlog_bytes =
+                self.fabric_free_ns.saturating_sub(arrives_ns) as f64 * rate as f64 / 8e9;
+            if backlog_bytes + f64::from(frame.bytes) > policy::FABRIC_QUEUE_BYTES as f64 {
+                self.record.dropped_bytes[traffic] += u64::from(frame.bytes);
+                let (_, issued_ns) = unhandle(frame.packet.handle);
+                self.lost(now, s, issued_ns, frame.last);
+                self.transmit(now, h);
+                if frame.last && self.senders[s as usize].kind == SenderKind::Bulk {
+                    self.fill(now, s);
+                }
+                return;
+            }
+            self.fabric_free_ns =
+                self.fabric_free_ns.max(arrives_ns) + serialisation_ns(frame.bytes, rate);
+            arrives_ns = self.fabric_free_ns;
+        }
+        self.events
+            .schedule(arrives_ns, Ev::Arrive { host: to, frame });
         self.transmit(now, h);
         if frame.last && self.senders[s as usize].kind == SenderKind::Bulk {
             self.fill(now, s);

@@ -131,3 +131,45 @@ fn picnic_gives_fig7b_phases_and_the_work_conserving_variant_the_ideal() {
         }
     }
 }
+
+/// `fabric.rate` is one switch every host's frames queue for: together they never
+/// get more through it than its rate, it stays full, and every byte is accounted
+/// for. (PicNIC takes the fabric to be non-blocking: nothing in it shares the
+/// fabric by the ideal's rule, so only the total is asserted.)
+#[test]
+fn the_fabric_carries_no_more_than_its_rate() {
+    let text = "name: fabric\nduration: 3s\ninterval: 250ms\nenforcers: [picnic]\nfabric: { rate: 2Gbit }\nhosts:\n  - { name: h1, policy: { link: { rate: 10Gbit }, tenants: [ { name: a } ] } }\n  - { name: h2, policy: { link: { rate: 10Gbit }, tenants: [ { name: b } ] } }\n  - { name: h3, policy: { link: { rate: 10Gbit }, tenants: [ { name: c }, { name: d } ] } }\ntraffic:\n  - { name: a-c, tenant: a, to: c, kind: bulk }\n  - { name: b-d, tenant: b, to: d, kind: bulk }\n  - { name: a-d, tenant: a, to: d, kind: udp, rate: 3Gbit, size: 1400B, start: 1s }\n";
+    let s = match policy::parse_any_scenario(text, "f.yaml", std::path::Path::new("."), &["picnic"])
+    {
+        Ok(policy::AnyScenario::Hosts(s)) => s,
+        other => panic!("{other:?}"),
+    };
+    let model = HostModel::default();
+    let record = run_hosts(&s, "picnic", model, &mut |_| {}).expect("builds");
+    let (summary, _) = report::summarise_hosts(&s, &record, &model.path);
+    assert!(summary.checks.iter().all(|c| c.ok), "{:?}", summary.checks);
+    let interval_s = s.interval_ns as f64 / 1e9;
+    let intervals = record.delivered_bytes[0].len();
+    for k in 1..intervals {
+        let through: f64 = record
+            .delivered_bytes
+            .iter()
+            .map(|b| b[k] as f64 * 8.0 / interval_s)
+            .sum();
+        // A receiver's ingress queue may hand on in one interval what the fabric
+        // let through in the one before: at most its 1.5 MB.
+        let queued_bps = policy::INGRESS_QUEUE_BYTES as f64 * 8.0 / interval_s;
+        assert!(
+            through <= 2e9 * 1.001 + queued_bps,
+            "interval {k}: {through:.4e}"
+        );
+        assert!(
+            through >= 0.95 * 2e9,
+            "interval {k}: the fabric idles at {through:.4e}"
+        );
+    }
+    assert!(
+        record.dropped_bytes[2] > 0,
+        "the flood is dropped at the fabric"
+    );
+}
