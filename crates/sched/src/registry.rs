@@ -134,7 +134,17 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
     EnforcerInfo {
         name: "picnic",
         from: "PicNIC",
-        mechanism: "wheel plus predictable congestion control across hosts: receivers feed VM-to-VM rates back to senders, folded into each packet's departure time",
+        mechanism: "wheel plus predictable congestion control across hosts: receivers feed VM-to-VM bit rates (PCCB) and, when their engine is short of CPU, packet rates (PCCP) back to senders, folded into each packet's departure time",
+        nic: None,
+        build: wheel::build,
+        approximation: wheel::approximation,
+        lab_bench: false,
+        core_mask: None,
+    },
+    EnforcerInfo {
+        name: "picnic-bps",
+        from: "PicNIC, just the BPS envelope",
+        mechanism: "picnic with bandwidth feedback only: receivers feed VM-to-VM bit rates back but no packet rates (the paper's CWFQ+PCCB, like EyeQ)",
         nic: None,
         build: wheel::build,
         approximation: wheel::approximation,
