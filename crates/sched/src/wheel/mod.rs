@@ -24,7 +24,8 @@
 //!
 //! Under PicNIC's feedback a packet is also under its VM-to-VM pair's limits: a
 //! rate in bit/s (PCCB) and a packet rate (PCCP), the latter charged 1 / rate per
-//! packet whatever its length.
+//! frame the packet leaves as (a TSO send is many), whatever their length: a
+//! receiver's engine spends its CPU per frame.
 //!
 //! ## The wheel
 //!
@@ -188,6 +189,7 @@ pub struct Wheel {
     /// entry, so there are never more entries than packets held.
     flow_held_bytes: HashMap<u32, u64>,
     apps: usize,
+    mtu_bytes: u32,
 }
 
 impl Wheel {
@@ -234,6 +236,7 @@ impl Wheel {
             destination_packet_limit: Vec::new(),
             flow_held_bytes: HashMap::new(),
             apps,
+            mtu_bytes: policy.link.mtu_bytes.max(1),
         })
     }
 
@@ -265,7 +268,7 @@ impl Wheel {
             edt = edt.max(limit.charge(now_fx, len));
         }
         if let Some(Some(limit)) = self.destination_packet_limit.get_mut(pair) {
-            edt = edt.max(limit.charge(now_fx, 1));
+            edt = edt.max(limit.charge(now_fx, len.div_ceil(self.mtu_bytes)));
         }
         edt
     }
