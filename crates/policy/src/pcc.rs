@@ -364,8 +364,7 @@ impl HostPcc {
         let pressed = flows
             .iter()
             .any(|&f| arrived_pps[f] >= (1.0 - HELD_TOLERANCE) * self.engine_limit[f]);
-        self.engine_contended =
-            offered > *packets_per_s || (self.engine_contended && pressed);
+        self.engine_contended = offered > *packets_per_s || (self.engine_contended && pressed);
         if !self.engine_contended {
             for &f in &flows {
                 self.engine_offer[f] = f64::INFINITY;
