@@ -471,6 +471,74 @@ traffic:
     }
 
     #[test]
+    fn an_engine_short_of_cpu_splits_its_packets_per_receiving_vm_until_senders_ease_off() {
+        let yaml = r#"
+duration: 1s
+hosts:
+  - name: h1
+    policy: { link: { rate: 10Gbit }, tenants: [ { name: a }, { name: b } ] }
+  - name: h2
+    policy:
+      link: { rate: 10Gbit }
+      engine: { cores: 2, packet_cost: 2us }
+      tenants: [ { name: c }, { name: d } ]
+traffic:
+  - { name: a-c, tenant: a, to: c, kind: udp, rate: 1Gbit, size: 256B }
+  - { name: b-c, tenant: b, to: c, kind: udp, rate: 1Gbit, size: 256B }
+  - { name: a-d, tenant: a, to: d, kind: udp, rate: 1Mbit, size: 256B }
+"#;
+        let s = match parse_any_scenario(yaml, "s.yaml", std::path::Path::new("."), &["picnic"]) {
+            Ok(AnyScenario::Hosts(s)) => s,
+            other => panic!("{other:?}"),
+        };
+        let h2 = HostId(1);
+        let running = [true; 3];
+        // Two cores at 2 µs: 1 Mpps, of which ENGINE_SHARE is handed out, half
+        // to each receiving VM, c's half split between its two senders.
+        let share = ENGINE_SHARE * 1e6;
+        let mut receiver = HostPcc::new(&s, h2, Feedback::PicNic);
+        let idle = receiver.packet_epoch(&running, &[300e3, 300e3, 1e3]);
+        assert!(
+            idle.iter().all(|&(_, pps)| pps == f64::INFINITY),
+            "{idle:?}"
+        );
+        let flooded = receiver.packet_epoch(&running, &[800e3, 800e3, 1e3]);
+        assert_eq!(
+            flooded,
+            vec![(0, share / 4.0), (1, share / 4.0), (2, share / 2.0)]
+        );
+        // Held at their rates, the floods offer less than the engine processes:
+        // the limits stay while they press on them, and go once they ease off.
+        let held = receiver.packet_epoch(&running, &[share / 4.0, share / 4.0, 1e3]);
+        assert_eq!(held, flooded);
+        let eased = receiver.packet_epoch(&running, &[1e3, 1e3, 1e3]);
+        assert!(
+            eased.iter().all(|&(_, pps)| pps == f64::INFINITY),
+            "{eased:?}"
+        );
+        let mut bps_only = HostPcc::new(&s, h2, Feedback::BandwidthOnly);
+        assert!(
+            bps_only
+                .packet_epoch(&running, &[800e3, 800e3, 1e3])
+                .is_empty()
+        );
+        // The sender sums its pair's packet rates.
+        let mut sender = HostPcc::new(&s, HostId(0), Feedback::PicNic);
+        sender.epoch(&running, &[0.0; 3], &[0.0; 3]);
+        for (f, pps) in flooded {
+            sender.receive_packets(f, pps);
+        }
+        let to_d = sender
+            .limits()
+            .into_iter()
+            .find(|l| l.to == s.traffic[2].to);
+        assert_eq!(
+            to_d.and_then(|l| l.packets_per_s),
+            Some((share / 2.0) as u64)
+        );
+    }
+
+    #[test]
     fn feedback_follows_the_enforcers_name() {
         assert_eq!(Feedback::of("picnic"), Feedback::PicNic);
         assert_eq!(Feedback::of("picnic-wc"), Feedback::WorkConserving);
