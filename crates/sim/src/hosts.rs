@@ -277,18 +277,7 @@ impl Run<'_> {
             }
             Ev::Arrive { host, frame } => self.arrive(now, host, frame),
             Ev::IngressFree(h) => self.ingress_done(now, h),
-            Ev::Processed { host, frame, core } => {
-                let cpu = self.hosts[host as usize]
-                    .cpu
-                    .as_mut()
-                    .expect("only a host with engine cost has cores");
-                let to = self.scenario.traffic
-                    [self.senders[unhandle(frame.packet.handle).0 as usize].traffic]
-                    .to;
-                cpu.processed(to.tenant, frame.bytes, core);
-                self.start_cores(now, host);
-                self.deliver(now, frame);
-            }
+            Ev::Processed { host, frame, core } => self.processed(now, host, frame, core),
             Ev::Ack {
                 sender,
                 lost,
@@ -550,6 +539,19 @@ impl Run<'_> {
                 },
             );
         }
+    }
+
+    /// A core of host `h`'s engine processed `frame`: only now may its VM have it.
+    fn processed(&mut self, now: u64, h: u16, frame: Frame, core: u16) {
+        let traffic = self.senders[unhandle(frame.packet.handle).0 as usize].traffic;
+        let tenant = self.scenario.traffic[traffic].to.tenant;
+        self.hosts[h as usize]
+            .cpu
+            .as_mut()
+            .expect("only a host with engine cost has cores")
+            .processed(tenant, frame.bytes, core);
+        self.start_cores(now, h);
+        self.deliver(now, frame);
     }
 
     /// A frame reaches its VM, through the VM's ingress policer.
