@@ -22,12 +22,15 @@
 //! virtual queues: a frame within them goes on at once rather than after its queue
 //! time, since only whether it fits is in question.
 //!
-//! With feedback (`picnic`, `picnic-wc`), each engine runs its host's
+//! With feedback (`picnic`, `picnic-wc`, `picnic-bps`), each engine runs its host's
 //! [`policy::pcc::HostPcc`] every `feedback.epoch` on the bytes it counted, sends
 //! its receivers' rates to the sending hosts' engines as UDP datagrams over a
 //! control veth on the same bridge, and applies what reaches it with
 //! [`sched::Enforcer::set_destination_limit`]. Feedback takes however long the
 //! datagram does (tens of µs), not the scenario's `feedback.delay`.
+//! Only PCCB's bit rates travel so far: PCCP's packet rates
+//! ([`policy::pcc::HostPcc::packet_epoch`]) need the engine's real capacity in
+//! packets, which the lab measures rather than sets.
 
 use crate::classify::{
     ETHERNET_HEADER_BYTES, Ipv4Header, ParsedFrame, Prefix, parse, payload_bytes,

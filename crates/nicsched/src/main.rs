@@ -169,7 +169,7 @@ enum Command {
         queue_limit: u32,
         /// The packets each app (leaf class, its split classes together) may hold in
         /// the engine in front of the software schedulers (`wf2q`, `valve`, `htb`,
-        /// `wheel`, `picnic`, `picnic-wc`, `fairnic`), which replace the qdiscs: as HTB's leaves each have a
+        /// `wheel`, `picnic`, `picnic-wc`, `picnic-bps`, `fairnic`), which replace the qdiscs: as HTB's leaves each have a
         /// qdisc of their own. A packet beyond it is dropped and counted against its tenant.
         #[arg(long, visible_alias = "tenant-limit", value_name = "PACKETS",
               default_value_t = lab::LAB_HOST_LIMITS.class_packets,

@@ -9,6 +9,13 @@
 //! enter it; senders do the same on their egress. A sender's limit for a pair of
 //! VMs is, summed over the pair's traffic, the least of the receiver's and its own
 //! offer.
+//!
+//! PCCP, the packet-rate side: a receiver whose engine is short of CPU (more
+//! packets offered per second than its cores process at `engine.packet_cost`)
+//! splits its packet capacity among its receiving VMs and each VM's part among
+//! the VMs sending to it, by the same rule and over the same epoch, and feeds
+//! packet rates back beside the bit rates; senders apply them as VM-to-VM
+//! packet-rate limits.
 
 use crate::{HostId, HostsScenario, Resource, ResourceKind, TenantId, Vm};
 
@@ -24,6 +31,10 @@ pub enum Feedback {
     /// The same, but a sender that sends less than its part (held elsewhere)
     /// leaves the rest to the others: the rule of the ideal across hosts.
     WorkConserving,
+    /// PicNIC's receivers for bandwidth only (PCCB without PCCP): the paper's
+    /// "just BPS envelope" comparison, which leaves a receiver's engine CPU to
+    /// whoever sends the most packets.
+    BandwidthOnly,
 }
 
 impl Feedback {
@@ -32,8 +43,19 @@ impl Feedback {
         match enforcer {
             "picnic" => Feedback::PicNic,
             "picnic-wc" => Feedback::WorkConserving,
+            "picnic-bps" => Feedback::BandwidthOnly,
             _ => Feedback::None,
         }
+    }
+
+    /// Whether receivers also feed packet rates back (PCCP).
+    pub fn packet_rates(self) -> bool {
+        matches!(self, Feedback::PicNic | Feedback::WorkConserving)
+    }
+
+    /// Whether a receiver splits its whole capacity whatever senders use of it.
+    fn splits_whole(self) -> bool {
+        matches!(self, Feedback::PicNic | Feedback::BandwidthOnly)
     }
 }
 
@@ -53,30 +75,50 @@ pub const HELD_TOLERANCE: f64 = 0.1;
 /// it takes to be measured at all.
 #[derive(Clone, Debug)]
 pub struct RateWindow {
-    /// Per epoch, newest first: its length and each traffic's bytes.
+    /// Per epoch, newest first: its length and each traffic's units counted.
     epochs: std::collections::VecDeque<(u64, Vec<u64>)>,
     current: Vec<u64>,
+    /// Units a window holds at least, unless it reaches its oldest epoch first.
+    enough: u64,
+    /// What one unit counts in the rate: 8 bits per byte, one per packet.
+    rate_per_unit: f64,
 }
 
 impl RateWindow {
     /// Eight sends of 64 KiB.
     pub const BYTES: u64 = 8 * 64 * 1024;
+    /// Enough packets that a flow's rate moves by under 2% with one more or
+    /// less; a 1 kpps prober is still measured within 64 ms.
+    pub const PACKETS: u64 = 64;
     pub const EPOCHS_MAX: usize = 64;
 
+    /// Counts bytes, for rates in bit/s.
     pub fn new(traffic: usize) -> RateWindow {
         RateWindow {
             epochs: std::collections::VecDeque::with_capacity(Self::EPOCHS_MAX),
             current: vec![0; traffic],
+            enough: Self::BYTES,
+            rate_per_unit: 8.0,
         }
     }
 
-    pub fn count(&mut self, traffic: usize, bytes: u64) {
-        self.current[traffic] += bytes;
+    /// Counts packets, for rates in packets/s.
+    pub fn packets(traffic: usize) -> RateWindow {
+        RateWindow {
+            enough: Self::PACKETS,
+            rate_per_unit: 1.0,
+            ..RateWindow::new(traffic)
+        }
     }
 
-    /// Ends an epoch that lasted `epoch_ns` and returns each traffic's rate in
-    /// bit/s over its window; `running_ns(f)` is how long traffic `f` has run, so
-    /// that one just started is not diluted by the time before it.
+    /// Counts `units` (bytes or packets, as the window was made) of `traffic`.
+    pub fn count(&mut self, traffic: usize, units: u64) {
+        self.current[traffic] += units;
+    }
+
+    /// Ends an epoch that lasted `epoch_ns` and returns each traffic's rate (in
+    /// bit/s or packets/s) over its window; `running_ns(f)` is how long traffic
+    /// `f` has run, so that one just started is not diluted by the time before it.
     pub fn end_epoch(&mut self, epoch_ns: u64, running_ns: impl Fn(usize) -> u64) -> Vec<f64> {
         let traffic = self.current.len();
         let done = std::mem::replace(&mut self.current, vec![0; traffic]);
@@ -86,15 +128,15 @@ impl RateWindow {
         self.epochs.push_front((epoch_ns.max(1), done));
         (0..traffic)
             .map(|f| {
-                let (mut bytes, mut span_ns) = (0u64, 0u64);
+                let (mut units, mut span_ns) = (0u64, 0u64);
                 for (ns, counted) in &self.epochs {
-                    bytes += counted[f];
+                    units += counted[f];
                     span_ns += ns;
-                    if bytes >= Self::BYTES || span_ns >= running_ns(f) {
+                    if units >= self.enough || span_ns >= running_ns(f) {
                         break;
                     }
                 }
-                bytes as f64 * 8e9 / span_ns as f64
+                units as f64 * self.rate_per_unit * 1e9 / span_ns as f64
             })
             .collect()
     }
@@ -141,12 +183,20 @@ pub fn feedback_limits(
         .collect()
 }
 
+/// The part of its engine's packet capacity a receiver hands out under PCCP.
+/// Handing out all of it, the queue that built while a flood was being detected
+/// (a full 1024-frame receive queue, 3 ms at 333 kpps) never drained: every
+/// frame waited behind it as long as the floods ran. At 90% the queue drains
+/// within ten of its own lengths.
+pub const ENGINE_SHARE: f64 = 0.9;
+
 /// A VM-to-VM limit for the sender host's enforcer (`None`: unlimited).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limit {
     pub from: TenantId,
     pub to: Vm,
     pub bps: Option<u64>,
+    pub packets_per_s: Option<u64>,
 }
 
 /// One host's side of the feedback: its egress and ingress resources and what
@@ -166,6 +216,17 @@ pub struct HostPcc {
     running: Vec<bool>,
     /// The VM pairs of this host's senders, each with its traffic, in traffic order.
     pairs: Vec<(Vm, Vm, Vec<usize>)>,
+    /// PCCP: the host's ingress as the packets/s its engine hands out
+    /// ([`ENGINE_SHARE`] of what it processes), and what it processes; none
+    /// without an `engine.packet_cost`, or under feedback without packet rates.
+    engine: Option<(Resource, f64)>,
+    /// Whether the engine was short of CPU at the last epoch.
+    engine_contended: bool,
+    /// Per traffic: the engine's last offer and the packet rate fed back for it.
+    engine_offer: Vec<f64>,
+    engine_limit: Vec<f64>,
+    /// Per traffic: the receiver's last packet rate, as it reached this host.
+    receiver_packets: Vec<f64>,
 }
 
 impl HostPcc {
@@ -189,15 +250,39 @@ impl HostPcc {
                 None => pairs.push((t.from(), t.to, vec![f])),
             }
         }
+        let ingress = find(ResourceKind::Ingress(host));
+        let engine = scenario.host(host).policy.engine;
+        let engine = ingress
+            .clone()
+            .filter(|_| feedback.packet_rates() && engine.packet_cost_ns > 0)
+            .map(|mut resource| {
+                let packets_per_s =
+                    f64::from(engine.cores.max(1)) * 1e9 / engine.packet_cost_ns as f64;
+                // A VM's guarantee and envelope are the same fraction of the
+                // engine's packets as of the link's bits: the policy says how the
+                // host is shared, not which resource runs short.
+                let scale = ENGINE_SHARE * packets_per_s / resource.capacity_bps;
+                resource.capacity_bps *= scale;
+                for unit in &mut resource.units {
+                    unit.min_rate_bps *= scale;
+                    unit.cap_bps *= scale;
+                }
+                (resource, packets_per_s)
+            });
         HostPcc {
             feedback,
             egress: find(ResourceKind::Egress(host)),
-            ingress: find(ResourceKind::Ingress(host)),
+            ingress,
             last_offer: [vec![f64::INFINITY; flows], vec![f64::INFINITY; flows]],
             receiver_offer: vec![f64::INFINITY; flows],
             sender_limit: vec![f64::INFINITY; flows],
             running: vec![false; flows],
             pairs,
+            engine,
+            engine_contended: false,
+            engine_offer: vec![f64::INFINITY; flows],
+            engine_limit: vec![f64::INFINITY; flows],
+            receiver_packets: vec![f64::INFINITY; flows],
         }
     }
 
@@ -225,7 +310,7 @@ impl HostPcc {
                 unit.flows.retain(|&f| running[f]);
             }
             resource.units.retain(|u| !u.flows.is_empty());
-            let offers = if side == 1 && self.feedback == Feedback::PicNic {
+            let offers = if side == 1 && self.feedback.splits_whole() {
                 resource
                     .fill(|_| f64::INFINITY)
                     .into_iter()
@@ -251,24 +336,87 @@ impl HostPcc {
         self.receiver_offer[traffic] = bps;
     }
 
+    /// PCCP's epoch at this host's engine, from the packet rates that arrived
+    /// per traffic (`arrived_pps`, measured before any drop: the work offered).
+    /// Returns a packet rate for each running traffic entering this host, for
+    /// the host that sends it: its part of the engine's packets while the engine
+    /// is short of CPU, `f64::INFINITY` (lifted) otherwise; nothing without
+    /// PCCP. The engine counts as short while more is offered than it
+    /// processes, and stays so while a sender presses on the rate it was given:
+    /// limited senders offer no more than their parts, which add up to no more
+    /// than the engine processes, and lifting their limits then would let the
+    /// flood back for a round trip of feedback.
+    pub fn packet_epoch(&mut self, running: &[bool], arrived_pps: &[f64]) -> Vec<(usize, f64)> {
+        let Some((engine, packets_per_s)) = &self.engine else {
+            return Vec::new();
+        };
+        let mut resource = engine.clone();
+        for unit in &mut resource.units {
+            unit.flows.retain(|&f| running[f]);
+        }
+        resource.units.retain(|u| !u.flows.is_empty());
+        let flows: Vec<usize> = resource
+            .units
+            .iter()
+            .flat_map(|u| u.flows.iter().copied())
+            .collect();
+        let offered: f64 = flows.iter().map(|&f| arrived_pps[f]).sum();
+        let pressed = flows
+            .iter()
+            .any(|&f| arrived_pps[f] >= (1.0 - HELD_TOLERANCE) * self.engine_limit[f]);
+        self.engine_contended = offered > *packets_per_s || (self.engine_contended && pressed);
+        if !self.engine_contended {
+            for &f in &flows {
+                self.engine_offer[f] = f64::INFINITY;
+                self.engine_limit[f] = f64::INFINITY;
+            }
+            return flows.into_iter().map(|f| (f, f64::INFINITY)).collect();
+        }
+        let offers: Vec<(usize, f64, f64)> = if self.feedback.splits_whole() {
+            resource
+                .fill(|_| f64::INFINITY)
+                .into_iter()
+                .map(|(f, pps)| (f, pps, pps))
+                .collect()
+        } else {
+            feedback_limits(&resource, arrived_pps, &self.engine_offer, HELD_TOLERANCE)
+        };
+        offers
+            .into_iter()
+            .map(|(f, offer, limit)| {
+                self.engine_offer[f] = offer;
+                self.engine_limit[f] = limit;
+                (f, limit)
+            })
+            .collect()
+    }
+
+    /// A receiver's packet rate for `traffic`, sent by this host, reached it.
+    pub fn receive_packets(&mut self, traffic: usize, packets_per_s: f64) {
+        self.receiver_packets[traffic] = packets_per_s;
+    }
+
     /// Each VM-to-VM limit of this host's senders: the sum over the pair's
     /// traffic running at the last epoch of the least of the receiver's offer and
     /// the sender's limit; none for a pair with nothing running. Traffic not
     /// running has no offers: counted at its first, unlimited, one it lifted its
-    /// pair's limit altogether.
+    /// pair's limit altogether. The packet rate is the sum of the receiver's
+    /// packet rates, likewise.
     pub fn limits(&self) -> Vec<Limit> {
+        let finite = |rate: f64| (rate.is_finite() && rate > 0.0).then(|| rate.max(1.0) as u64);
         self.pairs
             .iter()
             .map(|(from, to, traffic)| {
-                let bps: f64 = traffic
-                    .iter()
-                    .filter(|&&f| self.running[f])
-                    .map(|&f| self.receiver_offer[f].min(self.sender_limit[f]))
+                let running = || traffic.iter().copied().filter(|&f| self.running[f]);
+                let bps: f64 = running()
+                    .map(|f| self.receiver_offer[f].min(self.sender_limit[f]))
                     .sum();
+                let packets_per_s: f64 = running().map(|f| self.receiver_packets[f]).sum();
                 Limit {
                     from: from.tenant,
                     to: *to,
-                    bps: (bps.is_finite() && bps > 0.0).then(|| bps.max(1.0) as u64),
+                    bps: finite(bps),
+                    packets_per_s: finite(packets_per_s),
                 }
             })
             .collect()
@@ -323,9 +471,80 @@ traffic:
     }
 
     #[test]
+    fn an_engine_short_of_cpu_splits_its_packets_per_receiving_vm_until_senders_ease_off() {
+        let yaml = r#"
+duration: 1s
+hosts:
+  - name: h1
+    policy: { link: { rate: 10Gbit }, tenants: [ { name: a }, { name: b } ] }
+  - name: h2
+    policy:
+      link: { rate: 10Gbit }
+      engine: { cores: 2, packet_cost: 2us }
+      tenants: [ { name: c }, { name: d } ]
+traffic:
+  - { name: a-c, tenant: a, to: c, kind: udp, rate: 1Gbit, size: 256B }
+  - { name: b-c, tenant: b, to: c, kind: udp, rate: 1Gbit, size: 256B }
+  - { name: a-d, tenant: a, to: d, kind: udp, rate: 1Mbit, size: 256B }
+"#;
+        let s = match parse_any_scenario(yaml, "s.yaml", std::path::Path::new("."), &["picnic"]) {
+            Ok(AnyScenario::Hosts(s)) => s,
+            other => panic!("{other:?}"),
+        };
+        let h2 = HostId(1);
+        let running = [true; 3];
+        // Two cores at 2 µs: 1 Mpps, of which ENGINE_SHARE is handed out, half
+        // to each receiving VM, c's half split between its two senders.
+        let share = ENGINE_SHARE * 1e6;
+        let mut receiver = HostPcc::new(&s, h2, Feedback::PicNic);
+        let idle = receiver.packet_epoch(&running, &[300e3, 300e3, 1e3]);
+        assert!(
+            idle.iter().all(|&(_, pps)| pps == f64::INFINITY),
+            "{idle:?}"
+        );
+        let flooded = receiver.packet_epoch(&running, &[800e3, 800e3, 1e3]);
+        assert_eq!(
+            flooded,
+            vec![(0, share / 4.0), (1, share / 4.0), (2, share / 2.0)]
+        );
+        // Held at their rates, the floods offer less than the engine processes:
+        // the limits stay while they press on them, and go once they ease off.
+        let held = receiver.packet_epoch(&running, &[share / 4.0, share / 4.0, 1e3]);
+        assert_eq!(held, flooded);
+        let eased = receiver.packet_epoch(&running, &[1e3, 1e3, 1e3]);
+        assert!(
+            eased.iter().all(|&(_, pps)| pps == f64::INFINITY),
+            "{eased:?}"
+        );
+        let mut bps_only = HostPcc::new(&s, h2, Feedback::BandwidthOnly);
+        assert!(
+            bps_only
+                .packet_epoch(&running, &[800e3, 800e3, 1e3])
+                .is_empty()
+        );
+        // The sender sums its pair's packet rates.
+        let mut sender = HostPcc::new(&s, HostId(0), Feedback::PicNic);
+        sender.epoch(&running, &[0.0; 3], &[0.0; 3]);
+        for (f, pps) in flooded {
+            sender.receive_packets(f, pps);
+        }
+        let to_d = sender
+            .limits()
+            .into_iter()
+            .find(|l| l.to == s.traffic[2].to);
+        assert_eq!(
+            to_d.and_then(|l| l.packets_per_s),
+            Some((share / 2.0) as u64)
+        );
+    }
+
+    #[test]
     fn feedback_follows_the_enforcers_name() {
         assert_eq!(Feedback::of("picnic"), Feedback::PicNic);
         assert_eq!(Feedback::of("picnic-wc"), Feedback::WorkConserving);
+        assert_eq!(Feedback::of("picnic-bps"), Feedback::BandwidthOnly);
+        assert!(Feedback::PicNic.packet_rates());
+        assert!(!Feedback::BandwidthOnly.packet_rates());
         assert_eq!(Feedback::of("wheel"), Feedback::None);
     }
 }

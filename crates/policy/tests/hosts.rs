@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// What nicsched would pass, with PicNIC's work-conserving variant, which sched's
 /// registry may not have yet.
-const KNOWN_ENFORCERS: &[&str] = &["tonic", "wheel", "picnic", "picnic-wc"];
+const KNOWN_ENFORCERS: &[&str] = &["tonic", "wheel", "picnic", "picnic-wc", "picnic-bps"];
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")

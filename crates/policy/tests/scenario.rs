@@ -18,6 +18,7 @@ const KNOWN_ENFORCERS: &[&str] = &[
     "wheel",
     "picnic",
     "picnic-wc",
+    "picnic-bps",
     "fairnic",
     "linux-htb",
 ];

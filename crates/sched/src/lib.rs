@@ -72,6 +72,19 @@ pub trait Enforcer {
         false
     }
 
+    /// Sets the packet rate at which `tenant` may send to the VM `destination`
+    /// (PicNIC's PCCP: a receiver whose engine cannot process every packet sent to
+    /// it feeds packet rates back; `None` lifts it). Returns whether the enforcer
+    /// folds such limits into its departures; those that do not ignore them.
+    fn set_destination_packet_limit(
+        &mut self,
+        _tenant: policy::TenantId,
+        _destination: u32,
+        _packets_per_s: Option<u64>,
+    ) -> bool {
+        false
+    }
+
     /// Leaf classes made so far, apps first, then one per split key seen; `None`
     /// for enforcers without per-class state (the multiqueue NIC model).
     fn classes(&self) -> Option<usize> {

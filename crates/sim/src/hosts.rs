@@ -1,10 +1,14 @@
 //! The simulator across hosts (hosts.md): each host's egress runs the enforcer and
 //! its link; the fabric carries frames to the receiving host, whose link bounds
 //! what enters it (a drop-tail queue) and whose VMs' ingress envelopes police
-//! what reaches them. Bulk senders are TCP-like: a congestion window of sends,
+//! what reaches them. A host with an `engine.packet_cost` processes every frame
+//! that crossed its link on its engine's cores (the one-host model's
+//! [`Cores`]) before its VM sees it, dropping what finds the cores' queue full.
+//! Bulk senders are TCP-like: a congestion window of sends,
 //! halved on loss once per round trip, grown per acknowledgement, under TCP small
 //! queues at the sender. With `picnic`, receivers feed VM-to-VM rates back every
-//! epoch, after the feedback delay, and senders fold them into departure times.
+//! epoch, after the feedback delay, and senders fold them into departure times;
+//! a receiver whose engine is short of CPU feeds packet rates back too (PCCP).
 
 use crate::engine::{SenderKind, latency_histogram};
 use crate::events::EventQueue;
@@ -15,6 +19,7 @@ use policy::{HostId, HostsScenario, INGRESS_QUEUE_BYTES, TrafficKind, Vm};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use report::{HostsRecord, LatencyRecord};
+use sched::cores::Cores;
 use sched::{BuildError, Enforcer, Frame, Packet};
 use std::collections::VecDeque;
 
@@ -46,6 +51,11 @@ enum Ev {
         frame: Frame,
     },
     IngressFree(u16),
+    Processed {
+        host: u16,
+        frame: Frame,
+        core: u16,
+    },
     Ack {
         sender: u32,
         lost: bool,
@@ -63,6 +73,11 @@ enum Ev {
         traffic: usize,
         bps: f64,
     },
+    PacketLimit {
+        host: u16,
+        traffic: usize,
+        packets_per_s: f64,
+    },
 }
 
 struct Host {
@@ -72,6 +87,9 @@ struct Host {
     ingress: VecDeque<Frame>,
     ingress_bytes: u64,
     ingress_busy: bool,
+    /// The engine's cores, for what enters the host, where its policy gives
+    /// `engine.packet_cost`; without it the engine never limits.
+    cpu: Option<Cores<Frame>>,
     pcc: HostPcc,
 }
 
@@ -92,6 +110,8 @@ struct Run<'a> {
     /// receiver's host, measured for feedback.
     sent: RateWindow,
     arrived: RateWindow,
+    /// Per traffic: frames that arrived at the receiver's host, for PCCP.
+    arrived_packets: RateWindow,
     /// Each traffic's senders, contiguous.
     traffic_senders: Vec<std::ops::Range<u32>>,
 }
@@ -114,6 +134,11 @@ pub fn run_hosts(
             ingress: VecDeque::new(),
             ingress_bytes: 0,
             ingress_busy: false,
+            // Frames wait for the cores in the queues `engine.cpu` names: `fifo`
+            // for a NIC's one receive queue in front of an engine that classifies
+            // frames only once a core takes them.
+            cpu: (host.policy.engine.packet_cost_ns > 0)
+                .then(|| Cores::new(&host.policy, model.engine_queue_packets, None)),
             pcc: HostPcc::new(scenario, HostId(h as u16), feedback),
         });
     }
@@ -195,6 +220,7 @@ pub fn run_hosts(
         traffic_senders,
         sent: RateWindow::new(flows),
         arrived: RateWindow::new(flows),
+        arrived_packets: RateWindow::packets(flows),
     };
     let mut next_progress = 0;
     while let Some((now, ev)) = run.events.pop() {
@@ -254,6 +280,7 @@ impl Run<'_> {
             }
             Ev::Arrive { host, frame } => self.arrive(now, host, frame),
             Ev::IngressFree(h) => self.ingress_done(now, h),
+            Ev::Processed { host, frame, core } => self.processed(now, host, frame, core),
             Ev::Ack {
                 sender,
                 lost,
@@ -273,6 +300,16 @@ impl Run<'_> {
             Ev::Epoch => self.epoch(now),
             Ev::Limit { host, traffic, bps } => {
                 self.hosts[host as usize].pcc.receive(traffic, bps);
+                self.apply_limits(host);
+            }
+            Ev::PacketLimit {
+                host,
+                traffic,
+                packets_per_s,
+            } => {
+                self.hosts[host as usize]
+                    .pcc
+                    .receive_packets(traffic, packets_per_s);
                 self.apply_limits(host);
             }
         }
@@ -444,6 +481,8 @@ impl Run<'_> {
         let (s, issued_ns) = unhandle(frame.packet.handle);
         let traffic = self.senders[s as usize].traffic;
         self.arrived.count(traffic, u64::from(frame.bytes));
+        self.arrived_packets
+            .count(traffic, u64::from(self.wire_packets(h, frame.bytes)));
         let host = &mut self.hosts[h as usize];
         if host.ingress_bytes + u64::from(frame.bytes) > INGRESS_QUEUE_BYTES {
             self.record.dropped_bytes[traffic] += u64::from(frame.bytes);
@@ -479,6 +518,65 @@ impl Run<'_> {
             .expect("a frame was on the ingress link");
         host.ingress_bytes -= u64::from(frame.bytes);
         self.start_ingress(now, h);
+        if self.hosts[h as usize].cpu.is_none() {
+            self.deliver(now, frame);
+            return;
+        }
+        let (s, issued_ns) = unhandle(frame.packet.handle);
+        let traffic = self.senders[s as usize].traffic;
+        let tenant = self.scenario.traffic[traffic].to.tenant;
+        let cost_ns = self.scenario.hosts[h as usize].policy.engine.packet_cost_ns
+            * u64::from(self.wire_packets(h, frame.bytes));
+        let cpu = self.hosts[h as usize].cpu.as_mut().expect("checked above");
+        if cpu.arrive(frame, s, tenant, frame.bytes, cost_ns).is_err() {
+            // The receive queue is full: the NIC drops the frame, as the
+            // receiver's link drops what overflows its queue.
+            self.record.dropped_bytes[traffic] += u64::from(frame.bytes);
+            self.lost(now, s, issued_ns, frame.last);
+            return;
+        }
+        self.start_cores(now, h);
+    }
+
+    /// Frames the engine handles for `bytes` that crossed host `h`'s link: a TSO
+    /// send arrives as one frame per MTU.
+    fn wire_packets(&self, h: u16, bytes: u32) -> u32 {
+        bytes.div_ceil(self.scenario.hosts[h as usize].policy.link.mtu_bytes.max(1))
+    }
+
+    /// Puts frames waiting at host `h`'s engine on its idle cores.
+    fn start_cores(&mut self, now: u64, h: u16) {
+        let cpu = self.hosts[h as usize]
+            .cpu
+            .as_mut()
+            .expect("only a host with engine cost has cores");
+        while let Some(waiting) = cpu.take() {
+            self.events.schedule(
+                now + waiting.cost_ns,
+                Ev::Processed {
+                    host: h,
+                    frame: waiting.item,
+                    core: waiting.core,
+                },
+            );
+        }
+    }
+
+    /// A core of host `h`'s engine processed `frame`: only now may its VM have it.
+    fn processed(&mut self, now: u64, h: u16, frame: Frame, core: u16) {
+        let traffic = self.senders[unhandle(frame.packet.handle).0 as usize].traffic;
+        let tenant = self.scenario.traffic[traffic].to.tenant;
+        self.hosts[h as usize]
+            .cpu
+            .as_mut()
+            .expect("only a host with engine cost has cores")
+            .processed(tenant, frame.bytes, core);
+        self.start_cores(now, h);
+        self.deliver(now, frame);
+    }
+
+    /// A frame reaches its VM, through the VM's ingress policer.
+    fn deliver(&mut self, now: u64, frame: Frame) {
         let (s, issued_ns) = unhandle(frame.packet.handle);
         let traffic = self.senders[s as usize].traffic;
         let to = self.scenario.traffic[traffic].to;
@@ -583,6 +681,7 @@ impl Run<'_> {
         let running_ns = |f: usize| now.saturating_sub(traffic[f].traffic.start_ns);
         let arrived = self.arrived.end_epoch(epoch_ns, running_ns);
         let sent = self.sent.end_epoch(epoch_ns, running_ns);
+        let arrived_packets = self.arrived_packets.end_epoch(epoch_ns, running_ns);
         let running: Vec<bool> = (0..self.scenario.traffic.len())
             .map(|f| {
                 let t = &self.scenario.traffic[f].traffic;
@@ -597,6 +696,19 @@ impl Run<'_> {
                     Ev::Limit { host, traffic, bps },
                 );
             }
+            for (traffic, packets_per_s) in
+                self.hosts[h].pcc.packet_epoch(&running, &arrived_packets)
+            {
+                let host = self.scenario.traffic[traffic].host.0;
+                self.events.schedule(
+                    now + self.scenario.feedback.delay_ns,
+                    Ev::PacketLimit {
+                        host,
+                        traffic,
+                        packets_per_s,
+                    },
+                );
+            }
             self.apply_limits(h as u16);
         }
         self.events
@@ -606,16 +718,14 @@ impl Run<'_> {
     fn apply_limits(&mut self, h: u16) {
         for limit in self.hosts[h as usize].pcc.limits() {
             let destination = self.vm_index(limit.to);
-            self.hosts[h as usize].enforcer.set_destination_limit(
-                limit.from,
-                destination,
-                limit.bps,
-            );
+            let enforcer = &mut self.hosts[h as usize].enforcer;
+            enforcer.set_destination_limit(limit.from, destination, limit.bps);
+            enforcer.set_destination_packet_limit(limit.from, destination, limit.packets_per_s);
         }
     }
 
     /// What is left at the end: held by the senders' enforcers or on their wires,
-    /// crossing the fabric, or queued at the receivers' links.
+    /// crossing the fabric, or queued at the receivers' links or engines.
     fn finish(&mut self) {
         let traffic_of = |senders: &[Sender], frame: &Frame| {
             senders[unhandle(frame.packet.handle).0 as usize].traffic
@@ -630,13 +740,19 @@ impl Run<'_> {
                 self.record.queued_bytes[traffic_of(&self.senders, &frame)] +=
                     u64::from(frame.bytes);
             }
-            for frame in &host.ingress {
-                self.record.in_flight_bytes[traffic_of(&self.senders, frame)] +=
+            let at_engine = host.cpu.iter_mut().flat_map(|cpu| cpu.drain());
+            for frame in host
+                .ingress
+                .iter()
+                .copied()
+                .chain(at_engine.map(|w| w.item))
+            {
+                self.record.in_flight_bytes[traffic_of(&self.senders, &frame)] +=
                     u64::from(frame.bytes);
             }
         }
         while let Some((_, ev)) = self.events.pop() {
-            if let Ev::Arrive { frame, .. } = ev {
+            if let Ev::Arrive { frame, .. } | Ev::Processed { frame, .. } = ev {
                 self.record.in_flight_bytes[traffic_of(&self.senders, &frame)] +=
                     u64::from(frame.bytes);
             }

@@ -22,6 +22,11 @@
 //! common cap share it first come, first served). Traffic under no limit gets
 //! EDT = now and leaves as soon as possible, in arrival order.
 //!
+//! Under PicNIC's feedback a packet is also under its VM-to-VM pair's limits: a
+//! rate in bit/s (PCCB) and a packet rate (PCCP), the latter charged 1 / rate per
+//! frame the packet leaves as (a TSO send is many), whatever their length: a
+//! receiver's engine spends its CPU per frame.
+//!
 //! ## The wheel
 //!
 //! Packets are filed by EDT in a hierarchical [`timing::TimingWheel`] of ticks of
@@ -59,6 +64,9 @@ pub const TICK_SHIFT_DEFAULT: u32 = 8;
 /// wheel's horizon): four times what TCP small queues let one bulk sender have
 /// queued, so that a sender pacing to its limit is not refused by it.
 const HORIZON_BYTES: u128 = 4 * TSQ_BYTES;
+/// The same horizon for a VM-to-VM packet-rate limit, in packets: as many MTU
+/// frames as [`HORIZON_BYTES`] holds.
+const HORIZON_PACKETS: u128 = HORIZON_BYTES / 1500;
 /// What TCP small queues let one bulk sender have queued: two 64 KiB sends.
 const TSQ_BYTES: u128 = 2 * 64 * 1024;
 /// Fractional bits of next-free times and inverse rates.
@@ -96,25 +104,48 @@ pub fn ns_per_byte_fx(rate_bps: Option<u64>) -> Option<u64> {
     })
 }
 
-/// One limit's state: its next free time (ns << 32) and its cost per byte.
+/// ns per packet at `packets_per_s`, in 32.32 fixed point; `None` for no limit.
+pub fn ns_per_packet_fx(packets_per_s: Option<u64>) -> Option<u64> {
+    packets_per_s.map(|r| {
+        let fx = (1_000_000_000u128 << FRAC_BITS) / u128::from(r.max(1));
+        fx.min(u128::from(u64::MAX)) as u64
+    })
+}
+
+/// One limit's state: its next free time (ns << 32) and its cost per unit: a
+/// byte for a rate in bit/s, a packet for a packet rate.
 #[derive(Clone, Copy, Debug)]
 struct Limit {
     free_fx: u128,
-    ns_per_byte_fx: u64,
+    ns_per_unit_fx: u64,
 }
 
 impl Limit {
-    fn new(ns_per_byte_fx: u64) -> Self {
+    fn new(ns_per_unit_fx: u64) -> Self {
         Limit {
             free_fx: 0,
-            ns_per_byte_fx,
+            ns_per_unit_fx,
         }
     }
 
-    /// Charges `len_bytes` arriving at `now_fx`; returns when this limit allows the
+    /// Charges `units` arriving at `now_fx`; returns when this limit allows the
     /// packet to leave.
-    fn charge(&mut self, now_fx: u128, len_bytes: u32) -> u128 {
-        charge(&mut self.free_fx, self.ns_per_byte_fx, now_fx, len_bytes)
+    fn charge(&mut self, now_fx: u128, units: u32) -> u128 {
+        charge(&mut self.free_fx, self.ns_per_unit_fx, now_fx, units)
+    }
+
+    /// The limit at a new cost per unit (`None`: lifted). The next free time
+    /// carries over, so a new rate neither forgives what was sent nor holds back
+    /// what the old rate allowed.
+    fn reset(old: Option<Limit>, ns_per_unit_fx: Option<u64>) -> Option<Limit> {
+        match (ns_per_unit_fx, old) {
+            (None, _) => None,
+            (Some(fx), Some(old)) => Some(Limit {
+                free_fx: old.free_fx,
+                ns_per_unit_fx: fx,
+            }),
+            (Some(fx), None) => Some(Limit::new(fx)),
+        }
     }
 }
 
@@ -147,11 +178,18 @@ pub struct Wheel {
     /// VM-to-VM limits, index `destination * tenants + tenant`; grown only when a
     /// limit is set, never on the per-packet path.
     destination_limit: Vec<Option<Limit>>,
+    /// VM-to-VM packet-rate limits (PCCP), indexed as `destination_limit`. A
+    /// second limit per pair, charged one unit per packet, rather than a byte rate
+    /// derived from a packet rate: the wheel folds both into the one departure
+    /// time, so a pair sending small packets is held by its packet rate and one
+    /// sending large packets by its byte rate, without guessing packet sizes.
+    destination_packet_limit: Vec<Option<Limit>>,
     /// Bytes held per flow ([`Packet::flow`], a hash of its 5-tuple in the lab),
     /// counted once a VM-to-VM limit is set; a flow holding nothing has no
     /// entry, so there are never more entries than packets held.
     flow_held_bytes: HashMap<u32, u64>,
     apps: usize,
+    mtu_bytes: u32,
 }
 
 impl Wheel {
@@ -195,8 +233,10 @@ impl Wheel {
                 .map(|t| ns_per_byte_fx(t.max_rate_bps).map(Limit::new))
                 .collect(),
             destination_limit: Vec::new(),
+            destination_packet_limit: Vec::new(),
             flow_held_bytes: HashMap::new(),
             apps,
+            mtu_bytes: policy.link.mtu_bytes.max(1),
         })
     }
 
@@ -227,6 +267,9 @@ impl Wheel {
         if let Some(Some(limit)) = self.destination_limit.get_mut(pair) {
             edt = edt.max(limit.charge(now_fx, len));
         }
+        if let Some(Some(limit)) = self.destination_packet_limit.get_mut(pair) {
+            edt = edt.max(limit.charge(now_fx, len.div_ceil(self.mtu_bytes)));
+        }
         edt
     }
 
@@ -245,23 +288,31 @@ impl Wheel {
     /// The horizons hold under PicNIC's feedback only (once a VM-to-VM limit is
     /// set): the one-host `wheel` keeps its packets until accounting refuses them.
     fn beyond_horizon(&self, now_ns: u64, packet: &Packet) -> bool {
-        if self.destination_limit.is_empty() {
+        if !self.under_feedback() {
             return false;
         }
         let now_fx = u128::from(now_ns) << FRAC_BITS;
-        let holds_more_than = |limit: &Limit, bytes: u128| {
-            limit.free_fx > now_fx + bytes * u128::from(limit.ns_per_byte_fx)
+        let holds_more_than = |limit: &Limit, units: u128| {
+            limit.free_fx > now_fx + units * u128::from(limit.ns_per_unit_fx)
         };
         let held = self.flow_held_bytes.get(&packet.flow).copied().unwrap_or(0);
-        u128::from(held) > TSQ_BYTES
-            && (self
-                .destination_limit
+        let pair = |limits: &[Option<Limit>], units: u128| {
+            limits
                 .get(self.pair(packet))
                 .and_then(Option::as_ref)
-                .is_some_and(|p| holds_more_than(p, HORIZON_BYTES))
+                .is_some_and(|p| holds_more_than(p, units))
+        };
+        u128::from(held) > TSQ_BYTES
+            && (pair(&self.destination_limit, HORIZON_BYTES)
+                || pair(&self.destination_packet_limit, HORIZON_PACKETS)
                 || self.tenant_limit[packet.tenant.index()]
                     .as_ref()
                     .is_some_and(|t| holds_more_than(t, TSQ_BYTES)))
+    }
+
+    /// Whether a VM-to-VM limit of either kind was ever set: PicNIC's feedback runs.
+    fn under_feedback(&self) -> bool {
+        !self.destination_limit.is_empty() || !self.destination_packet_limit.is_empty()
     }
 
     /// The index of `packet`'s VM-to-VM pair in `destination_limit`.
@@ -294,7 +345,7 @@ impl Enforcer for Wheel {
             let tick = edt_ns.div_ceil(1 << self.tick_shift);
             tick.min(u128::from(u64::MAX)) as u64
         };
-        if !self.destination_limit.is_empty() {
+        if self.under_feedback() {
             *self.flow_held_bytes.entry(packet.flow).or_insert(0) += u64::from(packet.len_bytes);
         }
         let index = self.slab.insert(packet).expect("checked not full");
@@ -355,16 +406,22 @@ impl Enforcer for Wheel {
             self.destination_limit.resize(pair + 1, None);
         }
         let slot = &mut self.destination_limit[pair];
-        *slot = match (ns_per_byte_fx(rate_bps), *slot) {
-            (None, _) => None,
-            // The next free time carries over, so a new rate neither forgives what
-            // was sent nor holds back what the old rate allowed.
-            (Some(fx), Some(old)) => Some(Limit {
-                free_fx: old.free_fx,
-                ns_per_byte_fx: fx,
-            }),
-            (Some(fx), None) => Some(Limit::new(fx)),
-        };
+        *slot = Limit::reset(*slot, ns_per_byte_fx(rate_bps));
+        true
+    }
+
+    fn set_destination_packet_limit(
+        &mut self,
+        tenant: policy::TenantId,
+        destination: u32,
+        packets_per_s: Option<u64>,
+    ) -> bool {
+        let pair = destination as usize * self.tenant_limit.len() + tenant.index();
+        if pair >= self.destination_packet_limit.len() {
+            self.destination_packet_limit.resize(pair + 1, None);
+        }
+        let slot = &mut self.destination_packet_limit[pair];
+        *slot = Limit::reset(*slot, ns_per_packet_fx(packets_per_s));
         true
     }
 }
@@ -441,4 +498,46 @@ pub fn approximation(policy: &Policy) -> Approximation {
         }
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use policy::{AppId, TenantId};
+
+    #[test]
+    fn a_packet_rate_limit_spaces_a_pairs_packets_whatever_their_length() {
+        let policy = policy::parse_policy(
+            "link: { rate: 10Gbit }\ntenants:\n  - { name: a }\n",
+            "p.yaml",
+        )
+        .unwrap();
+        let mut wheel = Wheel::new(&policy, Config::default()).unwrap();
+        assert!(wheel.set_destination_packet_limit(TenantId(0), 3, Some(100_000)));
+        let packet = |handle| Packet {
+            len_bytes: 64,
+            tenant: TenantId(0),
+            app: AppId(0),
+            flow: 1,
+            destination: 3,
+            core: 0,
+            arrival_ns: 0,
+            handle,
+        };
+        for handle in 0..3 {
+            wheel.enqueue(0, packet(handle)).unwrap();
+        }
+        // 100 kpps: one packet each 10 µs, however few bytes they carry.
+        let mut left = Vec::new();
+        for now in (0..=30_000).step_by(256) {
+            while wheel.dequeue(now).is_some() {
+                left.push(now / 10_000);
+            }
+        }
+        assert_eq!(left, vec![0, 1, 2]);
+        // Lifted: the next packet leaves at once.
+        wheel.set_destination_packet_limit(TenantId(0), 3, None);
+        wheel.enqueue(40_000, packet(9)).unwrap();
+        assert_eq!(wheel.dequeue(40_000).map(|f| f.packet.handle), Some(9));
+    }
 }
