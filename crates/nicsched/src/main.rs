@@ -91,7 +91,8 @@ enum Command {
     Check {
         /// Policy file, or a scenario file (its policy is checked).
         file: PathBuf,
-        /// Enforcer(s) to explain the policy for; may repeat. Default: tonic.
+        /// Enforcer(s) to explain the policy for; may repeat; `all` for every
+        /// one. Default: tonic.
         #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
         enforcers: Vec<String>,
     },
@@ -614,6 +615,38 @@ fn looks_like_scenario(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// A scenario for `sim` or `lab`; a policy given in its place is named as such,
+/// not reported as a scenario with unknown keys.
+fn load_scenario_to_run(path: &Path) -> Result<policy::AnyScenario, Failure> {
+    policy::load_any_scenario(path, &lab::enforcer_names()).map_err(|error| {
+        if !looks_like_scenario(path) && policy::load_policy(path).is_ok() {
+            Failure::input(format!(
+                "{}: this is a policy, not a scenario: a scenario gives a policy (`policy:` or `hosts:`), a `duration` and the `traffic` offered to it (docs/scenario.md); `nicsched explain {}` shows this policy's ideal",
+                path.display(),
+                path.display()
+            ))
+        } else {
+            error.into()
+        }
+    })
+}
+
+/// `-e all` names every enforcer of the registry, and `linux-htb` where the
+/// command runs it (`with_linux_htb`).
+fn expand_all(enforcers: &[String], with_linux_htb: bool) -> Vec<String> {
+    if !enforcers.iter().any(|name| name == "all") {
+        return enforcers.to_vec();
+    }
+    let mut all: Vec<String> = sched::registry::names()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    if with_linux_htb {
+        all.push(LAB_ONLY_ENFORCER.to_string());
+    }
+    all
+}
+
 fn load_policy_or_scenario(path: &Path) -> Result<Policy, Failure> {
     if looks_like_scenario(path) {
         Ok(policy::load_scenario(path, &lab::enforcer_names())?.policy)
@@ -631,6 +664,8 @@ fn check(path: &Path, enforcers: &[String]) -> Result<(), Failure> {
     if let Ok(policy::AnyScenario::Hosts(scenario)) =
         policy::load_any_scenario(path, &lab::enforcer_names())
     {
+        // linux-htb runs on one host's link only.
+        let enforcers = &expand_all(enforcers, false)[..];
         let names = if enforcers.is_empty() {
             &scenario.enforcers[..]
         } else {
@@ -652,6 +687,7 @@ fn check(path: &Path, enforcers: &[String]) -> Result<(), Failure> {
         );
         return Ok(());
     }
+    let enforcers = &expand_all(enforcers, true)[..];
     let policy = load_policy_or_scenario(path)?;
     let default = ["tonic".to_string()];
     let enforcers = if enforcers.is_empty() {
@@ -732,7 +768,8 @@ fn simulate(
     seed: Option<u64>,
     quiet: bool,
 ) -> Result<(), Failure> {
-    let mut scenario: Scenario = match policy::load_any_scenario(path, &lab::enforcer_names())? {
+    let enforcers = &expand_all(enforcers, false)[..];
+    let mut scenario: Scenario = match load_scenario_to_run(path)? {
         policy::AnyScenario::OneHost(scenario) => scenario,
         policy::AnyScenario::Hosts(scenario) => {
             return simulate_hosts(path, scenario, enforcers, out, seed, quiet);
@@ -1101,7 +1138,7 @@ fn run_lab(
     quiet: bool,
 ) -> Result<(), Failure> {
     lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
-    let scenario: Scenario = match policy::load_any_scenario(path, &lab::enforcer_names())? {
+    let scenario: Scenario = match load_scenario_to_run(path)? {
         policy::AnyScenario::OneHost(scenario) => scenario,
         policy::AnyScenario::Hosts(scenario) => {
             return lab_hosts(path, scenario, enforcers, out, link_rate, options, quiet);

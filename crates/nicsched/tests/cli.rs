@@ -938,3 +938,29 @@ fn a_second_run_into_a_busy_out_is_refused_before_it_runs() {
     );
     assert!(!scratch.0.join(".out.lock").exists());
 }
+
+#[test]
+fn sim_names_a_policy_given_for_a_scenario_and_check_takes_all_enforcers() {
+    let scratch = Scratch::new("policy-for-scenario");
+    let policy = scratch.file(
+        "p.yaml",
+        "link: { rate: 1Gbit }\ntenants: [{ name: a }, { name: b }]\n",
+    );
+    let out = nicsched(&["sim", &policy, "-q"]);
+    assert_eq!(out.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        error.starts_with(&format!("{policy}: this is a policy, not a scenario")),
+        "{error}"
+    );
+
+    let check = nicsched(&["check", &policy, "-e", "all"]);
+    assert!(check.status.success(), "{check:?}");
+    let text = String::from_utf8_lossy(&check.stdout);
+    for name in sched::registry::names().into_iter().chain(["linux-htb"]) {
+        assert!(
+            text.contains(&format!("enforcer {name}:")),
+            "{name}: {text}"
+        );
+    }
+}
