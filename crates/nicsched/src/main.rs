@@ -752,6 +752,11 @@ fn explain(path: &Path, active: Option<&str>) -> Result<(), Failure> {
         print!("{}", policy::explain_hosts(&scenario, &asked));
         return Ok(());
     }
+    if active.is_none() && looks_like_scenario(path) {
+        let scenario = policy::load_scenario(path, &lab::enforcer_names())?;
+        print!("{}", explain_scenario(&scenario));
+        return Ok(());
+    }
     let policy = load_policy_or_scenario(path)?;
     let demands = match active {
         Some(list) => policy::parse_active(&policy, list)?,
@@ -759,6 +764,36 @@ fn explain(path: &Path, active: Option<&str>) -> Result<(), Failure> {
     };
     print!("{}", policy::explain(&policy, &demands));
     Ok(())
+}
+
+/// The ideal of each phase of a one-host scenario: from each time a traffic
+/// starts or stops, every running traffic's flows at what they ask, as the
+/// figures of `nicsched sim` count it.
+fn explain_scenario(scenario: &Scenario) -> String {
+    let asked = report::measure::asked_demands_bps(scenario, &sim::HostModel::default().path);
+    let mut times: Vec<u64> = scenario
+        .traffic
+        .iter()
+        .flat_map(|t| [t.start_ns, t.stop_ns])
+        .filter(|&t| t < scenario.duration_ns)
+        .collect();
+    times.sort_unstable();
+    times.dedup();
+    let phases: Vec<(u64, Vec<Vec<f64>>)> = times
+        .into_iter()
+        .map(|at| {
+            let mut demands = vec![Vec::new(); scenario.policy.apps.len()];
+            for (t, &bps) in scenario.traffic.iter().zip(&asked) {
+                if t.start_ns <= at && at < t.stop_ns {
+                    let flows = t.kind.flows() as usize;
+                    demands[t.app.index()].extend(std::iter::repeat_n(bps, flows));
+                }
+            }
+            (at, demands)
+        })
+        .filter(|(_, demands)| demands.iter().any(|d| !d.is_empty()))
+        .collect();
+    policy::explain_phases(&scenario.policy, &phases)
 }
 
 fn simulate(

@@ -964,3 +964,22 @@ fn sim_names_a_policy_given_for_a_scenario_and_check_takes_all_enforcers() {
         );
     }
 }
+
+#[test]
+fn explain_gives_a_scenarios_ideal_phase_by_phase_for_its_traffic() {
+    let scratch = Scratch::new("explain-phases");
+    let scenario = scratch.file(
+        "s.yaml",
+        "policy:\n  link: { rate: 1Gbit }\n  tenants: [{ name: a, weight: 3 }, { name: b }]\nduration: 2s\ntraffic:\n  - { name: bulk-a, tenant: a, kind: bulk }\n  - { name: bulk-b, tenant: b, kind: bulk, start: 1s }\n",
+    );
+    let out = nicsched(&["explain", &scenario]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let from_0 = text.find("from 0ns: ideal allocation").expect(&text);
+    let from_1 = text.find("from 1s: ideal allocation").expect(&text);
+    assert!(from_0 < from_1, "{text}");
+    // Alone, a takes the link; with b, a 3:1 share.
+    assert!(text[from_0..from_1].contains("1Gbit  100.0%"), "{text}");
+    assert!(text[from_1..].contains("750Mbit   75.0%"), "{text}");
+    assert!(text[from_1..].contains("250Mbit   25.0%"), "{text}");
+}

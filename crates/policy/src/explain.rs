@@ -188,6 +188,37 @@ fn flows_label(flows: usize) -> String {
 
 /// The class tree of `policy`, then its ideal allocation for the given demands.
 pub fn explain(policy: &Policy, app_flow_demands_bps: &[Vec<f64>]) -> String {
+    let mut out = class_tree(policy);
+    out += &allocation_text(policy, app_flow_demands_bps, "ideal allocation");
+    out
+}
+
+/// The class tree of `policy`, then its ideal allocation in each phase of a
+/// scenario: from each start time, for the demands of the traffic running then.
+pub fn explain_phases(policy: &Policy, phases: &[(u64, Vec<Vec<f64>>)]) -> String {
+    let mut out = class_tree(policy);
+    for (from_ns, demands) in phases {
+        out += &allocation_text(
+            policy,
+            demands,
+            &format!("from {}: ideal allocation", crate::format_time(*from_ns)),
+        );
+    }
+    out
+}
+
+/// Labels are padded to one width so that the details line up as columns.
+fn label_width(policy: &Policy) -> usize {
+    policy
+        .tenants
+        .iter()
+        .map(|t| t.name.len() + 3)
+        .chain(policy.apps.iter().map(|a| a.name.len() + 6))
+        .max()
+        .unwrap_or(0)
+}
+
+fn class_tree(policy: &Policy) -> String {
     let link = &policy.link;
     let mut out = format!(
         "link {}  queues {}  mtu {}  cores {}",
@@ -201,14 +232,7 @@ pub fn explain(policy: &Policy, app_flow_demands_bps: &[Vec<f64>]) -> String {
     }
     out.push('\n');
 
-    // Labels are padded to one width so that the details line up as columns.
-    let label_width = policy
-        .tenants
-        .iter()
-        .map(|t| t.name.len() + 3)
-        .chain(policy.apps.iter().map(|a| a.name.len() + 6))
-        .max()
-        .unwrap_or(0);
+    let label_width = label_width(policy);
     let last_tenant = policy.tenants.len().saturating_sub(1);
     for (t, tenant) in policy.tenants.iter().enumerate() {
         let (glyph, rail) = if t == last_tenant {
@@ -229,13 +253,20 @@ pub fn explain(policy: &Policy, app_flow_demands_bps: &[Vec<f64>]) -> String {
             out += &format!("{label:<label_width$}  {}\n", app_details(app));
         }
     }
+    out
+}
 
+fn allocation_text(policy: &Policy, app_flow_demands_bps: &[Vec<f64>], heading: &str) -> String {
+    let link = &policy.link;
+    let label_width = label_width(policy);
+    let last_tenant = policy.tenants.len().saturating_sub(1);
+    let mut out = String::new();
     let allocation = ideal_allocation(policy, app_flow_demands_bps);
     let link_bps = link.rate_bps as f64;
     let share = |bps: f64| 100.0 * bps / link_bps;
     let total: f64 = allocation.tenant_bps.iter().sum();
     out += &format!(
-        "\nideal allocation: {} of {} ({:.1}%)\n",
+        "\n{heading}: {} of {} ({:.1}%)\n",
         format_rate(total),
         format_rate(link_bps),
         share(total)

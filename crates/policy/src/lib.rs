@@ -18,7 +18,7 @@ mod units;
 pub mod wire;
 
 pub use error::PolicyError;
-pub use explain::{explain, parse_active};
+pub use explain::{explain, explain_phases, parse_active};
 pub use hosts::*;
 pub use ideal::{Allocation, ideal_allocation};
 pub use ideal_hosts::{
