@@ -59,16 +59,6 @@ pub fn bytes_text(bytes: u64) -> String {
     }
 }
 
-pub fn rate_text(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.3} Gbit/s", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.1} Mbit/s", bps / 1e6)
-    } else {
-        format!("{:.1} kbit/s", bps / 1e3)
-    }
-}
-
 /// `meter-vs-programs`: per traffic, the transport payload the meter counted over
 /// the whole run in the app the scenario named for it (`payload_by_app`, per
 /// traffic and policy app) against what its programs counted, within
@@ -177,37 +167,27 @@ pub fn offered_demand(
     asked_bps: &[f64],
     offered_bps: &[Option<f64>],
 ) -> (Check, Vec<f64>) {
-    let mut demands = asked_bps.to_vec();
-    let (mut short, mut met) = (Vec::new(), Vec::new());
-    for (i, t) in scenario.traffic.iter().enumerate() {
-        let Some(offered) = offered_bps[i] else {
-            continue;
-        };
-        let flows = f64::from(t.kind.flows());
-        let line = format!(
-            "{} asked {}, offered {} (at L3, as it reached the enforcer)",
-            t.name,
-            rate_text(asked_bps[i] * flows),
-            rate_text(offered * flows)
-        );
-        if offered < (1.0 - TOLERANCE) * asked_bps[i] {
-            demands[i] = offered;
-            short.push(format!("{line}; the ideal uses the offered load"));
-        } else {
-            met.push(line);
-        }
-    }
-    let check = if !short.is_empty() {
-        Check::new("offered-demand", false, short.join("; "))
-    } else if met.is_empty() {
-        Check::new(
-            "offered-demand",
-            true,
-            "not compared: no open-loop generator (udp, poisson) in the scenario",
-        )
-    } else {
-        Check::new("offered-demand", true, met.join("; "))
-    };
+    let loads: Vec<report::OfferedLoad> = scenario
+        .traffic
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let flows = f64::from(t.kind.flows());
+            report::OfferedLoad {
+                traffic: &t.name,
+                asked_bps: asked_bps[i] * flows,
+                offered_bps: offered_bps[i].map(|o| o * flows),
+                tolerance: TOLERANCE,
+            }
+        })
+        .collect();
+    let (check, short) = report::offered_demand(&loads);
+    let demands = (0..asked_bps.len())
+        .map(|i| match offered_bps[i] {
+            Some(offered) if short[i] => offered,
+            _ => asked_bps[i],
+        })
+        .collect();
     (check, demands)
 }
 

@@ -1164,6 +1164,21 @@ fn finish(
     }
 }
 
+/// One lab run's progress bar, in ms of the scenario, named by its enforcer.
+fn lab_progress(enforcer: &str, duration_ns: u64, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(duration_ns / 1_000_000);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>11} [{bar:30}] {pos:>6}/{len} ms  {elapsed}")
+            .expect("constant template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(enforcer.to_string());
+    bar
+}
+
 fn run_lab(
     path: &Path,
     enforcers: &[String],
@@ -1214,10 +1229,6 @@ fn run_lab(
         out: Some(out.staging().join("logs")),
         ..options
     };
-    let style =
-        ProgressStyle::with_template("{prefix:>11} [{bar:30}] {pos:>6}/{len} ms  {elapsed}")
-            .expect("constant template")
-            .progress_chars("=> ");
     // Held across every enforcer's run: a signal during one run's teardown, or
     // between two runs, stops the next instead of being cleared by its own guard.
     let _signals = lab::StopSignals::install();
@@ -1226,13 +1237,7 @@ fn run_lab(
         if lab::interrupted() {
             return Err(Failure::lab(name, lab::LabError::Interrupted));
         }
-        let bar = if quiet {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new(scenario.duration_ns / 1_000_000)
-        };
-        bar.set_style(style.clone());
-        bar.set_prefix(name.clone());
+        let bar = lab_progress(name, scenario.duration_ns, quiet);
         let record = lab::run(&scenario, name, &options, &mut |ns| {
             bar.set_position(ns / 1_000_000)
         })
@@ -1305,10 +1310,6 @@ fn lab_hosts(
         link_rate_bps: None,
         ..options
     };
-    let style =
-        ProgressStyle::with_template("{prefix:>11} [{bar:30}] {pos:>6}/{len} ms  {elapsed}")
-            .expect("constant template")
-            .progress_chars("=> ");
     let _signals = lab::StopSignals::install();
     let mut table = Vec::new();
     let mut failed = Vec::new();
@@ -1316,13 +1317,7 @@ fn lab_hosts(
         if lab::interrupted() {
             return Err(Failure::lab(name, lab::LabError::Interrupted));
         }
-        let bar = if quiet {
-            ProgressBar::hidden()
-        } else {
-            ProgressBar::new(scenario.duration_ns / 1_000_000)
-        };
-        bar.set_style(style.clone());
-        bar.set_prefix(name.clone());
+        let bar = lab_progress(name, scenario.duration_ns, quiet);
         let run = lab::hosts::run(&scenario, name, &options, &mut |ns| {
             bar.set_position(ns / 1_000_000)
         })

@@ -156,6 +156,67 @@ pub fn meter_against_link(
     }
 }
 
+/// A rate as people read it: Gbit/s, Mbit/s or kbit/s.
+pub fn rate_text(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.3} Gbit/s", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.1} Mbit/s", bps / 1e6)
+    } else {
+        format!("{:.1} kbit/s", bps / 1e3)
+    }
+}
+
+/// One open-loop generator for [`offered_demand`]: what it asked and what it
+/// offered the enforcer (`None`: not measured), all its flows together, at L3.
+pub struct OfferedLoad<'a> {
+    pub traffic: &'a str,
+    pub asked_bps: f64,
+    pub offered_bps: Option<f64>,
+    /// How far it may fall short before it counts as short.
+    pub tolerance: f64,
+}
+
+/// `offered-demand` (scenario.md): each generator's offered load against what
+/// it asked. Returns the check and, per load, whether it fell short: such a
+/// generator is judged at what it offered.
+pub fn offered_demand(loads: &[OfferedLoad]) -> (Check, Vec<bool>) {
+    let (mut short, mut met) = (Vec::new(), Vec::new());
+    let fell_short: Vec<bool> = loads
+        .iter()
+        .map(|load| {
+            let Some(offered) = load.offered_bps else {
+                return false;
+            };
+            let line = format!(
+                "{} asked {}, offered {} (at L3, as it reached the enforcer)",
+                load.traffic,
+                rate_text(load.asked_bps),
+                rate_text(offered)
+            );
+            let is_short = offered < (1.0 - load.tolerance) * load.asked_bps;
+            if is_short {
+                short.push(format!("{line}; the ideal uses the offered load"));
+            } else {
+                met.push(line);
+            }
+            is_short
+        })
+        .collect();
+    let check = if !short.is_empty() {
+        Check::new("offered-demand", false, short.join("; "))
+    } else if met.is_empty() {
+        Check::new(
+            "offered-demand",
+            true,
+            "not compared: no open-loop generator (udp, poisson) in the scenario",
+        )
+    } else {
+        Check::new("offered-demand", true, met.join("; "))
+    };
+    (check, fell_short)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

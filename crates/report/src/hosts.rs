@@ -105,52 +105,43 @@ fn offered_demand(
     record: &HostsRecord,
     mut asked_bps: Vec<f64>,
 ) -> (Check, Vec<f64>) {
-    let (mut short, mut met) = (Vec::new(), Vec::new());
-    for (f, t) in scenario.traffic.iter().enumerate() {
-        let (size_bytes, poisson) = match t.traffic.kind {
-            policy::TrafficKind::Udp { size_bytes, .. } => (size_bytes, false),
-            policy::TrafficKind::Poisson { size_bytes, .. } => (size_bytes, true),
-            _ => continue,
-        };
-        let ran_ns = t
-            .traffic
-            .stop_ns
-            .min(scenario.duration_ns)
-            .saturating_sub(t.traffic.start_ns);
-        if ran_ns == 0 {
-            continue;
-        }
-        let ran_s = ran_ns as f64 / 1e9;
-        let offered = record.offered_bytes[f] as f64 * 8.0 / ran_s;
-        let asked = asked_bps[f];
-        let sends = asked * ran_s / (8.0 * f64::from(size_bytes + policy::wire::UDP_HEADER_BYTES));
-        let tolerance = if poisson {
-            OFFERED_TOLERANCE.max(3.0 / sends.max(1.0).sqrt())
-        } else {
-            OFFERED_TOLERANCE
-        };
-        let line = format!(
-            "{} asked {:.4e} bit/s, offered {:.4e} (at L3, as it reached the enforcer)",
-            t.traffic.name, asked, offered
-        );
-        if offered < (1.0 - tolerance) * asked {
+    let loads: Vec<crate::OfferedLoad> = scenario
+        .traffic
+        .iter()
+        .enumerate()
+        .map(|(f, t)| {
+            let ran_ns = t
+                .traffic
+                .stop_ns
+                .min(scenario.duration_ns)
+                .saturating_sub(t.traffic.start_ns);
+            let (size_bytes, poisson) = match t.traffic.kind {
+                policy::TrafficKind::Udp { size_bytes, .. } => (size_bytes, false),
+                policy::TrafficKind::Poisson { size_bytes, .. } => (size_bytes, true),
+                _ => (0, false),
+            };
+            let ran_s = ran_ns as f64 / 1e9;
+            let sends = asked_bps[f] * ran_s
+                / (8.0 * f64::from(size_bytes + policy::wire::UDP_HEADER_BYTES));
+            crate::OfferedLoad {
+                traffic: &t.traffic.name,
+                asked_bps: asked_bps[f],
+                offered_bps: (size_bytes > 0 && ran_ns > 0)
+                    .then(|| record.offered_bytes[f] as f64 * 8.0 / ran_s),
+                tolerance: if poisson {
+                    OFFERED_TOLERANCE.max(3.0 / sends.max(1.0).sqrt())
+                } else {
+                    OFFERED_TOLERANCE
+                },
+            }
+        })
+        .collect();
+    let (check, short) = crate::offered_demand(&loads);
+    for (f, load) in loads.iter().enumerate() {
+        if let (true, Some(offered)) = (short[f], load.offered_bps) {
             asked_bps[f] = offered;
-            short.push(format!("{line}; the ideal uses the offered load"));
-        } else {
-            met.push(line);
         }
     }
-    let check = if !short.is_empty() {
-        Check::new("offered-demand", false, short.join("; "))
-    } else if met.is_empty() {
-        Check::new(
-            "offered-demand",
-            true,
-            "not compared: no open-loop generator (udp, poisson) in the scenario",
-        )
-    } else {
-        Check::new("offered-demand", true, met.join("; "))
-    };
     (check, asked_bps)
 }
 

@@ -34,8 +34,8 @@ mod summary;
 mod table;
 
 pub use checks::{
-    Check, EngineLedger, Provenance, TenantLedger, conservation, engine_conservation,
-    meter_against_link,
+    Check, EngineLedger, OfferedLoad, Provenance, TenantLedger, conservation, engine_conservation,
+    meter_against_link, offered_demand, rate_text,
 };
 pub use compare::{load_summaries, side_by_side};
 pub use figures::*;
