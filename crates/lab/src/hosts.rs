@@ -711,12 +711,7 @@ pub fn supported(scenario: &HostsScenario, enforcer: &str) -> Result<(), LabErro
 /// `rate_bps`: links, envelopes both ways, apps, the fabric and udp rates alike,
 /// so that every bottleneck stays where it was.
 pub fn scaled_to_link_rate(scenario: &HostsScenario, rate_bps: u64) -> HostsScenario {
-    let fastest = scenario
-        .hosts
-        .iter()
-        .map(|h| h.policy.link.rate_bps)
-        .max()
-        .unwrap_or(rate_bps);
+    let fastest = scenario.fastest_link_bps();
     let factor = rate_bps as f64 / fastest as f64;
     let scale = |bps: u64| ((bps as f64 * factor).round() as u64).max(1);
     let mut scaled = scenario.clone();
@@ -961,12 +956,7 @@ pub fn run(
     if temporary {
         let _ = std::fs::remove_dir_all(&dir);
     }
-    let fastest = scenario
-        .hosts
-        .iter()
-        .map(|h| h.policy.link.rate_bps)
-        .max()
-        .unwrap_or(0);
+    let fastest = scenario.fastest_link_bps();
     run.settings.extend(options.settings(fastest));
     run.settings.insert(
         "feedback_epoch_ns".into(),

@@ -1270,12 +1270,7 @@ fn lab_hosts(
     options: lab::LabOptions,
     quiet: bool,
 ) -> Result<(), Failure> {
-    let fastest = scenario
-        .hosts
-        .iter()
-        .map(|h| h.policy.link.rate_bps)
-        .max()
-        .unwrap_or(0);
+    let fastest = scenario.fastest_link_bps();
     let link_rate_bps = link_rate.unwrap_or_else(|| fastest.min(LAB_HOSTS_LINK_RATE_BPS_DEFAULT));
     let scenario = lab::hosts::scaled_to_link_rate(&scenario, link_rate_bps);
     let enforcers: Vec<String> = if enforcers.is_empty() {

@@ -90,6 +90,15 @@ pub struct HostsScenario {
 }
 
 impl HostsScenario {
+    /// The fastest host link's rate (a scenario has at least two hosts).
+    pub fn fastest_link_bps(&self) -> u64 {
+        self.hosts
+            .iter()
+            .map(|h| h.policy.link.rate_bps)
+            .max()
+            .unwrap_or(0)
+    }
+
     pub fn host(&self, id: HostId) -> &Host {
         &self.hosts[id.index()]
     }
