@@ -45,7 +45,8 @@ use policy::wire::serialisation_ns;
 use policy::{Policy, TenantId};
 use sched::{Enforcer, Packet};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 /// What the engine needs to know of the topology and the link.
@@ -347,6 +348,9 @@ const ETHERNET_HEADER_BYTES: usize = 14;
 /// Loop iterations between two reads of the ports' drop counts: far fewer
 /// frames than 2^32 arrive meanwhile.
 const PORT_DROPS_EVERY_LOOPS: u64 = 1 << 16;
+/// Engine time between two publications of the tenants' drops to a live view: a
+/// few each of its lines.
+const LIVE_DROPS_EVERY_NS: u64 = 10_000_000;
 
 pub struct Engine {
     config: EngineConfig,
@@ -373,6 +377,9 @@ pub struct Engine {
     /// In a run across hosts: what enters the host, the feedback, the counts per
     /// traffic.
     hosts: Option<HostSide>,
+    /// Where each tenant's drops so far ([`Engine::drops`]) are published while it
+    /// runs, for a live view.
+    live_drops: Option<Arc<[AtomicU64]>>,
 }
 
 impl Engine {
@@ -409,7 +416,30 @@ impl Engine {
             classifier,
             enforcer,
             hosts: None,
+            live_drops: None,
         })
+    }
+
+    /// Makes the engine publish each tenant's drops so far in `drops` as it runs.
+    pub fn publishing_drops(mut self, drops: Arc<[AtomicU64]>) -> Engine {
+        debug_assert_eq!(drops.len(), self.enforcer.counters().len());
+        self.live_drops = Some(drops);
+        self
+    }
+
+    /// Tenant `t`'s drops as the run's figures count them: refused by the enforcer
+    /// or for want of room in the host's buffer (the cores' refusals are its
+    /// `engine_refused`, apart).
+    fn drops(&self, t: usize) -> u64 {
+        self.enforcer.counters()[t].refused_packets + self.stats.buffer_drops[t]
+    }
+
+    fn publish_drops(&self) {
+        if let Some(live) = &self.live_drops {
+            for (t, published) in live.iter().enumerate() {
+                published.store(self.drops(t), Ordering::Relaxed);
+            }
+        }
     }
 
     /// Makes this the engine of one host of a run across hosts: frames from the
@@ -553,11 +583,16 @@ impl Engine {
         let mut ready_when_free = false;
         let mut tx = VecDeque::with_capacity(BATCH);
         let rate = self.config.link_rate_bps;
+        let mut drops_published_ns = 0;
         while !stop.load(Ordering::Relaxed) {
             let now_ns = clock.elapsed().as_nanos() as u64;
             self.stats.loops += 1;
             if self.stats.loops.is_multiple_of(PORT_DROPS_EVERY_LOOPS) {
                 self.count_port_drops(ports)?;
+            }
+            if now_ns >= drops_published_ns + LIVE_DROPS_EVERY_NS {
+                self.publish_drops();
+                drops_published_ns = now_ns;
             }
             if let Some(threads) = threads.as_deref_mut() {
                 self.take_back(threads, false);
@@ -715,11 +750,11 @@ impl Engine {
     /// The run's counts, once the loop and the transmit and core threads have
     /// stopped.
     fn finish(mut self, shared: Option<Shared>, spent: Vec<CoreSpent>) -> EngineStats {
-        for (t, c) in self.enforcer.counters().iter().enumerate() {
-            self.stats.refused[t] = c.refused_packets;
-            self.stats.frames[t].refused =
-                c.refused_packets + self.stats.buffer_drops[t] + self.core_refused[t];
+        for t in 0..self.enforcer.counters().len() {
+            self.stats.refused[t] = self.enforcer.counters()[t].refused_packets;
+            self.stats.frames[t].refused = self.drops(t) + self.core_refused[t];
         }
+        self.publish_drops();
         if let Some(shared) = shared {
             self.stats.cores = Some(self.core_stats(shared, spent));
         }

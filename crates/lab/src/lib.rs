@@ -65,7 +65,7 @@ use report::measure;
 use report::{LatencyRecord, Mode, RunRecord};
 use std::net::{Ipv4Addr, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -490,15 +490,47 @@ fn start(command: &traffic::Command, label: &str, realtime: bool) -> Result<Proc
     })
 }
 
+/// What the caller of a run hears of it while it goes: the run hands over
+/// numbers, the caller prints or serves them. A closure hears the progress only.
+pub trait Watch {
+    /// The time since traffic started, in ns, every 100 ms or so, and at the end.
+    fn progress(&mut self, elapsed_ns: u64);
+    /// An interval was measured ([`Measured`]); intervals come in order, each once.
+    fn measured(&mut self, measured: Measured<'_>);
+}
+
+impl<F: FnMut(u64)> Watch for F {
+    fn progress(&mut self, elapsed_ns: u64) {
+        self(elapsed_ns)
+    }
+
+    fn measured(&mut self, _: Measured<'_>) {}
+}
+
+/// Interval `interval` of a running run, as the meter at the end of the link
+/// counted it, once closed (`meter::LATE_NS` after its end, or when the run stops).
+pub struct Measured<'a> {
+    /// The run's record so far: its header, the ideal of every interval, and the
+    /// bytes of the intervals measured up to `interval` (the later ones still 0),
+    /// the bytes the run's figures get (but for a frame the kernel held longer
+    /// than `meter::LATE_NS` past its interval's end).
+    pub record: &'a RunRecord,
+    pub interval: usize,
+    /// Each tenant's drops so far, as the record counts them at the end; `None`
+    /// where only the end of the run tells them (`linux-htb`: the kernel's
+    /// counters).
+    pub tenant_drops: Option<&'a [u64]>,
+}
+
 /// Runs `scenario` in the lab under `enforcer` (any of `sched::ENFORCERS`, or
-/// `linux-htb`). `progress` hears the time since traffic started, in ns.
+/// `linux-htb`). `watch` hears its progress and each interval once measured.
 pub fn run(
     scenario: &Scenario,
     enforcer: &str,
     options: &LabOptions,
-    progress: &mut dyn FnMut(u64),
+    watch: &mut dyn Watch,
 ) -> Result<RunRecord, LabError> {
-    run_with_engine_stats(scenario, enforcer, options, progress).map(|(record, _)| record)
+    run_with_engine_stats(scenario, enforcer, options, watch).map(|(record, _)| record)
 }
 
 /// Refuses what `enforcer` cannot do of the engine's CPU model (docs/policy.md,
@@ -558,7 +590,7 @@ pub fn run_with_engine_stats(
     scenario: &Scenario,
     enforcer: &str,
     options: &LabOptions,
-    progress: &mut dyn FnMut(u64),
+    watch: &mut dyn Watch,
 ) -> Result<(RunRecord, Option<EngineStats>), LabError> {
     let _signals = sys::signal::SignalGuard::install();
     if sys::signal::interrupted() {
@@ -628,7 +660,7 @@ pub fn run_with_engine_stats(
     // Declared first, dropped last: the namespaces go after the threads and
     // programs inside them.
     let mut topology = topology::Topology::create(plan.clone(), kernel_htb)?;
-    let outcome = run_in(&scenario, enforcer, options, &plan, &plans, &dir, progress);
+    let outcome = run_in(&scenario, enforcer, options, &plan, &plans, &dir, watch);
     if options.keep {
         let delete = topology.keep();
         eprintln!(
@@ -656,20 +688,27 @@ fn run_in(
     plan: &topology::Plan,
     plans: &[traffic::TrafficPlan],
     dir: &Path,
-    progress: &mut dyn FnMut(u64),
+    watch: &mut dyn Watch,
 ) -> Result<(RunRecord, Option<EngineStats>), LabError> {
     let mut measuring = start_measuring(scenario, enforcer, options, plan, plans, dir)?;
     let servers = start_servers(plans, &plan.sink_ns, options.realtime)?;
+    let origin = measuring.origin.clone();
     let tallies = drive(
         scenario.duration_ns,
         plans,
         options.realtime,
-        &measuring.origin,
-        progress,
+        &origin,
+        &mut |elapsed_ns| {
+            watch.progress(elapsed_ns);
+            measuring.pass_on(watch);
+        },
     )?;
     servers.finish();
     let sink_udp_drops = udp_receive_buffer_drops(&plan.sink_ns);
     let (engine_stats, metered) = measuring.workers.join()?;
+    // The meter handed over the last intervals as it stopped, the engine its last
+    // drops.
+    measuring.pass_on(watch);
     let htb_drops = if enforcer == LINUX_HTB {
         Some(htb_drops(&scenario.policy, plan)?)
     } else {
@@ -724,6 +763,30 @@ struct Measuring {
     workers: Workers,
     /// Time zero of the run, once traffic starts.
     origin: Arc<OnceLock<Instant>>,
+    /// The intervals the meter closed, with their bytes per report class.
+    measured: mpsc::Receiver<(usize, Vec<u64>)>,
+    /// Each tenant's drops so far, as the engine publishes them (none under
+    /// `linux-htb`).
+    drops: Option<Arc<[AtomicU64]>>,
+}
+
+impl Measuring {
+    /// Hands `watch` each interval the meter closed since the last call, in the
+    /// record as the run's figures will have it.
+    fn pass_on(&mut self, watch: &mut dyn Watch) {
+        while let Ok((interval, class_bytes)) = self.measured.try_recv() {
+            self.record.intervals[interval].class_bytes = class_bytes;
+            let drops: Option<Vec<u64>> = self
+                .drops
+                .as_ref()
+                .map(|d| d.iter().map(|t| t.load(Ordering::Relaxed)).collect());
+            watch.measured(Measured {
+                record: &self.record,
+                interval,
+                tenant_drops: drops.as_deref(),
+            });
+        }
+    }
 }
 
 fn start_measuring(
@@ -760,7 +823,9 @@ fn start_measuring(
         meter: None,
         crafted: Vec::new(),
     };
+    let (measured_tx, measured) = mpsc::channel();
     let meter = meter::Meter {
+        live: measured_tx,
         classifier: classifier.clone(),
         app_class,
         classes: classes.len(),
@@ -787,7 +852,9 @@ fn start_measuring(
             },
         )?);
     }
-    if !kernel_htb {
+    let drops: Option<Arc<[AtomicU64]>> =
+        (!kernel_htb).then(|| (0..policy.tenants.len()).map(|_| AtomicU64::new(0)).collect());
+    if let Some(drops) = drops.clone() {
         let costs_ns: Vec<u64> = plans
             .iter()
             .map(|p| scenario.traffic[p.traffic].cost_ns)
@@ -814,7 +881,9 @@ fn start_measuring(
             move |ready| {
                 let built = sched::build_with(&name, &policy, config.buffer.capacity)
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
-                engine::Engine::new(config, classifier, &policy, built)?.run(&stop, ready)
+                engine::Engine::new(config, classifier, &policy, built)?
+                    .publishing_drops(drops)
+                    .run(&stop, ready)
             },
         )?);
     }
@@ -835,6 +904,8 @@ fn start_measuring(
         record,
         workers,
         origin,
+        measured,
+        drops,
     })
 }
 

@@ -7,6 +7,11 @@
 //! reads it, so a meter thread that waits for a core does not move bytes between
 //! intervals.
 //!
+//! While the run goes it hands each interval over as it closes ([`Meter::live`]):
+//! once its socket is empty at least [`LATE_NS`] after the interval's end, the
+//! interval's bytes are those the run's figures get, unless the kernel held a frame
+//! stamped in it for longer than that before the meter could read it.
+//!
 //! It also counts each traffic's frames, told apart by what the traffic plan chose
 //! for them ([`FrameMatch`]), for the run's checks: the apps the classifier put
 //! them in, and their payload over the whole run (warm-up and the tail after the
@@ -19,6 +24,7 @@ use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket};
 use crate::traffic::FrameMatch;
 use policy::TenantId;
 use std::sync::OnceLock;
+use std::sync::mpsc::Sender;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -35,6 +41,9 @@ pub struct Meter {
     pub tenants: usize,
     /// Each tenant's MAC address: how a frame that is not IPv4 is told to be its.
     pub tenant_macs: Vec<[u8; 6]>,
+    /// Hears each interval's bytes per report class once it is closed, in order:
+    /// `(interval, class_bytes)`.
+    pub live: Sender<(usize, Vec<u64>)>,
     /// An app whose frames go uncounted ([`crate::faults`]).
     #[cfg(feature = "faults")]
     pub drops_app: Option<policy::AppId>,
@@ -66,6 +75,10 @@ const READ_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 /// Bytes of each frame the meter copies: Ethernet, IPv4 with options, the TCP
 /// header up to its data offset (the UDP header and the ports within it).
 const SNAP_BYTES: usize = 14 + 60 + 20;
+/// How long after an interval's end the meter waits before it hands the interval
+/// over: the kernel stamps a frame as it enters the sink's receive backlog, which
+/// the softirq may drain a little later on a busy machine.
+pub const LATE_NS: u64 = 100_000_000;
 
 impl Meter {
     /// Counts until `stop`, then reads what its socket still holds; counting into
@@ -92,13 +105,23 @@ impl Meter {
         let mut stamps_ns = [0u64; BATCH];
         // The run's time zero on the kernel's stamp clock (CLOCK_REALTIME).
         let mut origin_stamp_ns = None;
+        // Intervals handed to `live` so far.
+        let mut handed = 0;
         loop {
             // Read after `stop` is seen, so the frames that arrived before it all count.
             let stopping = stop.load(Ordering::Relaxed);
             let n = socket.recv_batch_stamped(&mut bufs, &mut lens, SNAP_BYTES, &mut stamps_ns)?;
             if n == 0 {
                 if stopping {
+                    self.hand_over(&out, self.intervals, &mut handed);
                     return Ok(out);
+                }
+                if let Some(origin) = origin.get() {
+                    // The socket is empty: every frame stamped up to now has been
+                    // counted, but for those still in the kernel's backlog.
+                    let closed_ns = origin.elapsed().as_nanos() as u64;
+                    let closed = closed_ns.saturating_sub(LATE_NS) / self.interval_ns.max(1);
+                    self.hand_over(&out, closed as usize, &mut handed);
                 }
                 // Frames carry their arrival stamps, so reading them a millisecond
                 // late changes nothing; waking for each one cost the tenants' senders
@@ -128,6 +151,16 @@ impl Meter {
                 );
             }
         }
+    }
+
+    /// Hands the intervals before `closed` not handed over yet to `live`. A
+    /// listener gone away (the run's caller stopped watching) changes nothing.
+    fn hand_over(&self, out: &Metered, closed: usize, handed: &mut usize) {
+        let closed = closed.min(self.intervals);
+        for k in *handed..closed {
+            let _ = self.live.send((k, out.class_bytes[k].clone()));
+        }
+        *handed = closed.max(*handed);
     }
 
     /// Counts one frame of `wire_bytes` (its first bytes `captured`) that arrived
