@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
 
+mod live;
+
 #[global_allocator]
 static ALLOCATOR: sched::bench::CountingAllocator = sched::bench::CountingAllocator;
 
@@ -189,7 +191,26 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 1,
               value_parser = clap::value_parser!(u16).range(1..=ENGINE_THREADS_MAX))]
         engine_threads: u16,
-        /// No progress bars.
+        /// Seconds between two live lines: while a run goes, one line per tenant
+        /// and a `[sum]` line on stderr, iperf3's way: the time range, its Mbit/s at
+        /// the sink (the meter's bytes, as the results count them), its ideal, the
+        /// engine's drops meanwhile (`-` under linux-htb). Rounded to a whole number
+        /// of the scenario's intervals. Latency p99 comes after each run (sockperf
+        /// and memcached report at their end). One-host scenarios only.
+        #[arg(long, value_name = "SECONDS", value_parser = live::line_every)]
+        interval: Option<u64>,
+        /// No live lines (the progress bar stays, unless -q).
+        #[arg(long)]
+        no_live: bool,
+        /// Serve the live figures as Prometheus metrics (OpenMetrics text) at
+        /// http://ADDR/metrics while the command runs: per enforcer and tenant,
+        /// throughput and ideal of the last line, bytes and drops so far; the run's
+        /// progress; latency p99 after each run. A loopback address only
+        /// (127.0.0.1:9464, [::1]:9464); port 0 picks a free one, printed as
+        /// `metrics: http://ADDR/metrics`. One-host scenarios only.
+        #[arg(long, value_name = "ADDR", value_parser = live::loopback_address)]
+        metrics_listen: Option<std::net::SocketAddr>,
+        /// No progress bars, no live lines.
         #[arg(long, short = 'q')]
         quiet: bool,
     },
@@ -384,6 +405,9 @@ fn main() -> ExitCode {
             class_limit,
             no_realtime,
             engine_threads,
+            interval,
+            no_live,
+            metrics_listen,
             quiet,
         } => run_lab(
             &scenario,
@@ -401,6 +425,11 @@ fn main() -> ExitCode {
                 ..lab::LabOptions::default()
             },
             quiet,
+            LiveAsked {
+                interval,
+                no_live,
+                metrics_listen,
+            },
         ),
         Command::Lab { scenario: None, .. } => Err(Failure::input(
             "nicsched lab: give a scenario file, or --cleanup",
@@ -1179,6 +1208,53 @@ fn lab_progress(enforcer: &str, duration_ns: u64, quiet: bool) -> ProgressBar {
     bar
 }
 
+/// The live view's flags of `nicsched lab`, as given.
+struct LiveAsked {
+    interval: Option<u64>,
+    no_live: bool,
+    metrics_listen: Option<std::net::SocketAddr>,
+}
+
+impl LiveAsked {
+    /// Binds `--metrics-listen` (status 2 if it cannot) and serves from there;
+    /// the live view of a run of `quiet` (lines only without it).
+    fn start(self, quiet: bool) -> Result<live::LiveOptions, Failure> {
+        let metrics = match self.metrics_listen {
+            Some(addr) => {
+                let listener = std::net::TcpListener::bind(addr).map_err(|e| {
+                    Failure::input(format!(
+                        "--metrics-listen {addr}: {e}; choose another port, or port 0 for a free one"
+                    ))
+                })?;
+                let bound = listener
+                    .local_addr()
+                    .map_err(|e| Failure::runtime(format!("--metrics-listen {addr}: {e}")))?;
+                let metrics = std::sync::Arc::new(live::Metrics::default());
+                live::serve(listener, metrics.clone());
+                eprintln!("metrics: http://{bound}/metrics");
+                Some(metrics)
+            }
+            None => None,
+        };
+        Ok(live::LiveOptions {
+            lines: !quiet && !self.no_live,
+            line_every_ns: self.interval.unwrap_or(live::LINE_EVERY_NS_DEFAULT),
+            metrics,
+        })
+    }
+
+    /// The flag given for a live view that runs across hosts have not.
+    fn across_hosts(&self) -> Option<&'static str> {
+        if self.metrics_listen.is_some() {
+            Some("--metrics-listen")
+        } else if self.interval.is_some() {
+            Some("--interval")
+        } else {
+            None
+        }
+    }
+}
+
 fn run_lab(
     path: &Path,
     enforcers: &[String],
@@ -1186,11 +1262,18 @@ fn run_lab(
     link_rate: Option<u64>,
     options: lab::LabOptions,
     quiet: bool,
+    live: LiveAsked,
 ) -> Result<(), Failure> {
     lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
     let scenario: Scenario = match load_scenario_to_run(path)? {
         policy::AnyScenario::OneHost(scenario) => scenario,
         policy::AnyScenario::Hosts(scenario) => {
+            if let Some(flag) = live.across_hosts() {
+                return Err(Failure::input(format!(
+                    "{}: {flag} watches one-host runs only; this scenario runs across hosts (`hosts:`): leave {flag} out",
+                    path.display()
+                )));
+            }
             return lab_hosts(path, scenario, enforcers, out, link_rate, options, quiet);
         }
     };
@@ -1215,6 +1298,7 @@ fn run_lab(
     }
     let out =
         out.unwrap_or_else(|| PathBuf::from("results").join(format!("{}-lab", scenario.name)));
+    let live = live.start(quiet)?;
     let out = report::OutDir::claim(&out).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
     if !quiet {
@@ -1224,6 +1308,9 @@ fn run_lab(
             policy::format_rate(link_rate_bps as f64),
             enforcers.join(", ")
         );
+    }
+    if live.lines {
+        eprintln!("{}", live.header(scenario.interval_ns));
     }
     let options = lab::LabOptions {
         out: Some(out.staging().join("logs")),
@@ -1238,11 +1325,11 @@ fn run_lab(
             return Err(Failure::lab(name, lab::LabError::Interrupted));
         }
         let bar = lab_progress(name, scenario.duration_ns, quiet);
-        let record = lab::run(&scenario, name, &options, &mut |ns| {
-            bar.set_position(ns / 1_000_000)
-        })
-        .map_err(|e| Failure::lab(name, e))?;
+        let mut watching = live::Watching::new(name, &bar, &live, &scenario);
+        let record =
+            lab::run(&scenario, name, &options, &mut watching).map_err(|e| Failure::lab(name, e))?;
         bar.finish();
+        watching.finished(&record);
         let mut record = record;
         stamp(&mut record, &provenance);
         let dir = out.staging().join(name);

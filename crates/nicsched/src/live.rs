@@ -1,0 +1,617 @@
+//! The live view of `nicsched lab` (docs/lab.md, "Watching a run"): while a run
+//! goes, iperf3-style lines on stderr, one per tenant and a sum each reporting
+//! interval, and with `--metrics-listen` the same figures as Prometheus metrics on
+//! loopback. Both hear what the lab hands over ([`lab::Watch`]): the meter's bytes of
+//! each measured interval, the ideal the record holds for it, the engine's drops so
+//! far. Nothing here measures; a line's Mbit/s are the bytes the run's figures get.
+
+use indicatif::ProgressBar;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use report::RunRecord;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+/// `--interval` when not given: iperf3's.
+pub const LINE_EVERY_NS_DEFAULT: u64 = 1_000_000_000;
+/// `--interval` at most, in seconds.
+pub const LINE_EVERY_S_MAX: f64 = 3600.0;
+
+/// What the live view of one `nicsched lab` command shows.
+pub struct LiveOptions {
+    /// Lines on stderr (not with `-q` or `--no-live`).
+    pub lines: bool,
+    /// `--interval`, in ns: rounded to a whole number of the scenario's intervals.
+    pub line_every_ns: u64,
+    /// `--metrics-listen`, bound before anything runs.
+    pub metrics: Option<Arc<Metrics>>,
+}
+
+impl LiveOptions {
+    /// Measurement intervals of `record_interval_ns` per line: the nearest whole
+    /// number to `--interval`, at least one.
+    pub fn intervals_per_line(&self, record_interval_ns: u64) -> usize {
+        let per_line = (self.line_every_ns as f64 / record_interval_ns.max(1) as f64).round();
+        (per_line as usize).max(1)
+    }
+
+    /// The line that says what the lines are, before the first run's.
+    pub fn header(&self, record_interval_ns: u64) -> String {
+        let per_line = self.intervals_per_line(record_interval_ns);
+        format!(
+            "live: every {} ({per_line} measured interval(s) of {}): each tenant's Mbit/s at the sink against its ideal, the engine's drops meanwhile; latency p99 after each run (sockperf and memcached report at their end)",
+            policy::format_time(record_interval_ns * per_line as u64),
+            policy::format_time(record_interval_ns),
+        )
+    }
+}
+
+/// `--interval SECONDS`.
+pub fn line_every(text: &str) -> Result<u64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= LINE_EVERY_S_MAX => Ok((s * 1e9).round() as u64),
+        _ => Err(format!(
+            "seconds are a number above 0 and at most {LINE_EVERY_S_MAX}"
+        )),
+    }
+}
+
+/// `--metrics-listen ADDR`: a loopback address only, since anyone who reaches the
+/// port reads the run, and nothing asks who they are.
+pub fn loopback_address(text: &str) -> Result<SocketAddr, String> {
+    let addr: SocketAddr = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not IP:PORT (e.g. 127.0.0.1:9464, [::1]:0)"))?;
+    if addr.ip().is_loopback() {
+        Ok(addr)
+    } else {
+        Err(format!(
+            "{} is not a loopback address: the metrics have no authentication, so they are served on 127.0.0.1 or ::1 only (scrape from elsewhere through an SSH tunnel)",
+            addr.ip()
+        ))
+    }
+}
+
+/// One tenant's figures over a line's intervals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantFigures {
+    pub name: String,
+    pub measured_bps: f64,
+    pub ideal_bps: f64,
+    /// Dropped meanwhile; `None` where only the end of the run tells.
+    pub drops: Option<u64>,
+}
+
+/// The figures of one line: intervals `[start_ns, end_ns)` of the run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Line {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub tenants: Vec<TenantFigures>,
+}
+
+impl Line {
+    /// The figures of `intervals` of `record`, the rates weighted by each interval's
+    /// length (the last of a run may be shorter); `drops` per tenant meanwhile.
+    pub fn of(record: &RunRecord, intervals: Range<usize>, drops: Option<&[u64]>) -> Line {
+        let measured = &record.intervals[intervals];
+        let length_s: f64 = measured.iter().map(report::Interval::length_s).sum();
+        let mean = |rate: &dyn Fn(&report::Interval) -> f64| {
+            if length_s > 0.0 {
+                measured.iter().map(|i| rate(i) * i.length_s()).sum::<f64>() / length_s
+            } else {
+                0.0
+            }
+        };
+        Line {
+            start_ns: measured.first().map_or(0, |i| i.start_ns),
+            end_ns: measured.last().map_or(0, |i| i.end_ns),
+            tenants: record
+                .tenants
+                .iter()
+                .enumerate()
+                .map(|(t, name)| TenantFigures {
+                    name: name.clone(),
+                    measured_bps: mean(&|i| record.tenant_throughput_bps(i, t)),
+                    ideal_bps: mean(&|i| i.tenant_ideal_bps(t)),
+                    drops: drops.map(|d| d[t]),
+                })
+                .collect(),
+        }
+    }
+
+    /// One line per tenant and a `[sum]` line, iperf3's way:
+    /// `ENFORCER  START-END s  TENANT  MBIT Mbit/s  ideal MBIT Mbit/s  drops N`
+    /// (`drops -` where only the end of the run tells).
+    pub fn text(&self, enforcer: &str) -> Vec<String> {
+        let sum = TenantFigures {
+            name: "[sum]".to_string(),
+            measured_bps: self.tenants.iter().map(|t| t.measured_bps).sum(),
+            ideal_bps: self.tenants.iter().map(|t| t.ideal_bps).sum(),
+            drops: self.tenants.iter().map(|t| t.drops).sum(),
+        };
+        let width = self
+            .tenants
+            .iter()
+            .chain([&sum])
+            .map(|t| t.name.len())
+            .max()
+            .unwrap_or(0);
+        let time = format!(
+            "{:.2}-{:.2} s",
+            self.start_ns as f64 / 1e9,
+            self.end_ns as f64 / 1e9
+        );
+        self.tenants
+            .iter()
+            .chain([&sum])
+            .map(|t| {
+                format!(
+                    "{enforcer} {time:>13}  {:<width$} {:>9.2} Mbit/s  ideal {:>9.2} Mbit/s  drops {}",
+                    t.name,
+                    t.measured_bps / 1e6,
+                    t.ideal_bps / 1e6,
+                    t.drops.map_or("-".to_string(), |d| d.to_string()),
+                )
+            })
+            .collect()
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabels {
+    enforcer: String,
+    tenant: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunLabels {
+    enforcer: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TrafficLabels {
+    enforcer: String,
+    traffic: String,
+}
+
+type GaugeF64 = Gauge<f64, AtomicU64>;
+
+/// The metrics `--metrics-listen` serves, per enforcer run so far in the command
+/// (an enforcer's stay at their last values once its run is over).
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    throughput_bps: Family<TenantLabels, GaugeF64>,
+    ideal_bps: Family<TenantLabels, GaugeF64>,
+    bytes: Family<TenantLabels, Counter>,
+    drops: Family<TenantLabels, Counter>,
+    elapsed_s: Family<RunLabels, GaugeF64>,
+    duration_s: Family<RunLabels, GaugeF64>,
+    latency_p99_s: Family<TrafficLabels, GaugeF64>,
+}
+
+/// The content type of [`Metrics::encode`]: OpenMetrics text, which Prometheus reads.
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let metrics = Metrics {
+            registry: Registry::default(),
+            throughput_bps: Family::default(),
+            ideal_bps: Family::default(),
+            bytes: Family::default(),
+            drops: Family::default(),
+            elapsed_s: Family::default(),
+            duration_s: Family::default(),
+            latency_p99_s: Family::default(),
+        };
+        let mut registry = Registry::default();
+        registry.register(
+            "nicsched_tenant_throughput_bits_per_second",
+            "The tenant's L3 throughput at the sink over the last reporting interval (--interval)",
+            metrics.throughput_bps.clone(),
+        );
+        registry.register(
+            "nicsched_tenant_ideal_bits_per_second",
+            "The tenant's ideal allocation over the last reporting interval",
+            metrics.ideal_bps.clone(),
+        );
+        registry.register(
+            "nicsched_tenant_bytes",
+            "L3 bytes of the tenant the sink received in the measured intervals so far",
+            metrics.bytes.clone(),
+        );
+        registry.register(
+            "nicsched_tenant_drops",
+            "The tenant's frames the engine dropped so far (not served under linux-htb, whose drops the kernel tells after the run)",
+            metrics.drops.clone(),
+        );
+        registry.register(
+            "nicsched_run_elapsed_seconds",
+            "Seconds of the scenario run so far",
+            metrics.elapsed_s.clone(),
+        );
+        registry.register(
+            "nicsched_run_duration_seconds",
+            "Seconds the scenario runs",
+            metrics.duration_s.clone(),
+        );
+        registry.register(
+            "nicsched_latency_p99_seconds",
+            "99th percentile of the traffic's request latency, once its run is over",
+            metrics.latency_p99_s.clone(),
+        );
+        Metrics {
+            registry,
+            ..metrics
+        }
+    }
+}
+
+impl Metrics {
+    /// The exposition, in OpenMetrics text.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("writing to a String does not fail");
+        text
+    }
+
+    fn tenant(enforcer: &str, tenant: &str) -> TenantLabels {
+        TenantLabels {
+            enforcer: enforcer.to_string(),
+            tenant: tenant.to_string(),
+        }
+    }
+
+    fn run(enforcer: &str) -> RunLabels {
+        RunLabels {
+            enforcer: enforcer.to_string(),
+        }
+    }
+
+    fn started(&self, enforcer: &str, duration_ns: u64) {
+        self.duration_s
+            .get_or_create(&Self::run(enforcer))
+            .set(duration_ns as f64 / 1e9);
+    }
+
+    fn progress(&self, enforcer: &str, elapsed_ns: u64) {
+        self.elapsed_s
+            .get_or_create(&Self::run(enforcer))
+            .set(elapsed_ns as f64 / 1e9);
+    }
+
+    /// Adds interval `k` of `record` and the drops since the last one.
+    fn interval(&self, enforcer: &str, record: &RunRecord, k: usize, new_drops: Option<&[u64]>) {
+        let interval = &record.intervals[k];
+        for (t, name) in record.tenants.iter().enumerate() {
+            let labels = Self::tenant(enforcer, name);
+            let bytes: u64 = record
+                .class_tenant
+                .iter()
+                .zip(&interval.class_bytes)
+                .filter(|&(&owner, _)| owner == t)
+                .map(|(_, &b)| b)
+                .sum();
+            self.bytes.get_or_create(&labels).inc_by(bytes);
+            if let Some(drops) = new_drops {
+                self.drops.get_or_create(&labels).inc_by(drops[t]);
+            }
+        }
+    }
+
+    fn line(&self, enforcer: &str, line: &Line) {
+        for t in &line.tenants {
+            let labels = Self::tenant(enforcer, &t.name);
+            self.throughput_bps
+                .get_or_create(&labels)
+                .set(t.measured_bps);
+            self.ideal_bps.get_or_create(&labels).set(t.ideal_bps);
+        }
+    }
+
+    /// The latency of each traffic of `record`, once its run is over.
+    fn finished(&self, record: &RunRecord) {
+        for latency in &record.latency {
+            self.latency_p99_s
+                .get_or_create(&TrafficLabels {
+                    enforcer: record.enforcer.clone(),
+                    traffic: latency.traffic.clone(),
+                })
+                .set(report::latency_us_at(&latency.histogram_ns, 0.99) / 1e6);
+        }
+    }
+}
+
+/// Serves `metrics` on `listener` (GET /metrics) from a thread of its own until
+/// the process exits; answers one request at a time.
+pub fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    std::thread::Builder::new()
+        .name("nicsched-metrics".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                // A client that goes away mid-request costs it nothing more.
+                let _ = answer(stream, &metrics);
+            }
+        })
+        .expect("a thread can be started");
+}
+
+/// The request head read at most; a scrape's is a few hundred bytes.
+const REQUEST_BYTES_MAX: usize = 8192;
+
+fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < REQUEST_BYTES_MAX {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    let mut words = head.lines().next().unwrap_or("").split(' ');
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let (status, content_type, body) = match (method, path) {
+        ("GET", "/metrics") => ("200 OK", METRICS_CONTENT_TYPE, metrics.encode()),
+        ("GET", _) => (
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            "nicsched serves /metrics only\n".to_string(),
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain; charset=utf-8",
+            "GET /metrics\n".to_string(),
+        ),
+    };
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    stream.flush()
+}
+
+/// One enforcer's run watched: the progress bar, the lines printed above it, the
+/// metrics.
+pub struct Watching<'a> {
+    enforcer: &'a str,
+    bar: &'a ProgressBar,
+    options: &'a LiveOptions,
+    /// Measured intervals per line, and the first of the line being gathered.
+    per_line: usize,
+    line_from: usize,
+    /// Each tenant's drops so far as of the last line and as of the last interval.
+    drops_at_line: Vec<u64>,
+    drops_at_interval: Vec<u64>,
+}
+
+impl<'a> Watching<'a> {
+    pub fn new(
+        enforcer: &'a str,
+        bar: &'a ProgressBar,
+        options: &'a LiveOptions,
+        scenario: &policy::Scenario,
+    ) -> Self {
+        if let Some(metrics) = &options.metrics {
+            metrics.started(enforcer, scenario.duration_ns);
+        }
+        let tenants = scenario.policy.tenants.len();
+        Watching {
+            enforcer,
+            bar,
+            options,
+            per_line: options.intervals_per_line(scenario.interval_ns),
+            line_from: 0,
+            drops_at_line: vec![0; tenants],
+            drops_at_interval: vec![0; tenants],
+        }
+    }
+
+    /// After the run: each latency traffic's p99, which its programs reported at
+    /// their end.
+    pub fn finished(&self, record: &RunRecord) {
+        if let Some(metrics) = &self.options.metrics {
+            metrics.finished(record);
+        }
+        if self.options.lines {
+            for latency in &record.latency {
+                let p99_us = report::latency_us_at(&latency.histogram_ns, 0.99);
+                self.bar.suspend(|| {
+                    eprintln!(
+                        "{} latency {}: p99 {p99_us:.1} us over the run",
+                        self.enforcer, latency.traffic
+                    )
+                });
+            }
+        }
+    }
+}
+
+fn since(now: &[u64], before: &mut [u64]) -> Vec<u64> {
+    let delta = now
+        .iter()
+        .zip(before.iter())
+        .map(|(n, b)| n.saturating_sub(*b))
+        .collect();
+    before.copy_from_slice(now);
+    delta
+}
+
+impl lab::Watch for Watching<'_> {
+    fn progress(&mut self, elapsed_ns: u64) {
+        self.bar.set_position(elapsed_ns / 1_000_000);
+        if let Some(metrics) = &self.options.metrics {
+            metrics.progress(self.enforcer, elapsed_ns);
+        }
+    }
+
+    fn measured(&mut self, measured: lab::Measured<'_>) {
+        let (record, k) = (measured.record, measured.interval);
+        if let Some(metrics) = &self.options.metrics {
+            let new_drops = measured
+                .tenant_drops
+                .map(|d| since(d, &mut self.drops_at_interval));
+            metrics.interval(self.enforcer, record, k, new_drops.as_deref());
+        }
+        let last = record.intervals.len();
+        if k + 1 < last && k + 1 - self.line_from < self.per_line {
+            return;
+        }
+        let drops = measured
+            .tenant_drops
+            .map(|d| since(d, &mut self.drops_at_line));
+        let line = Line::of(record, self.line_from..k + 1, drops.as_deref());
+        self.line_from = k + 1;
+        if let Some(metrics) = &self.options.metrics {
+            metrics.line(self.enforcer, &line);
+        }
+        if self.options.lines {
+            self.bar.suspend(|| {
+                for text in line.text(self.enforcer) {
+                    eprintln!("{text}");
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> RunRecord {
+        let scenario = policy::parse_scenario(
+            "name: live\npolicy:\n  link: { rate: 100Mbit }\n  tenants:\n    - { name: kvs, weight: 3 }\n    - { name: bulk, weight: 1 }\nduration: 1s\ninterval: 500ms\ntraffic:\n  - { tenant: kvs, kind: bulk, flows: 1 }\n  - { tenant: bulk, kind: bulk, flows: 1 }\n",
+            "live.yaml",
+            std::path::Path::new("."),
+            &lab::enforcer_names(),
+        )
+        .unwrap();
+        let demands = report::measure::asked_demands_bps(
+            &scenario,
+            &report::measure::RpcPath::default(),
+        );
+        let mut record =
+            report::measure::empty_record(&scenario, "tonic", report::Mode::Lab, &demands);
+        // 500 ms at 60 and 30 Mbit/s, then at 75 and 25.
+        record.intervals[0].class_bytes = vec![3_750_000, 1_875_000];
+        record.intervals[1].class_bytes = vec![4_687_500, 1_562_500];
+        record
+    }
+
+    #[test]
+    fn a_line_is_each_tenant_over_its_intervals_against_the_ideal_then_the_sum() {
+        let record = record();
+        let line = Line::of(&record, 0..2, Some(&[2, 0]));
+        assert_eq!((line.start_ns, line.end_ns), (0, 1_000_000_000));
+        assert_eq!(
+            line.text("tonic"),
+            [
+                "tonic   0.00-1.00 s  kvs       67.50 Mbit/s  ideal     75.00 Mbit/s  drops 2",
+                "tonic   0.00-1.00 s  bulk      27.50 Mbit/s  ideal     25.00 Mbit/s  drops 0",
+                "tonic   0.00-1.00 s  [sum]     95.00 Mbit/s  ideal    100.00 Mbit/s  drops 2",
+            ]
+        );
+        let unknown = Line::of(&record, 1..2, None);
+        assert!(unknown.text("linux-htb")[0].ends_with("ideal     75.00 Mbit/s  drops -"));
+        assert!(unknown.text("linux-htb")[0].contains(" 0.50-1.00 s  kvs       75.00 Mbit/s"));
+    }
+
+    #[test]
+    fn lines_gather_whole_measured_intervals() {
+        let options = |line_every_ns| LiveOptions {
+            lines: true,
+            line_every_ns,
+            metrics: None,
+        };
+        assert_eq!(options(1_000_000_000).intervals_per_line(500_000_000), 2);
+        assert_eq!(options(1_000_000_000).intervals_per_line(2_000_000_000), 1);
+        assert_eq!(options(1_200_000_000).intervals_per_line(500_000_000), 2);
+        assert_eq!(line_every("0.25"), Ok(250_000_000));
+        assert!(line_every("0").is_err() && line_every("x").is_err());
+    }
+
+    #[test]
+    fn metrics_listen_takes_loopback_addresses_only() {
+        assert_eq!(
+            loopback_address("127.0.0.1:0"),
+            Ok("127.0.0.1:0".parse().unwrap())
+        );
+        assert!(loopback_address("[::1]:9464").is_ok());
+        let refused = loopback_address("0.0.0.0:9464").unwrap_err();
+        assert!(refused.contains("not a loopback address"), "{refused}");
+        assert!(loopback_address("localhost").is_err());
+    }
+
+    /// The exposition, read strictly: every line a `# HELP`, `# TYPE` or a sample
+    /// `name{labels} value`, and `# EOF` last.
+    fn samples(text: &str) -> Vec<(String, f64)> {
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.last(), Some(&"# EOF"), "{text}");
+        lines[..lines.len() - 1]
+            .iter()
+            .filter(|l| !l.starts_with("# HELP ") && !l.starts_with("# TYPE "))
+            .map(|l| {
+                let (series, value) = l.rsplit_once(' ').expect("`series value`");
+                (series.to_string(), value.parse().expect("a number"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn metrics_carry_each_tenant_per_enforcer_in_prometheus_names() {
+        let record = record();
+        let metrics = Metrics::default();
+        metrics.started("tonic", 1_000_000_000);
+        metrics.progress("tonic", 500_000_000);
+        metrics.interval("tonic", &record, 0, Some(&[2, 0]));
+        metrics.interval("tonic", &record, 1, Some(&[1, 0]));
+        metrics.line("tonic", &Line::of(&record, 0..2, None));
+        let samples = samples(&metrics.encode());
+        let value = |series: &str| {
+            samples
+                .iter()
+                .find(|(s, _)| s == series)
+                .unwrap_or_else(|| panic!("{series} in {samples:?}"))
+                .1
+        };
+        assert_eq!(
+            value(r#"nicsched_tenant_throughput_bits_per_second{enforcer="tonic",tenant="kvs"}"#),
+            67.5e6
+        );
+        assert_eq!(
+            value(r#"nicsched_tenant_ideal_bits_per_second{enforcer="tonic",tenant="bulk"}"#),
+            25e6
+        );
+        assert_eq!(
+            value(r#"nicsched_tenant_bytes_total{enforcer="tonic",tenant="kvs"}"#),
+            8_437_500.0
+        );
+        assert_eq!(
+            value(r#"nicsched_tenant_drops_total{enforcer="tonic",tenant="kvs"}"#),
+            3.0
+        );
+        assert_eq!(value(r#"nicsched_run_elapsed_seconds{enforcer="tonic"}"#), 0.5);
+        assert_eq!(value(r#"nicsched_run_duration_seconds{enforcer="tonic"}"#), 1.0);
+        let text = metrics.encode();
+        assert!(
+            text.contains("# TYPE nicsched_tenant_bytes counter\n")
+                && text.contains("# TYPE nicsched_tenant_throughput_bits_per_second gauge\n"),
+            "{text}"
+        );
+    }
+}
