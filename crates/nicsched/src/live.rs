@@ -1,4 +1,4 @@
-//! The live view of `nicsched lab` (docs/lab.md, "Watching a run"): while a run
+//! The live view of `nicsched lab` (docs/live.md): while a run
 //! goes, iperf3-style lines on stderr, one per tenant and a sum each reporting
 //! interval, and with `--metrics-listen` the same figures as Prometheus metrics on
 //! loopback. Both hear what the lab hands over ([`lab::Watch`]): the meter's bytes of
