@@ -852,8 +852,11 @@ fn start_measuring(
             },
         )?);
     }
-    let drops: Option<Arc<[AtomicU64]>> =
-        (!kernel_htb).then(|| (0..policy.tenants.len()).map(|_| AtomicU64::new(0)).collect());
+    let drops: Option<Arc<[AtomicU64]>> = (!kernel_htb).then(|| {
+        (0..policy.tenants.len())
+            .map(|_| AtomicU64::new(0))
+            .collect()
+    });
     if let Some(drops) = drops.clone() {
         let costs_ns: Vec<u64> = plans
             .iter()

@@ -24,8 +24,8 @@ use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket};
 use crate::traffic::FrameMatch;
 use policy::TenantId;
 use std::sync::OnceLock;
-use std::sync::mpsc::Sender;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
 use std::time::Instant;
 
 pub struct Meter {

@@ -501,10 +501,8 @@ mod tests {
             &lab::enforcer_names(),
         )
         .unwrap();
-        let demands = report::measure::asked_demands_bps(
-            &scenario,
-            &report::measure::RpcPath::default(),
-        );
+        let demands =
+            report::measure::asked_demands_bps(&scenario, &report::measure::RpcPath::default());
         let mut record =
             report::measure::empty_record(&scenario, "tonic", report::Mode::Lab, &demands);
         // 500 ms at 60 and 30 Mbit/s, then at 75 and 25.
@@ -574,13 +572,22 @@ mod tests {
 
     #[test]
     fn metrics_carry_each_tenant_per_enforcer_in_prometheus_names() {
-        let record = record();
+        let mut record = record();
+        let mut histogram_ns = hdrhistogram::Histogram::new(3).unwrap();
+        for ns in 1..=1000 {
+            histogram_ns.record(ns * 1000).unwrap();
+        }
+        record.latency.push(report::LatencyRecord {
+            traffic: "kvs-get".into(),
+            histogram_ns,
+        });
         let metrics = Metrics::default();
         metrics.started("tonic", 1_000_000_000);
         metrics.progress("tonic", 500_000_000);
         metrics.interval("tonic", &record, 0, Some(&[2, 0]));
         metrics.interval("tonic", &record, 1, Some(&[1, 0]));
         metrics.line("tonic", &Line::of(&record, 0..2, None));
+        metrics.finished(&record);
         let samples = samples(&metrics.encode());
         let value = |series: &str| {
             samples
@@ -605,8 +612,17 @@ mod tests {
             value(r#"nicsched_tenant_drops_total{enforcer="tonic",tenant="kvs"}"#),
             3.0
         );
-        assert_eq!(value(r#"nicsched_run_elapsed_seconds{enforcer="tonic"}"#), 0.5);
-        assert_eq!(value(r#"nicsched_run_duration_seconds{enforcer="tonic"}"#), 1.0);
+        assert_eq!(
+            value(r#"nicsched_run_elapsed_seconds{enforcer="tonic"}"#),
+            0.5
+        );
+        assert_eq!(
+            value(r#"nicsched_run_duration_seconds{enforcer="tonic"}"#),
+            1.0
+        );
+        // 990 of 1000 requests took at most 990 us (to hdrhistogram's 3 digits).
+        let p99_s = value(r#"nicsched_latency_p99_seconds{enforcer="tonic",traffic="kvs-get"}"#);
+        assert!((p99_s - 990e-6).abs() < 1e-6, "{p99_s}");
         let text = metrics.encode();
         assert!(
             text.contains("# TYPE nicsched_tenant_bytes counter\n")

@@ -1326,8 +1326,8 @@ fn run_lab(
         }
         let bar = lab_progress(name, scenario.duration_ns, quiet);
         let mut watching = live::Watching::new(name, &bar, &live, &scenario);
-        let record =
-            lab::run(&scenario, name, &options, &mut watching).map_err(|e| Failure::lab(name, e))?;
+        let record = lab::run(&scenario, name, &options, &mut watching)
+            .map_err(|e| Failure::lab(name, e))?;
         bar.finish();
         watching.finished(&record);
         let mut record = record;

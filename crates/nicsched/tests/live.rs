@@ -46,17 +46,25 @@ struct IntervalLine {
 fn interval_line(line: &str) -> Option<IntervalLine> {
     let words: Vec<&str> = line.split_whitespace().collect();
     match words[..] {
-        [enforcer, range, "s", tenant, mbit, "Mbit/s", "ideal", ideal, "Mbit/s", "drops", drops]
-            if range.contains('-') =>
-        {
-            Some(IntervalLine {
-                enforcer: enforcer.to_string(),
-                tenant: tenant.to_string(),
-                mbit_per_s: mbit.parse().ok()?,
-                ideal_mbit_per_s: ideal.parse().ok()?,
-                drops: drops.parse().ok()?,
-            })
-        }
+        [
+            enforcer,
+            range,
+            "s",
+            tenant,
+            mbit,
+            "Mbit/s",
+            "ideal",
+            ideal,
+            "Mbit/s",
+            "drops",
+            drops,
+        ] if range.contains('-') => Some(IntervalLine {
+            enforcer: enforcer.to_string(),
+            tenant: tenant.to_string(),
+            mbit_per_s: mbit.parse().ok()?,
+            ideal_mbit_per_s: ideal.parse().ok()?,
+            drops: drops.parse().ok()?,
+        }),
         _ => None,
     }
 }
@@ -128,7 +136,14 @@ fn a_lab_run_prints_interval_lines_and_serves_its_metrics_while_it_goes() {
     let scenario = scratch.file("live.yaml", SCENARIO);
     let out_dir = scratch.0.join("out");
     let child = Command::new(env!("CARGO_BIN_EXE_nicsched"))
-        .args(["lab", &scenario, "-e", "wf2q", "--metrics-listen", "127.0.0.1:0"])
+        .args([
+            "lab",
+            &scenario,
+            "-e",
+            "wf2q",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ])
         .args(["--out", out_dir.to_str().unwrap()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -193,10 +208,9 @@ fn a_lab_run_prints_interval_lines_and_serves_its_metrics_while_it_goes() {
     let said = said.join("\n");
     assert!(status.success(), "{status}\n{said}");
 
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out_dir.join("wf2q/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("wf2q/summary.json")).unwrap())
+            .unwrap();
     assert!(lines.iter().all(|l| l.enforcer == "wf2q"));
     for tenant in summary["tenants"].as_array().unwrap() {
         let name = tenant["name"].as_str().unwrap();
@@ -216,7 +230,10 @@ fn a_lab_run_prints_interval_lines_and_serves_its_metrics_while_it_goes() {
         );
         let ideal = of_tenant.iter().map(|l| l.ideal_mbit_per_s).sum::<f64>() / 4.0;
         let summary_ideal = tenant["ideal_bps"].as_f64().unwrap() / 1e6;
-        assert!((ideal - summary_ideal).abs() <= 0.005 + 1e-9, "{name}\n{said}");
+        assert!(
+            (ideal - summary_ideal).abs() <= 0.005 + 1e-9,
+            "{name}\n{said}"
+        );
         // The last line comes once the engine stopped, with its final count.
         let drops: u64 = of_tenant.iter().map(|l| l.drops).sum();
         assert_eq!(drops, tenant["drops"].as_u64().unwrap(), "{name}\n{said}");
@@ -226,7 +243,11 @@ fn a_lab_run_prints_interval_lines_and_serves_its_metrics_while_it_goes() {
 #[test]
 fn metrics_listen_refuses_what_it_cannot_serve_before_anything_runs() {
     let help = String::from_utf8(nicsched(&["lab", "--help"]).stdout).unwrap();
-    for flag in ["--interval <SECONDS>", "--no-live", "--metrics-listen <ADDR>"] {
+    for flag in [
+        "--interval <SECONDS>",
+        "--no-live",
+        "--metrics-listen <ADDR>",
+    ] {
         assert!(help.contains(flag), "{flag} in\n{help}");
     }
     let scratch = Scratch::new("live-refusals");
@@ -264,6 +285,26 @@ fn metrics_listen_refuses_what_it_cannot_serve_before_anything_runs() {
     ]);
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{said}");
-    assert!(said.contains(&format!("--metrics-listen {addr}:")), "{said}");
+    assert!(
+        said.contains(&format!("--metrics-listen {addr}:")),
+        "{said}"
+    );
     assert!(!out_dir.exists());
+
+    let across_hosts = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/picnic/lab-fig7b.yaml"
+    );
+    for flag in [
+        &["--metrics-listen", "127.0.0.1:0"][..],
+        &["--interval", "2"],
+    ] {
+        let out = nicsched(&[&["lab", across_hosts][..], flag].concat());
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(
+            said.contains(&format!("{} watches one-host runs only", flag[0])),
+            "{said}"
+        );
+    }
 }
