@@ -15,7 +15,8 @@
 //!   between them, addresses and neighbours; torn down when dropped;
 //! - `classify`: Ethernet/IPv4 parsing and the policy's classification of a frame;
 //! - `engine`: the forwarding loop around an [`sched::Enforcer`], paced at the link
-//!   rate; `meter`: per-class byte counts at the sink;
+//!   rate; `meter`: per-class byte counts at the sink, each interval handed to the
+//!   run's [`Watch`] once closed, with the engine's drops so far;
 //! - `traffic`: the programs of each traffic kind; `generate`: the traffic the lab
 //!   sends itself, where no packaged tool does (Poisson gaps, per-request memcached
 //!   latency);
