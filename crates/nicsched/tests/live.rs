@@ -146,7 +146,8 @@ fn a_lab_run_prints_interval_lines_and_serves_its_metrics_while_it_goes() {
         ])
         .args(["--out", out_dir.to_str().unwrap()])
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        // The table and its failed checks: a few lines, read once the run is over.
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -205,8 +206,15 @@ fn a_lab_run_prints_interval_lines_and_serves_its_metrics_while_it_goes() {
         lines.extend(interval_line(&line));
     }
     let status = run.0.wait().unwrap();
+    let mut table = String::new();
+    run.0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut table)
+        .unwrap();
     let said = said.join("\n");
-    assert!(status.success(), "{status}\n{said}");
+    assert!(status.success(), "{status}\n{said}\n{table}");
 
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("wf2q/summary.json")).unwrap())
