@@ -50,8 +50,8 @@ fn schemas() -> Vec<(String, Value)> {
             let path = entry.unwrap().path();
             let text = std::fs::read_to_string(&path).unwrap();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            let schema: Value = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let schema: Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             (name, schema)
         })
         .collect();
@@ -203,10 +203,9 @@ fn explain_json_follows_its_schema_for_policies_scenarios_and_hosts() {
         "explain.schema.json",
         &["explain", "scenarios/tonic/weighted-case1.yaml", "--json"],
     );
-    let text = String::from_utf8(
-        nicsched(&["explain", "scenarios/tonic/weighted-case1.yaml"]).stdout,
-    )
-    .unwrap();
+    let text =
+        String::from_utf8(nicsched(&["explain", "scenarios/tonic/weighted-case1.yaml"]).stdout)
+            .unwrap();
     assert_eq!(
         json["phases"].as_array().unwrap().len(),
         text.matches(": ideal allocation").count(),
@@ -250,11 +249,9 @@ fn short_fig7b(scratch: &Scratch) -> String {
     .unwrap()
     .replace("duration: 40s", "duration: 400ms")
     .replace("interval: 250ms", "interval: 20ms");
-    let text = ["30", "20", "10", "0"]
-        .iter()
-        .fold(text, |text, s| {
-            text.replace(&format!("start: {s}s"), &format!("start: {s}0ms"))
-        });
+    let text = ["30", "20", "10", "0"].iter().fold(text, |text, s| {
+        text.replace(&format!("start: {s}s"), &format!("start: {s}0ms"))
+    });
     assert!(!text.contains("0s }"), "{text}");
     scratch.file("fig7b-short.yaml", &text)
 }
@@ -267,7 +264,8 @@ fn assert_runs_are_the_summaries(json: &Value, enforcers: &[&str]) {
     for (run, enforcer) in runs.iter().zip(enforcers) {
         assert_eq!(run["enforcer"], *enforcer);
         let file = results.join(enforcer).join("summary.json");
-        let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         assert_eq!(run, &written, "{}", file.display());
     }
 }
@@ -284,7 +282,11 @@ fn sim_json_is_every_summary_one_host_and_across_hosts() {
         out_dir.to_str().unwrap(),
         "--json",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let json = document(&out);
     assert_valid("sim.schema.json", &json);
     assert_eq!(json["across_hosts"], false);
@@ -312,7 +314,11 @@ fn sim_json_is_every_summary_one_host_and_across_hosts() {
         "--json",
         "-q",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let json = document(&out);
     assert_valid("sim.schema.json", &json);
     assert_eq!(json["across_hosts"], true);
@@ -379,7 +385,10 @@ fn the_schemas_refuse_a_renamed_or_missing_field() {
     assert!(!errors("sim.schema.json", &missing).is_empty());
 
     let mut unversioned = json;
-    unversioned.as_object_mut().unwrap().remove("schema_version");
+    unversioned
+        .as_object_mut()
+        .unwrap()
+        .remove("schema_version");
     assert!(!errors("sim.schema.json", &unversioned).is_empty());
 
     let check = validated(
@@ -440,7 +449,11 @@ fn sim_into(scenario: &str, dir: &Path) {
         dir.to_str().unwrap(),
         "-q",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -457,7 +470,12 @@ fn a_baseline_equal_to_the_run_gives_zero_deltas_and_exit_0() {
         old.to_str().unwrap(),
     ];
     let out = nicsched(&args);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("fairness.jain_mean"), "{text}");
     assert!(!text.contains("REGRESSED"), "{text}");
@@ -523,9 +541,20 @@ fn a_run_made_worse_exits_4_naming_the_figures_unless_the_threshold_allows() {
     }
 
     let out = nicsched(&[&args[..], &["--threshold", "100"]].concat());
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // One kind loosened: the others still catch it.
-    let out = nicsched(&[&args[..], &["--threshold", "100", "--threshold", "jain=0.01"]].concat());
+    let out = nicsched(
+        &[
+            &args[..],
+            &["--threshold", "100", "--threshold", "jain=0.01"],
+        ]
+        .concat(),
+    );
     assert_eq!(out.status.code(), Some(EXIT_REGRESSED));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -251,7 +251,11 @@ fn tenant_classes(policy: &Policy) -> Vec<TenantClass> {
                 .match_src
                 .map(|src| format!("{}/{}", src.addr, src.prefix_len)),
             match_port: tenant.match_port.clone(),
-            apps: tenant.apps.iter().map(|&a| app_class(policy.app(a))).collect(),
+            apps: tenant
+                .apps
+                .iter()
+                .map(|&a| app_class(policy.app(a)))
+                .collect(),
         })
         .collect()
 }
@@ -279,7 +283,11 @@ fn app_class(app: &App) -> AppClass {
     }
 }
 
-fn phase_ideal(policy: &Policy, from_ns: Option<u64>, app_flow_demands_bps: &[Vec<f64>]) -> PhaseIdeal {
+fn phase_ideal(
+    policy: &Policy,
+    from_ns: Option<u64>,
+    app_flow_demands_bps: &[Vec<f64>],
+) -> PhaseIdeal {
     let allocation = ideal_allocation(policy, app_flow_demands_bps);
     let flows_of = |app: AppId| app_flow_demands_bps.get(app.index()).map_or(0, Vec::len);
     PhaseIdeal {
@@ -423,7 +431,11 @@ impl Explanation {
         Ok(())
     }
 
-    fn allocation(&self, phase: &PhaseIdeal, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    fn allocation(
+        &self,
+        phase: &PhaseIdeal,
+        out: &mut std::fmt::Formatter<'_>,
+    ) -> std::fmt::Result {
         let label_width = self.label_width();
         let link_bps = self.link.rate_bps as f64;
         let share = |bps: f64| 100.0 * bps / link_bps;

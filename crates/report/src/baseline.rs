@@ -232,10 +232,12 @@ pub fn against_baseline(
     let regressions = runs
         .iter()
         .flat_map(|run| {
-            run.figures
-                .iter()
-                .filter(|f| f.regressed)
-                .map(move |f| format!("{}/{}/{} {}", run.scenario, run.enforcer, run.mode, f.figure))
+            run.figures.iter().filter(|f| f.regressed).map(move |f| {
+                format!(
+                    "{}/{}/{} {}",
+                    run.scenario, run.enforcer, run.mode, f.figure
+                )
+            })
         })
         .collect();
     BaselineComparison {
@@ -265,11 +267,41 @@ fn run_delta(key: RunKey, base: &Summary, run: &Summary, thresholds: &Thresholds
     };
     let none = (0.0, 0.0);
     let (b, r) = (&base.fairness, &run.fairness);
-    add("utilization".into(), FigureKind::Utilization, base.utilization, run.utilization, none);
-    add("fairness.jain_mean".into(), FigureKind::Jain, b.jain_mean, r.jain_mean, none);
-    add("fairness.jain_min".into(), FigureKind::Jain, b.jain_min, r.jain_min, none);
-    add("fairness.rel_error_mean".into(), FigureKind::RelError, b.rel_error_mean, r.rel_error_mean, none);
-    add("fairness.rel_error_max".into(), FigureKind::RelError, b.rel_error_max, r.rel_error_max, none);
+    add(
+        "utilization".into(),
+        FigureKind::Utilization,
+        base.utilization,
+        run.utilization,
+        none,
+    );
+    add(
+        "fairness.jain_mean".into(),
+        FigureKind::Jain,
+        b.jain_mean,
+        r.jain_mean,
+        none,
+    );
+    add(
+        "fairness.jain_min".into(),
+        FigureKind::Jain,
+        b.jain_min,
+        r.jain_min,
+        none,
+    );
+    add(
+        "fairness.rel_error_mean".into(),
+        FigureKind::RelError,
+        b.rel_error_mean,
+        r.rel_error_mean,
+        none,
+    );
+    add(
+        "fairness.rel_error_max".into(),
+        FigureKind::RelError,
+        b.rel_error_max,
+        r.rel_error_max,
+        none,
+    );
     let mut one_sided = Vec::new();
     for tenant in &base.tenants {
         let figure = format!("tenants.{}.throughput_bps", tenant.name);
@@ -287,7 +319,11 @@ fn run_delta(key: RunKey, base: &Summary, run: &Summary, thresholds: &Thresholds
             }),
         }
     }
-    for tenant in run.tenants.iter().filter(|t| !base.tenants.iter().any(|b| b.name == t.name)) {
+    for tenant in run
+        .tenants
+        .iter()
+        .filter(|t| !base.tenants.iter().any(|b| b.name == t.name))
+    {
         one_sided.push(OneSided {
             figure: format!("tenants.{}.throughput_bps", tenant.name),
             only_in: "results",
@@ -318,7 +354,13 @@ fn run_delta(key: RunKey, base: &Summary, run: &Summary, thresholds: &Thresholds
             (None, None) => {}
         }
     }
-    add("drops".into(), FigureKind::Drops, base.drops() as f64, run.drops() as f64, none);
+    add(
+        "drops".into(),
+        FigureKind::Drops,
+        base.drops() as f64,
+        run.drops() as f64,
+        none,
+    );
     RunDelta {
         scenario: key.scenario,
         enforcer: key.enforcer,
@@ -354,7 +396,14 @@ impl BaselineComparison {
     /// side has. `markdown`: a Markdown table instead of aligned text.
     pub fn table(&self, markdown: bool) -> String {
         let header: Vec<String> = [
-            "run", "figure", "baseline", "value", "delta", "worse by", "threshold", "",
+            "run",
+            "figure",
+            "baseline",
+            "value",
+            "delta",
+            "worse by",
+            "threshold",
+            "",
         ]
         .map(String::from)
         .into();
@@ -387,12 +436,16 @@ impl BaselineComparison {
         } else {
             crate::table::aligned_table(&header, &rows, 3, false)
         };
-        let mut notes = Vec::new();
+        let mut notes = vec![
+            "worse by: Jain's index, p99 and drops relative to the baseline; rel_error and utilization in absolute fractions; a tenant's throughput as the growth of its distance from its ideal, in fractions of the ideal".to_string(),
+        ];
         for key in &self.only_in_results {
             notes.push(format!("{key}: no baseline run to compare with"));
         }
         for key in &self.only_in_baseline {
-            notes.push(format!("{key}: in the baseline only, not among the results"));
+            notes.push(format!(
+                "{key}: in the baseline only, not among the results"
+            ));
         }
         for run in &self.runs {
             for f in &run.one_sided {
@@ -402,15 +455,13 @@ impl BaselineComparison {
                 ));
             }
         }
-        if !notes.is_empty() {
-            out.push('\n');
-            for note in notes {
-                if markdown {
-                    out += "- ";
-                }
-                out += &note;
-                out.push('\n');
+        out.push('\n');
+        for note in notes {
+            if markdown {
+                out += "- ";
             }
+            out += &note;
+            out.push('\n');
         }
         out
     }
@@ -429,7 +480,9 @@ mod tests {
         assert!((worse_by(FigureKind::Utilization, 0.99, 0.89, none) - 0.1).abs() < 1e-12);
         // 10% above the ideal, then 10% below it: as far off, not worse.
         assert!(worse_by(FigureKind::Throughput, 110.0, 90.0, (100.0, 100.0)).abs() < 1e-12);
-        assert!((worse_by(FigureKind::Throughput, 100.0, 80.0, (100.0, 100.0)) - 0.2).abs() < 1e-12);
+        assert!(
+            (worse_by(FigureKind::Throughput, 100.0, 80.0, (100.0, 100.0)) - 0.2).abs() < 1e-12
+        );
         assert!((worse_by(FigureKind::P99, 100.0, 150.0, none) - 0.5).abs() < 1e-12);
         // From no drops, one is a whole packet's worth worse.
         assert_eq!(worse_by(FigureKind::Drops, 0.0, 1.0, none), 1.0);
@@ -443,7 +496,10 @@ mod tests {
         assert_eq!(thresholds.of(FigureKind::Jain), 0.1);
         assert_eq!(thresholds.of(FigureKind::P99), 0.5);
         let error = thresholds.apply("latency=0.5").unwrap_err();
-        assert!(error.contains("jain, rel_error, utilization, throughput, p99, drops"), "{error}");
+        assert!(
+            error.contains("jain, rel_error, utilization, throughput, p99, drops"),
+            "{error}"
+        );
         assert!(thresholds.apply("-1").is_err());
         assert!(thresholds.apply("jain=x").is_err());
     }
