@@ -1130,14 +1130,15 @@ struct HostsRunOut {
 
 impl HostsRunOut {
     /// Writes summary.json and timeseries.csv under the enforcer's folder, adds
-    /// its flows to `table` and its failed checks to `failed`, and returns what
+    /// its flows to `table` and its failed checks (`ENFORCER/CHECK`, detail) to
+    /// `failed`, and returns what
     /// summary.json holds.
     fn write(
         self,
         out: &report::OutDir,
         name: &str,
         table: &mut Vec<Vec<String>>,
-        failed: &mut Vec<String>,
+        failed: &mut Vec<(String, String)>,
     ) -> Result<serde_json::Value, Failure> {
         let HostsRunOut {
             summary,
@@ -1180,7 +1181,7 @@ impl HostsRunOut {
                 .checks
                 .iter()
                 .filter(|c| !c.ok)
-                .map(|c| format!("{name}/{}: {}", c.name, c.detail)),
+                .map(|c| (format!("{name}/{}", c.name), c.detail.clone())),
         );
         Ok(json)
     }
@@ -1193,18 +1194,14 @@ fn finish_hosts(
     out: report::OutDir,
     provenance: &report::Provenance,
     table: &[Vec<String>],
-    failed: &[String],
+    failed: &[(String, String)],
     summaries: &[serde_json::Value],
     json: bool,
 ) -> Result<(), Failure> {
     let target = out.target().to_path_buf();
     let out = out.commit(provenance).map_err(|e| unwritten(&target, e))?;
     if json {
-        // `failed` says why beside each name; the document names the check.
-        let failed_checks: Vec<String> = failed
-            .iter()
-            .map(|f| f.split(':').next().unwrap_or(f).to_string())
-            .collect();
+        let failed_checks: Vec<String> = failed.iter().map(|(check, _)| check.clone()).collect();
         output::print_json(&output::Ran {
             results: out.display().to_string(),
             report: None,
@@ -1212,26 +1209,25 @@ fn finish_hosts(
             runs: summaries,
             failed_checks: &failed_checks,
         });
-    }
-    let header: Vec<String> = [
-        "enforcer",
-        "flow",
-        "VMs",
-        "throughput",
-        "ideal",
-        "rel_error",
-    ]
-    .map(String::from)
-    .to_vec();
-    if !json {
+    } else {
+        let header: Vec<String> = [
+            "enforcer",
+            "flow",
+            "VMs",
+            "throughput",
+            "ideal",
+            "rel_error",
+        ]
+        .map(String::from)
+        .to_vec();
         println!("{}", report::aligned_table(&header, table, 3, false));
         println!("results: {}", out.display());
     }
     if failed.is_empty() {
         Ok(())
     } else {
-        for f in failed {
-            eprintln!("check failed: {f}");
+        for (check, detail) in failed {
+            eprintln!("check failed: {check}: {detail}");
         }
         Err(Failure {
             message: "self-checks failed: the figures of those runs are flagged, not vouched for"

@@ -488,6 +488,13 @@ fn a_baseline_equal_to_the_run_gives_zero_deltas_and_exit_0() {
         assert_eq!(figure["regressed"], false, "{figure}");
     }
     assert_eq!(json["baseline"]["regressions"], serde_json::json!([]));
+
+    let json = validated(
+        "compare.schema.json",
+        &["compare", old.to_str().unwrap(), "--json"],
+    );
+    assert!(json["baseline"].is_null());
+    assert_eq!(json["runs"][0]["enforcer"], "hash");
 }
 
 #[test]
