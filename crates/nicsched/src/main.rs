@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 
 mod live;
+mod output;
 
 #[global_allocator]
 static ALLOCATOR: sched::bench::CountingAllocator = sched::bench::CountingAllocator;
@@ -18,6 +19,8 @@ const EXIT_INPUT: u8 = 2;
 const EXIT_FAILURE: u8 = 1;
 /// Everything was written, but a run's self-checks failed: its figures are flagged.
 const EXIT_CHECKS_FAILED: u8 = 3;
+/// `compare --baseline`: a figure got worse than the baseline's beyond its threshold.
+const EXIT_REGRESSED: u8 = 4;
 /// 128 + SIGINT, as a shell reports a command a signal stopped.
 const EXIT_INTERRUPTED: u8 = 130;
 /// The kernel's HTB compiled from the policy: there is no model of it to simulate.
@@ -97,6 +100,10 @@ enum Command {
         /// one. Default: tonic.
         #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
         enforcers: Vec<String>,
+        /// Print one JSON object instead of text (docs/json.md); errors stay
+        /// text on stderr.
+        #[arg(long)]
+        json: bool,
     },
     /// Print the class tree and the ideal allocation for a set of active classes.
     Explain {
@@ -106,6 +113,10 @@ enum Command {
         /// (N flows, for split apps), comma separated. Default: every app.
         #[arg(long, value_name = "LIST")]
         active: Option<String>,
+        /// Print one JSON object instead of text (docs/json.md): the class tree
+        /// and the ideal of each phase.
+        #[arg(long)]
+        json: bool,
     },
     /// Simulate a scenario under one or more enforcers and write the results.
     ///
@@ -128,6 +139,11 @@ enum Command {
         /// No progress bars.
         #[arg(long, short = 'q')]
         quiet: bool,
+        /// Print one JSON object instead of the table (docs/json.md): where the
+        /// results are and every run's summary.json. Progress and notes stay on
+        /// stderr; the exit status is the same (3: a self-check failed).
+        #[arg(long)]
+        json: bool,
     },
     /// Run a scenario on real frames: tenants in network namespaces running iperf3
     /// and sockperf, every frame forwarded through the enforcer at an emulated line
@@ -213,6 +229,9 @@ enum Command {
         /// No progress bars, no live lines.
         #[arg(long, short = 'q')]
         quiet: bool,
+        /// Print one JSON object instead of the table, as `sim --json` does.
+        #[arg(long, conflicts_with = "cleanup")]
+        json: bool,
     },
     /// Measure the lab's engine: frames per second it forwards under `fifo` and each
     /// enforcer, against the kernel forwarding the same frames, in one run. Needs root.
@@ -353,23 +372,48 @@ enum Command {
     ///
     /// Example: `nicsched sim S.yaml --out r/sim; nicsched lab S.yaml --out r/lab;
     /// nicsched compare r/sim r/lab`.
+    ///
+    /// With `--baseline OLD`, each run is matched with OLD's run of the same
+    /// scenario, enforcer and mode, and every figure is shown against it. A figure
+    /// regresses when it got worse by more than its threshold: Jain's index
+    /// (`jain`) down relative to the baseline, relative error (`rel_error`) up and
+    /// utilization down in absolute fractions, a tenant's throughput
+    /// (`throughput`) further from its ideal by that fraction of the ideal, a
+    /// latency p99 (`p99`) or the drops (`drops`) up relative to the baseline.
+    /// Exit status 4 when any figure regressed; runs or figures only one side has
+    /// are listed, not judged (docs/json.md, "compare").
+    ///
+    /// Example: `nicsched sim S.yaml --out old; (change the policy or the code);
+    /// nicsched sim S.yaml --out new; nicsched compare new --baseline old`.
     Compare {
         /// Results folders (the --out of sim or lab), run folders, or summary.json
         /// files, of complete runs only (checked against their nicsched-run.json).
         #[arg(required = true)]
         results: Vec<PathBuf>,
         /// Print a Markdown table (for docs and issues) instead of aligned text.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "json")]
         markdown: bool,
+        /// Print one JSON object instead of the table (docs/json.md).
+        #[arg(long)]
+        json: bool,
+        /// The runs to compare against, given as RESULTS are; may repeat.
+        #[arg(long, value_name = "DIR")]
+        baseline: Vec<PathBuf>,
+        /// How much worse a figure may get before it regresses: `X` for every
+        /// figure, `KIND=X` for one of jain, rel_error, utilization, throughput,
+        /// p99, drops; may repeat, later ones win. Default: 0.05 for each.
+        #[arg(long, value_name = "[KIND=]X", requires = "baseline")]
+        threshold: Vec<String>,
     },
     /// List the enforcers and the mechanism each implements.
     Enforcers {
         /// Print the Markdown table README.md carries.
         #[arg(long, conflicts_with = "json")]
         markdown: bool,
-        /// Print a JSON list of objects, one per enforcer: name, from, mechanism,
-        /// nic_model (it drives the multiqueue NIC model, behind a qdisc per Tx
-        /// queue), lab_bench (lab-bench runs it by default), lab_only.
+        /// Print one JSON object whose `enforcers` lists one object per enforcer:
+        /// name, from, mechanism, nic_model (it drives the multiqueue NIC model,
+        /// behind a qdisc per Tx queue), lab_bench (lab-bench runs it by
+        /// default), lab_only (docs/json.md).
         #[arg(long)]
         json: bool,
     },
@@ -384,15 +428,20 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Check { file, enforcers } => check(&file, &enforcers),
-        Command::Explain { file, active } => explain(&file, active.as_deref()),
+        Command::Check {
+            file,
+            enforcers,
+            json,
+        } => check(&file, &enforcers, json),
+        Command::Explain { file, active, json } => explain(&file, active.as_deref(), json),
         Command::Sim {
             scenario,
             enforcers,
             out,
             seed,
             quiet,
-        } => simulate(&scenario, &enforcers, out, seed, quiet),
+            json,
+        } => simulate(&scenario, &enforcers, out, seed, Printing { quiet, json }),
         Command::Lab { cleanup: true, .. } => lab_cleanup(),
         Command::Lab {
             scenario: Some(scenario),
@@ -409,6 +458,7 @@ fn main() -> ExitCode {
             no_live,
             metrics_listen,
             quiet,
+            json,
         } => run_lab(
             &scenario,
             &enforcers,
@@ -424,7 +474,7 @@ fn main() -> ExitCode {
                 engine_threads: usize::from(engine_threads),
                 ..lab::LabOptions::default()
             },
-            quiet,
+            Printing { quiet, json },
             LiveAsked {
                 interval,
                 no_live,
@@ -486,11 +536,17 @@ fn main() -> ExitCode {
             vs.as_deref(),
             json,
         ),
-        Command::Compare { results, markdown } => compare(&results, markdown),
+        Command::Compare {
+            results,
+            markdown,
+            json,
+            baseline,
+            threshold,
+        } => compare(&results, &baseline, &threshold, markdown, json),
         Command::Enforcers { markdown, json } => {
             let listed = listed_enforcers();
             if json {
-                println!("{}", enforcers_json(&listed));
+                output::print_json(&serde_json::json!({ "enforcers": listed }));
             } else if markdown {
                 print!("{}", enforcers_markdown(&listed));
             } else {
@@ -514,6 +570,7 @@ struct Failure {
 }
 
 /// A line of `nicsched enforcers`.
+#[derive(serde::Serialize)]
 struct Listed {
     name: &'static str,
     from: &'static str,
@@ -579,22 +636,6 @@ fn enforcers_markdown(listed: &[Listed]) -> String {
     table
 }
 
-fn enforcers_json(listed: &[Listed]) -> serde_json::Value {
-    listed
-        .iter()
-        .map(|e| {
-            serde_json::json!({
-                "name": e.name,
-                "from": e.from,
-                "mechanism": e.mechanism,
-                "nic_model": e.nic_model,
-                "lab_bench": e.lab_bench,
-                "lab_only": e.lab_only,
-            })
-        })
-        .collect()
-}
-
 impl Failure {
     fn input(message: impl Into<String>) -> Self {
         Failure {
@@ -628,12 +669,63 @@ impl From<PolicyError> for Failure {
     }
 }
 
-fn compare(results: &[PathBuf], markdown: bool) -> Result<(), Failure> {
+fn load_all_summaries(paths: &[PathBuf]) -> Result<Vec<report::Summary>, Failure> {
     let mut runs = Vec::new();
-    for path in results {
+    for path in paths {
         runs.extend(report::load_summaries(path).map_err(|e| Failure::input(e.to_string()))?);
     }
-    print!("{}", report::side_by_side(&runs, markdown));
+    Ok(runs)
+}
+
+fn compare(
+    results: &[PathBuf],
+    baseline: &[PathBuf],
+    thresholds: &[String],
+    markdown: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    let runs = load_all_summaries(results)?;
+    if baseline.is_empty() {
+        if json {
+            output::print_json(&output::Compared {
+                runs: &runs,
+                baseline: None,
+            });
+        } else {
+            print!("{}", report::side_by_side(&runs, markdown));
+        }
+        return Ok(());
+    }
+    let mut limits = report::Thresholds::default();
+    for setting in thresholds {
+        limits
+            .apply(setting)
+            .map_err(|e| Failure::input(format!("--threshold {setting}: {e}")))?;
+    }
+    let baseline_runs = load_all_summaries(baseline)?;
+    let compared = report::against_baseline(&runs, &baseline_runs, &limits);
+    if compared.runs.is_empty() {
+        return Err(Failure::input(
+            "nicsched compare --baseline: no run matches a baseline run by scenario, enforcer and mode; give the --out of the same scenario's sim (or lab) for both",
+        ));
+    }
+    if json {
+        output::print_json(&output::Compared {
+            runs: &runs,
+            baseline: Some(&compared),
+        });
+    } else {
+        print!("{}", compared.table(markdown));
+    }
+    if compared.regressed() {
+        return Err(Failure {
+            message: format!(
+                "regressed beyond the threshold against the baseline: {}",
+                compared.regressions.join(", ")
+            ),
+            status: EXIT_REGRESSED,
+        });
+    }
     Ok(())
 }
 
@@ -689,7 +781,18 @@ fn htb_refusal(source: &dyn std::fmt::Display, error: lab::TcScriptError) -> Fai
     Failure::input(format!("{source}: error: {error}"))
 }
 
-fn check(path: &Path, enforcers: &[String]) -> Result<(), Failure> {
+fn check(path: &Path, enforcers: &[String], json: bool) -> Result<(), Failure> {
+    let checked = checked(path, enforcers)?;
+    if json {
+        output::print_json(&checked);
+    } else {
+        print!("{checked}");
+    }
+    Ok(())
+}
+
+fn checked(path: &Path, enforcers: &[String]) -> Result<output::Checked, Failure> {
+    let file = path.display().to_string();
     if let Ok(policy::AnyScenario::Hosts(scenario)) =
         policy::load_any_scenario(path, &lab::enforcer_names())
     {
@@ -706,15 +809,22 @@ fn check(path: &Path, enforcers: &[String]) -> Result<(), Failure> {
                     .map_err(|e| Failure::input(format!("host {}: {e}", host.name)))?;
             }
         }
-        println!(
-            "{}: {} hosts, {} VMs, {} VM-to-VM traffic; enforcers {} build on every host (nicsched explain prints the ideal)",
-            path.display(),
-            scenario.hosts.len(),
-            scenario.vms().len(),
-            scenario.traffic.len(),
-            names.join(", ")
-        );
-        return Ok(());
+        return Ok(output::Checked {
+            file,
+            across_hosts: true,
+            subject: output::CheckedSubject::Hosts {
+                hosts: scenario.hosts.len(),
+                vms: scenario.vms().len(),
+                traffic: scenario.traffic.len(),
+            },
+            enforcers: names
+                .iter()
+                .map(|name| output::CheckedEnforcer {
+                    name: name.clone(),
+                    approximation: None,
+                })
+                .collect(),
+        });
     }
     let enforcers = &expand_all(enforcers, true)[..];
     let policy = load_policy_or_scenario(path)?;
@@ -727,78 +837,89 @@ fn check(path: &Path, enforcers: &[String]) -> Result<(), Failure> {
     if enforcers.iter().any(|name| name == LAB_ONLY_ENFORCER) {
         lab::htb_limits(&policy).map_err(|e| htb_refusal(&path.display(), e))?;
     }
-    println!(
-        "{}: ok: {} tenant(s), {} app(s), link {} with {} Tx queues",
-        path.display(),
-        policy.tenants.len(),
-        policy.apps.len(),
-        policy::format_rate(policy.link.rate_bps as f64),
-        policy.link.queues
-    );
+    let mut checked = Vec::new();
     for name in enforcers {
-        if name == LAB_ONLY_ENFORCER {
-            println!("\nenforcer {name}:");
-            println!(
-                "  exact:       the whole policy, by the kernel's HTB (lab only; `nicsched tc FILE --dev DEV` prints the script)"
-            );
-            for t in policy.tenants.iter().filter(|t| t.match_src.is_none()) {
-                println!(
-                    "  approximate: {}: no match.src, so u32 filters cannot single its traffic out on a real host (the lab gives it an address of its own)",
-                    t.name
-                );
+        let approximation = if name == LAB_ONLY_ENFORCER {
+            sched::Approximation {
+                exact: vec![
+                    "the whole policy, by the kernel's HTB (lab only; `nicsched tc FILE --dev DEV` prints the script)".to_string(),
+                ],
+                approximate: policy
+                    .tenants
+                    .iter()
+                    .filter(|t| t.match_src.is_none())
+                    .map(|t| format!(
+                        "{}: no match.src, so u32 filters cannot single its traffic out on a real host (the lab gives it an address of its own)",
+                        t.name
+                    ))
+                    .collect(),
+                ..sched::Approximation::default()
             }
-            continue;
+        } else {
+            sched::approximation(name, &policy).map_err(|e| Failure::input(e.to_string()))?
+        };
+        checked.push(output::CheckedEnforcer {
+            name: name.clone(),
+            approximation: Some(approximation),
+        });
+    }
+    Ok(output::Checked {
+        file,
+        across_hosts: false,
+        subject: output::CheckedSubject::OneHost {
+            tenants: policy.tenants.len(),
+            apps: policy.apps.len(),
+            link_rate_bps: policy.link.rate_bps,
+            queues: policy.link.queues,
+        },
+        enforcers: checked,
+    })
+}
+
+fn explain(path: &Path, active: Option<&str>, json: bool) -> Result<(), Failure> {
+    let explained = match policy::load_any_scenario(path, &lab::enforcer_names()) {
+        Ok(policy::AnyScenario::Hosts(scenario)) => {
+            // The rpc path of the simulator's host model bounds a closed-loop rpc's
+            // demand, as in the figures of `nicsched sim`.
+            let asked = report::hosts_asked_bps(&scenario, &sim::HostModel::default().path);
+            output::Explained {
+                file: path.display().to_string(),
+                across_hosts: true,
+                explanation: output::Explanation::Hosts(policy::explain_hosts(&scenario, &asked)),
+            }
         }
-        let approximation =
-            sched::approximation(name, &policy).map_err(|e| Failure::input(e.to_string()))?;
-        println!("\nenforcer {name}:");
-        for line in &approximation.exact {
-            println!("  exact:       {line}");
-        }
-        for line in &approximation.approximate {
-            println!("  approximate: {line}");
-        }
-        for line in &approximation.ignored {
-            println!("  not enforced: {line}");
-        }
-        if let Some(error) = approximation.share_error_max {
-            println!(
-                "  worst-case tenant share error with every tenant backlogged: {:.2}%",
-                error * 100.0
-            );
-        }
+        _ => output::Explained {
+            file: path.display().to_string(),
+            across_hosts: false,
+            explanation: output::Explanation::OneHost(explanation(path, active)?),
+        },
+    };
+    if json {
+        output::print_json(&explained);
+    } else {
+        print!("{explained}");
     }
     Ok(())
 }
 
-fn explain(path: &Path, active: Option<&str>) -> Result<(), Failure> {
-    if let Ok(policy::AnyScenario::Hosts(scenario)) =
-        policy::load_any_scenario(path, &lab::enforcer_names())
-    {
-        // The rpc path of the simulator's host model bounds a closed-loop rpc's
-        // demand, as in the figures of `nicsched sim`.
-        let asked = report::hosts_asked_bps(&scenario, &sim::HostModel::default().path);
-        print!("{}", policy::explain_hosts(&scenario, &asked));
-        return Ok(());
-    }
+/// The explanation of a one-host policy or scenario.
+fn explanation(path: &Path, active: Option<&str>) -> Result<policy::Explanation, Failure> {
     if active.is_none() && looks_like_scenario(path) {
         let scenario = policy::load_scenario(path, &lab::enforcer_names())?;
-        print!("{}", explain_scenario(&scenario));
-        return Ok(());
+        return Ok(explain_scenario(&scenario));
     }
     let policy = load_policy_or_scenario(path)?;
     let demands = match active {
         Some(list) => policy::parse_active(&policy, list)?,
         None => policy.apps.iter().map(|_| vec![f64::INFINITY]).collect(),
     };
-    print!("{}", policy::explain(&policy, &demands));
-    Ok(())
+    Ok(policy::explain(&policy, &demands))
 }
 
 /// The ideal of each phase of a one-host scenario: from each time a traffic
 /// starts or stops, every running traffic's flows at what they ask, as the
 /// figures of `nicsched sim` count it.
-fn explain_scenario(scenario: &Scenario) -> String {
+fn explain_scenario(scenario: &Scenario) -> policy::Explanation {
     let asked = report::measure::asked_demands_bps(scenario, &sim::HostModel::default().path);
     let mut times: Vec<u64> = scenario
         .traffic
@@ -830,13 +951,14 @@ fn simulate(
     enforcers: &[String],
     out: Option<PathBuf>,
     seed: Option<u64>,
-    quiet: bool,
+    printing: Printing,
 ) -> Result<(), Failure> {
+    let quiet = printing.quiet;
     let enforcers = &expand_all(enforcers, false)[..];
     let mut scenario: Scenario = match load_scenario_to_run(path)? {
         policy::AnyScenario::OneHost(scenario) => scenario,
         policy::AnyScenario::Hosts(scenario) => {
-            return simulate_hosts(path, scenario, enforcers, out, seed, quiet);
+            return simulate_hosts(path, scenario, enforcers, out, seed, printing);
         }
     };
     if let Some(seed) = seed {
@@ -950,7 +1072,15 @@ fn simulate(
         }
         runs.push((summary, dir));
     }
-    finish(out, &scenario.name, runs, &provenance)
+    finish(out, &scenario.name, runs, &provenance, printing.json)
+}
+
+/// How a command run reports: progress bars and notes on stderr unless `quiet`;
+/// on stdout the table, or with `json` one JSON document.
+#[derive(Clone, Copy)]
+struct Printing {
+    quiet: bool,
+    json: bool,
 }
 
 /// `nicsched sim` on a scenario across hosts (hosts.md): one run per enforcer,
@@ -962,8 +1092,9 @@ fn simulate_hosts(
     enforcers: &[String],
     out: Option<PathBuf>,
     seed: Option<u64>,
-    quiet: bool,
+    printing: Printing,
 ) -> Result<(), Failure> {
+    let quiet = printing.quiet;
     if let Some(seed) = seed {
         scenario.seed = seed;
     }
@@ -993,6 +1124,7 @@ fn simulate_hosts(
     .progress_chars("=> ");
     let mut failed = Vec::new();
     let mut table = Vec::new();
+    let mut summaries = Vec::new();
     for name in &enforcers {
         let bar = ProgressBar::new(scenario.duration_ns / 1_000_000);
         if quiet {
@@ -1012,9 +1144,9 @@ fn simulate_hosts(
             rows,
             provenance: provenance.clone(),
         };
-        run.write(&out, name, &mut table, &mut failed)?;
+        summaries.push(run.write(&out, name, &mut table, &mut failed)?);
     }
-    finish_hosts(out, &provenance, &table, &failed)
+    finish_hosts(out, &provenance, &table, &failed, &summaries, printing.json)
 }
 
 /// One run across hosts, simulated or in the lab, with what it is written with.
@@ -1025,22 +1157,24 @@ struct HostsRunOut {
 }
 
 impl HostsRunOut {
-    /// Writes summary.json and timeseries.csv under the enforcer's folder, and adds
-    /// its flows to `table` and its failed checks to `failed`.
+    /// Writes summary.json and timeseries.csv under the enforcer's folder, adds
+    /// its flows to `table` and its failed checks (`ENFORCER/CHECK`, detail) to
+    /// `failed`, and returns what
+    /// summary.json holds.
     fn write(
         self,
         out: &report::OutDir,
         name: &str,
         table: &mut Vec<Vec<String>>,
-        failed: &mut Vec<String>,
-    ) -> Result<(), Failure> {
+        failed: &mut Vec<(String, String)>,
+    ) -> Result<serde_json::Value, Failure> {
         let HostsRunOut {
             summary,
             rows,
             provenance,
         } = self;
         let dir = out.staging().join(name);
-        let write = || -> std::io::Result<()> {
+        let write = || -> std::io::Result<serde_json::Value> {
             std::fs::create_dir_all(&dir)?;
             let mut json = serde_json::to_value(&summary).map_err(std::io::Error::other)?;
             json["provenance"] =
@@ -1056,9 +1190,10 @@ impl HostsRunOut {
                     r.time_s, r.host, r.tenant, r.app, r.flow, r.throughput_bps, r.ideal_bps
                 );
             }
-            std::fs::write(dir.join("timeseries.csv"), csv)
+            std::fs::write(dir.join("timeseries.csv"), csv)?;
+            Ok(json)
         };
-        write().map_err(|e| unwritten(out.target(), e))?;
+        let json = write().map_err(|e| unwritten(out.target(), e))?;
         for flow in &summary.flows {
             table.push(vec![
                 name.to_string(),
@@ -1074,39 +1209,53 @@ impl HostsRunOut {
                 .checks
                 .iter()
                 .filter(|c| !c.ok)
-                .map(|c| format!("{name}/{}: {}", c.name, c.detail)),
+                .map(|c| (format!("{name}/{}", c.name), c.detail.clone())),
         );
-        Ok(())
+        Ok(json)
     }
 }
 
-/// Moves the runs across hosts into `--out`, prints their table with every failed
-/// self-check beneath it, and fails with status 3 when one did.
+/// Moves the runs across hosts into `--out`, prints their table (or with `json`
+/// their `summaries`) with every failed self-check beneath it, and fails with
+/// status 3 when one did.
 fn finish_hosts(
     out: report::OutDir,
     provenance: &report::Provenance,
     table: &[Vec<String>],
-    failed: &[String],
+    failed: &[(String, String)],
+    summaries: &[serde_json::Value],
+    json: bool,
 ) -> Result<(), Failure> {
     let target = out.target().to_path_buf();
     let out = out.commit(provenance).map_err(|e| unwritten(&target, e))?;
-    let header: Vec<String> = [
-        "enforcer",
-        "flow",
-        "VMs",
-        "throughput",
-        "ideal",
-        "rel_error",
-    ]
-    .map(String::from)
-    .to_vec();
-    println!("{}", report::aligned_table(&header, table, 3, false));
-    println!("results: {}", out.display());
+    if json {
+        let failed_checks: Vec<String> = failed.iter().map(|(check, _)| check.clone()).collect();
+        output::print_json(&output::Ran {
+            results: out.display().to_string(),
+            report: None,
+            across_hosts: true,
+            runs: summaries,
+            failed_checks: &failed_checks,
+        });
+    } else {
+        let header: Vec<String> = [
+            "enforcer",
+            "flow",
+            "VMs",
+            "throughput",
+            "ideal",
+            "rel_error",
+        ]
+        .map(String::from)
+        .to_vec();
+        println!("{}", report::aligned_table(&header, table, 3, false));
+        println!("results: {}", out.display());
+    }
     if failed.is_empty() {
         Ok(())
     } else {
-        for f in failed {
-            eprintln!("check failed: {f}");
+        for (check, detail) in failed {
+            eprintln!("check failed: {check}: {detail}");
         }
         Err(Failure {
             message: "self-checks failed: the figures of those runs are flagged, not vouched for"
@@ -1162,17 +1311,12 @@ fn finish(
     scenario: &str,
     runs: Vec<(report::Summary, PathBuf)>,
     provenance: &report::Provenance,
+    json: bool,
 ) -> Result<(), Failure> {
     report::write_html(out.staging(), scenario, &runs).map_err(|e| unwritten(out.target(), e))?;
     let target = out.target().to_path_buf();
     let out = out.commit(provenance).map_err(|e| unwritten(&target, e))?;
     let summaries: Vec<report::Summary> = runs.into_iter().map(|(s, _)| s).collect();
-    println!("{}", report::comparison_table(&summaries));
-    println!(
-        "results: {}  report: {}",
-        out.display(),
-        out.join(report::REPORT_HTML).display()
-    );
     let failed: Vec<String> = summaries
         .iter()
         .flat_map(|s| {
@@ -1180,6 +1324,22 @@ fn finish(
                 .map(|c| format!("{}/{}", s.enforcer, c.name))
         })
         .collect();
+    if json {
+        output::print_json(&output::Ran {
+            results: out.display().to_string(),
+            report: Some(out.join(report::REPORT_HTML).display().to_string()),
+            across_hosts: false,
+            runs: &summaries,
+            failed_checks: &failed,
+        });
+    } else {
+        println!("{}", report::comparison_table(&summaries));
+        println!(
+            "results: {}  report: {}",
+            out.display(),
+            out.join(report::REPORT_HTML).display()
+        );
+    }
     if failed.is_empty() {
         Ok(())
     } else {
@@ -1261,9 +1421,10 @@ fn run_lab(
     out: Option<PathBuf>,
     link_rate: Option<u64>,
     options: lab::LabOptions,
-    quiet: bool,
+    printing: Printing,
     live: LiveAsked,
 ) -> Result<(), Failure> {
+    let quiet = printing.quiet;
     lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
     let scenario: Scenario = match load_scenario_to_run(path)? {
         policy::AnyScenario::OneHost(scenario) => scenario,
@@ -1274,7 +1435,7 @@ fn run_lab(
                     path.display()
                 )));
             }
-            return lab_hosts(path, scenario, enforcers, out, link_rate, options, quiet);
+            return lab_hosts(path, scenario, enforcers, out, link_rate, options, printing);
         }
     };
     let link_rate_bps =
@@ -1336,7 +1497,7 @@ fn run_lab(
         let summary = report::write_run(&dir, &record).map_err(|e| unwritten(out.target(), e))?;
         runs.push((summary, dir));
     }
-    finish(out, &scenario.name, runs, &provenance)
+    finish(out, &scenario.name, runs, &provenance, printing.json)
 }
 
 /// The fastest host link of a lab run across hosts unless `--link-rate` says
@@ -1355,8 +1516,9 @@ fn lab_hosts(
     out: Option<PathBuf>,
     link_rate: Option<u64>,
     options: lab::LabOptions,
-    quiet: bool,
+    printing: Printing,
 ) -> Result<(), Failure> {
+    let quiet = printing.quiet;
     let fastest = scenario.fastest_link_bps();
     let link_rate_bps = link_rate.unwrap_or_else(|| fastest.min(LAB_HOSTS_LINK_RATE_BPS_DEFAULT));
     let scenario = lab::hosts::scaled_to_link_rate(&scenario, link_rate_bps);
@@ -1395,6 +1557,7 @@ fn lab_hosts(
     let _signals = lab::StopSignals::install();
     let mut table = Vec::new();
     let mut failed = Vec::new();
+    let mut summaries = Vec::new();
     for name in &enforcers {
         if lab::interrupted() {
             return Err(Failure::lab(name, lab::LabError::Interrupted));
@@ -1416,9 +1579,9 @@ fn lab_hosts(
                 ..provenance.clone()
             },
         };
-        run.write(&out, name, &mut table, &mut failed)?;
+        summaries.push(run.write(&out, name, &mut table, &mut failed)?);
     }
-    finish_hosts(out, &provenance, &table, &failed)
+    finish_hosts(out, &provenance, &table, &failed, &summaries, printing.json)
 }
 
 /// `nicsched lab --cleanup`: exits 1 if anything could not be removed.

@@ -72,7 +72,7 @@ fn enforcers_lists_every_name_as_text_and_as_json() {
     let out = nicsched(&["enforcers", "--json"]);
     assert!(out.status.success());
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let rows = json.as_array().unwrap();
+    let rows = json["enforcers"].as_array().unwrap();
     let listed: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(listed, names);
     for (row, info) in rows.iter().zip(sched::ENFORCERS) {

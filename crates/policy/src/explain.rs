@@ -3,7 +3,8 @@
 
 use crate::limits::EXPLAIN_FLOWS_MAX;
 use crate::units::{format_rate, format_size};
-use crate::{App, Policy, PolicyError, Proto, SplitBy, Tenant, TenantId, ideal_allocation};
+use crate::{App, AppId, Policy, PolicyError, Proto, SplitBy, TenantId, ideal_allocation};
+use serde::Serialize;
 
 /// Reads `t1,t2/kvs,t3/batch*4` into per-app flow demands: a tenant alone makes each
 /// of its apps backlogged with one flow, `/app` names one app, `*N` gives N
@@ -121,13 +122,206 @@ fn core_ranges(cores: &[u16]) -> String {
         .join(",")
 }
 
-fn tenant_details(policy: &Policy, tenant: &Tenant) -> String {
+/// What `nicsched explain` says about a policy: its class tree, then the ideal
+/// allocation of each phase. The terminal text is its `Display`, `--json` its
+/// serialisation, so the two never disagree.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Explanation {
+    pub link: LinkClass,
+    pub tenants: Vec<TenantClass>,
+    pub phases: Vec<PhaseIdeal>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LinkClass {
+    pub rate_bps: u64,
+    pub queues: u16,
+    pub mtu_bytes: u32,
+    pub host_cores: u16,
+    pub buffer_bytes: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TenantClass {
+    pub name: String,
+    pub weight: u32,
+    pub priority: u8,
+    pub min_rate_bps: Option<u64>,
+    pub max_rate_bps: Option<u64>,
+    pub cores: Vec<u16>,
+    pub buffer_bytes: Option<u64>,
+    /// `ADDRESS/PREFIX`.
+    pub match_src: Option<String>,
+    pub match_port: Option<String>,
+    pub apps: Vec<AppClass>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AppClass {
+    pub name: String,
+    pub weight: u32,
+    pub priority: u8,
+    pub min_rate_bps: Option<u64>,
+    pub max_rate_bps: Option<u64>,
+    /// `tcp` or `udp`.
+    pub match_proto: Option<&'static str>,
+    pub match_ports: Vec<u16>,
+    pub split: Option<SplitClass>,
+    /// Made by the parser to catch what no app of the tenant matches.
+    pub implicit: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct SplitClass {
+    /// `destination` or `flow`.
+    pub by: &'static str,
+    pub max_rate_bps: u64,
+}
+
+/// The ideal allocation for one set of demands.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseIdeal {
+    /// When the phase starts in the scenario; `None` for demands named with `--active`.
+    pub from_s: Option<f64>,
+    pub total_bps: f64,
+    pub tenants: Vec<TenantIdeal>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TenantIdeal {
+    pub name: String,
+    pub ideal_bps: f64,
+    /// Backlogged flows of its apps together.
+    pub flows: usize,
+    pub apps: Vec<AppIdeal>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AppIdeal {
+    pub name: String,
+    pub ideal_bps: f64,
+    pub flows: usize,
+}
+
+/// The class tree of `policy`, then its ideal allocation for the given demands.
+pub fn explain(policy: &Policy, app_flow_demands_bps: &[Vec<f64>]) -> Explanation {
+    Explanation {
+        link: link_class(policy),
+        tenants: tenant_classes(policy),
+        phases: vec![phase_ideal(policy, None, app_flow_demands_bps)],
+    }
+}
+
+/// The class tree of `policy`, then its ideal allocation in each phase of a
+/// scenario: from each start time, for the demands of the traffic running then.
+pub fn explain_phases(policy: &Policy, phases: &[(u64, Vec<Vec<f64>>)]) -> Explanation {
+    Explanation {
+        link: link_class(policy),
+        tenants: tenant_classes(policy),
+        phases: phases
+            .iter()
+            .map(|(from_ns, demands)| phase_ideal(policy, Some(*from_ns), demands))
+            .collect(),
+    }
+}
+
+fn link_class(policy: &Policy) -> LinkClass {
+    LinkClass {
+        rate_bps: policy.link.rate_bps,
+        queues: policy.link.queues,
+        mtu_bytes: policy.link.mtu_bytes,
+        host_cores: policy.host_cores,
+        buffer_bytes: policy.buffer_bytes,
+    }
+}
+
+fn tenant_classes(policy: &Policy) -> Vec<TenantClass> {
+    policy
+        .tenants
+        .iter()
+        .map(|tenant| TenantClass {
+            name: tenant.name.clone(),
+            weight: tenant.weight,
+            priority: tenant.priority,
+            min_rate_bps: tenant.min_rate_bps,
+            max_rate_bps: tenant.max_rate_bps,
+            cores: tenant.cores.clone(),
+            buffer_bytes: tenant.buffer_bytes,
+            match_src: tenant
+                .match_src
+                .map(|src| format!("{}/{}", src.addr, src.prefix_len)),
+            match_port: tenant.match_port.clone(),
+            apps: tenant
+                .apps
+                .iter()
+                .map(|&a| app_class(policy.app(a)))
+                .collect(),
+        })
+        .collect()
+}
+
+fn app_class(app: &App) -> AppClass {
+    AppClass {
+        name: app.name.clone(),
+        weight: app.weight,
+        priority: app.priority,
+        min_rate_bps: app.min_rate_bps,
+        max_rate_bps: app.max_rate_bps,
+        match_proto: app.match_proto.map(|proto| match proto {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        }),
+        match_ports: app.match_ports.clone(),
+        split: app.split.map(|split| SplitClass {
+            by: match split.by {
+                SplitBy::Destination => "destination",
+                SplitBy::Flow => "flow",
+            },
+            max_rate_bps: split.max_rate_bps,
+        }),
+        implicit: app.implicit,
+    }
+}
+
+fn phase_ideal(
+    policy: &Policy,
+    from_ns: Option<u64>,
+    app_flow_demands_bps: &[Vec<f64>],
+) -> PhaseIdeal {
+    let allocation = ideal_allocation(policy, app_flow_demands_bps);
+    let flows_of = |app: AppId| app_flow_demands_bps.get(app.index()).map_or(0, Vec::len);
+    PhaseIdeal {
+        from_s: from_ns.map(|ns| ns as f64 / 1e9),
+        total_bps: allocation.tenant_bps.iter().sum(),
+        tenants: policy
+            .tenants
+            .iter()
+            .enumerate()
+            .map(|(t, tenant)| TenantIdeal {
+                name: tenant.name.clone(),
+                ideal_bps: allocation.tenant_bps[t],
+                flows: tenant.apps.iter().map(|&a| flows_of(a)).sum(),
+                apps: tenant
+                    .apps
+                    .iter()
+                    .map(|&a| AppIdeal {
+                        name: policy.app(a).name.clone(),
+                        ideal_bps: allocation.app_bps[a.index()],
+                        flows: flows_of(a),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn tenant_details(link: &LinkClass, tenant: &TenantClass) -> String {
     let mut text = format!(
         "weight {:>3}  prio {}  {}  cores {}",
         tenant.weight,
         tenant.priority,
         limits(tenant.min_rate_bps, tenant.max_rate_bps),
-        if tenant.cores.len() == usize::from(policy.host_cores) {
+        if tenant.cores.len() == usize::from(link.host_cores) {
             "all".to_owned()
         } else {
             core_ranges(&tenant.cores)
@@ -137,7 +331,7 @@ fn tenant_details(policy: &Policy, tenant: &Tenant) -> String {
         text += &format!("  buffer {}", format_size(buffer));
     }
     if let Some(src) = &tenant.match_src {
-        text += &format!("  match src {}/{}", src.addr, src.prefix_len);
+        text += &format!("  match src {src}");
     }
     if let Some(port) = &tenant.match_port {
         text += &format!("  match port {port}");
@@ -145,7 +339,7 @@ fn tenant_details(policy: &Policy, tenant: &Tenant) -> String {
     text
 }
 
-fn app_details(app: &App) -> String {
+fn app_details(app: &AppClass) -> String {
     let mut text = format!(
         "weight {:>3}  prio {}  {}",
         app.weight,
@@ -153,22 +347,16 @@ fn app_details(app: &App) -> String {
         limits(app.min_rate_bps, app.max_rate_bps)
     );
     if let Some(proto) = app.match_proto {
-        text += match proto {
-            Proto::Tcp => "  match tcp",
-            Proto::Udp => "  match udp",
-        };
+        text += &format!("  match {proto}");
     }
     if !app.match_ports.is_empty() {
         let ports: Vec<String> = app.match_ports.iter().map(u16::to_string).collect();
         text += &format!(" ports {}", ports.join(","));
     }
     if let Some(split) = app.split {
-        let by = match split.by {
-            SplitBy::Destination => "destination",
-            SplitBy::Flow => "flow",
-        };
         text += &format!(
-            "  split by {by}, each <= {}",
+            "  split by {}, each <= {}",
+            split.by,
             format_rate(split.max_rate_bps as f64)
         );
     }
@@ -186,124 +374,119 @@ fn flows_label(flows: usize) -> String {
     }
 }
 
-/// The class tree of `policy`, then its ideal allocation for the given demands.
-pub fn explain(policy: &Policy, app_flow_demands_bps: &[Vec<f64>]) -> String {
-    let mut out = class_tree(policy);
-    out += &allocation_text(policy, app_flow_demands_bps, "ideal allocation");
-    out
-}
-
-/// The class tree of `policy`, then its ideal allocation in each phase of a
-/// scenario: from each start time, for the demands of the traffic running then.
-pub fn explain_phases(policy: &Policy, phases: &[(u64, Vec<Vec<f64>>)]) -> String {
-    let mut out = class_tree(policy);
-    for (from_ns, demands) in phases {
-        out += &allocation_text(
-            policy,
-            demands,
-            &format!("from {}: ideal allocation", crate::format_time(*from_ns)),
-        );
+/// Tree glyphs: the branch to item `i` of `count`, and the rail beneath it.
+fn branch(i: usize, count: usize) -> (&'static str, &'static str) {
+    if i + 1 == count {
+        ("└─ ", "   ")
+    } else {
+        ("├─ ", "│  ")
     }
-    out
 }
 
-/// Labels are padded to one width so that the details line up as columns.
-fn label_width(policy: &Policy) -> usize {
-    policy
-        .tenants
-        .iter()
-        .map(|t| t.name.len() + 3)
-        .chain(policy.apps.iter().map(|a| a.name.len() + 6))
-        .max()
-        .unwrap_or(0)
-}
-
-fn class_tree(policy: &Policy) -> String {
-    let link = &policy.link;
-    let mut out = format!(
-        "link {}  queues {}  mtu {}  cores {}",
-        format_rate(link.rate_bps as f64),
-        link.queues,
-        format_size(u64::from(link.mtu_bytes)),
-        policy.host_cores
-    );
-    if let Some(buffer) = policy.buffer_bytes {
-        out += &format!("  buffer {}", format_size(buffer));
-    }
-    out.push('\n');
-
-    let label_width = label_width(policy);
-    let last_tenant = policy.tenants.len().saturating_sub(1);
-    for (t, tenant) in policy.tenants.iter().enumerate() {
-        let (glyph, rail) = if t == last_tenant {
-            ("└─ ", "   ")
-        } else {
-            ("├─ ", "│  ")
-        };
-        let label = format!("{glyph}{}", tenant.name);
-        out += &format!(
-            "{label:<label_width$}  {}\n",
-            tenant_details(policy, tenant)
-        );
-        let last_app = tenant.apps.len().saturating_sub(1);
-        for (i, &app) in tenant.apps.iter().enumerate() {
-            let app = policy.app(app);
-            let app_glyph = if i == last_app { "└─ " } else { "├─ " };
-            let label = format!("{rail}{app_glyph}{}", app.name);
-            out += &format!("{label:<label_width$}  {}\n", app_details(app));
-        }
-    }
-    out
-}
-
-fn allocation_text(policy: &Policy, app_flow_demands_bps: &[Vec<f64>], heading: &str) -> String {
-    let link = &policy.link;
-    let label_width = label_width(policy);
-    let last_tenant = policy.tenants.len().saturating_sub(1);
-    let mut out = String::new();
-    let allocation = ideal_allocation(policy, app_flow_demands_bps);
-    let link_bps = link.rate_bps as f64;
-    let share = |bps: f64| 100.0 * bps / link_bps;
-    let total: f64 = allocation.tenant_bps.iter().sum();
-    out += &format!(
-        "\n{heading}: {} of {} ({:.1}%)\n",
-        format_rate(total),
-        format_rate(link_bps),
-        share(total)
-    );
-    let demands_of = |i: usize| app_flow_demands_bps.get(i).map_or(&[][..], |d| &d[..]);
-    for (t, tenant) in policy.tenants.iter().enumerate() {
-        let (glyph, rail) = if t == last_tenant {
-            ("└─ ", "   ")
-        } else {
-            ("├─ ", "│  ")
-        };
-        let flows: usize = tenant
-            .apps
+impl Explanation {
+    /// Labels are padded to one width so that the details line up as columns.
+    fn label_width(&self) -> usize {
+        self.tenants
             .iter()
-            .map(|a| demands_of(a.index()).len())
-            .sum();
-        let label = format!("{glyph}{}", tenant.name);
-        out += &format!(
-            "{label:<label_width$}  {:>10}  {:>5.1}%  {}\n",
-            format_rate(allocation.tenant_bps[t]),
-            share(allocation.tenant_bps[t]),
-            flows_label(flows)
-        );
-        let last_app = tenant.apps.len().saturating_sub(1);
-        for (i, &app) in tenant.apps.iter().enumerate() {
-            let app_glyph = if i == last_app { "└─ " } else { "├─ " };
-            let label = format!("{rail}{app_glyph}{}", policy.app(app).name);
-            let bps = allocation.app_bps[app.index()];
-            out += &format!(
-                "{label:<label_width$}  {:>10}  {:>5.1}%  {}\n",
-                format_rate(bps),
-                share(bps),
-                flows_label(demands_of(app.index()).len())
-            );
-        }
+            .map(|t| t.name.len() + 3)
+            .chain(
+                self.tenants
+                    .iter()
+                    .flat_map(|t| &t.apps)
+                    .map(|a| a.name.len() + 6),
+            )
+            .max()
+            .unwrap_or(0)
     }
-    out
+
+    fn class_tree(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let link = &self.link;
+        write!(
+            out,
+            "link {}  queues {}  mtu {}  cores {}",
+            format_rate(link.rate_bps as f64),
+            link.queues,
+            format_size(u64::from(link.mtu_bytes)),
+            link.host_cores
+        )?;
+        if let Some(buffer) = link.buffer_bytes {
+            write!(out, "  buffer {}", format_size(buffer))?;
+        }
+        writeln!(out)?;
+        let label_width = self.label_width();
+        for (t, tenant) in self.tenants.iter().enumerate() {
+            let (glyph, rail) = branch(t, self.tenants.len());
+            let label = format!("{glyph}{}", tenant.name);
+            writeln!(
+                out,
+                "{label:<label_width$}  {}",
+                tenant_details(link, tenant)
+            )?;
+            for (i, app) in tenant.apps.iter().enumerate() {
+                let (app_glyph, _) = branch(i, tenant.apps.len());
+                let label = format!("{rail}{app_glyph}{}", app.name);
+                writeln!(out, "{label:<label_width$}  {}", app_details(app))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn allocation(
+        &self,
+        phase: &PhaseIdeal,
+        out: &mut std::fmt::Formatter<'_>,
+    ) -> std::fmt::Result {
+        let label_width = self.label_width();
+        let link_bps = self.link.rate_bps as f64;
+        let share = |bps: f64| 100.0 * bps / link_bps;
+        let heading = match phase.from_s {
+            Some(from_s) => format!(
+                "from {}: ideal allocation",
+                crate::format_time((from_s * 1e9).round() as u64)
+            ),
+            None => "ideal allocation".to_owned(),
+        };
+        writeln!(
+            out,
+            "\n{heading}: {} of {} ({:.1}%)",
+            format_rate(phase.total_bps),
+            format_rate(link_bps),
+            share(phase.total_bps)
+        )?;
+        for (t, tenant) in phase.tenants.iter().enumerate() {
+            let (glyph, rail) = branch(t, phase.tenants.len());
+            let label = format!("{glyph}{}", tenant.name);
+            writeln!(
+                out,
+                "{label:<label_width$}  {:>10}  {:>5.1}%  {}",
+                format_rate(tenant.ideal_bps),
+                share(tenant.ideal_bps),
+                flows_label(tenant.flows)
+            )?;
+            for (i, app) in tenant.apps.iter().enumerate() {
+                let (app_glyph, _) = branch(i, tenant.apps.len());
+                let label = format!("{rail}{app_glyph}{}", app.name);
+                writeln!(
+                    out,
+                    "{label:<label_width$}  {:>10}  {:>5.1}%  {}",
+                    format_rate(app.ideal_bps),
+                    share(app.ideal_bps),
+                    flows_label(app.flows)
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Explanation {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.class_tree(out)?;
+        for phase in &self.phases {
+            self.allocation(phase, out)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -356,7 +539,7 @@ tenants:
     #[test]
     fn explains_tree_and_allocation() {
         let p = parse_policy(POLICY, "p.yaml").unwrap();
-        let text = explain(&p, &parse_active(&p, "web/batch*10,db").unwrap());
+        let text = explain(&p, &parse_active(&p, "web/batch*10,db").unwrap()).to_string();
         assert!(
             text.starts_with("link 10Gbit  queues 16  mtu 1500B  cores 3"),
             "{text}"

@@ -349,21 +349,34 @@ pub fn ideal_across_hosts(scenario: &HostsScenario, demand_bps: &[f64]) -> Vec<f
     rate
 }
 
-/// What `nicsched explain` prints for a scenario across hosts: the rule, the
-/// resources, and the ideal of every traffic in each phase (between starts and
-/// stops), with backlogged traffic wanting everything and open-loop traffic its rate.
-/// The rule and the ideal of each phase of `scenario`, each traffic asking
-/// `asked_bps` while it runs.
-pub fn explain_hosts(scenario: &HostsScenario, asked_bps: &[f64]) -> String {
-    use crate::format_rate;
-    let mut out = String::from(
-        "The ideal across hosts: every host link (out and in), the fabric and every app cap is a \
-         capacity; at each, VMs are the units (guarantees, then weights, each capped by its \
-         envelope there), a VM's share split equally among the VMs at the other ends of its \
-         flows, each part equally among their flows; a flow gets the least its \
-         capacities offer it, and a flow held below a capacity's offer by another leaves the \
-         rest to the others (work conserving).\n\n",
-    );
+/// What `nicsched explain` says about a scenario across hosts: the ideal of each
+/// flow in each phase of the scenario. The text is its `Display`, `--json` its
+/// serialisation.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct HostsExplanation {
+    pub phases: Vec<HostsPhaseIdeal>,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct HostsPhaseIdeal {
+    /// When the phase starts in the scenario.
+    pub from_s: f64,
+    /// The flows running in it.
+    pub flows: Vec<FlowIdeal>,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct FlowIdeal {
+    /// The traffic's name.
+    pub name: String,
+    /// Sending and receiving VM.
+    pub from: String,
+    pub to: String,
+    pub ideal_bps: f64,
+}
+
+/// The ideal across hosts in each phase of `scenario`, each traffic asking `asked_bps`.
+pub fn explain_hosts(scenario: &HostsScenario, asked_bps: &[f64]) -> HostsExplanation {
     let vm_name = |vm: Vm| scenario.tenant(vm).name.clone();
     let mut times: Vec<u64> = scenario
         .traffic
@@ -373,6 +386,7 @@ pub fn explain_hosts(scenario: &HostsScenario, asked_bps: &[f64]) -> String {
         .collect();
     times.sort_unstable();
     times.dedup();
+    let mut phases = Vec::new();
     for at in times {
         let demand: Vec<f64> = scenario
             .traffic
@@ -389,24 +403,57 @@ pub fn explain_hosts(scenario: &HostsScenario, asked_bps: &[f64]) -> String {
         if demand.iter().all(|&d| d == 0.0) {
             continue;
         }
-        out += &format!("from {}:\n", crate::format_time(at));
         let rates = ideal_across_hosts(scenario, &demand);
-        for (i, t) in scenario
+        let flows = scenario
             .traffic
             .iter()
             .enumerate()
             .filter(|&(i, _)| demand[i] > 0.0)
-        {
-            out += &format!(
-                "  {:<16} {:>6} -> {:<6} {:>12}\n",
-                t.traffic.name,
-                vm_name(t.from()),
-                vm_name(t.to),
-                format_rate(rates[i])
-            );
-        }
+            .map(|(i, t)| FlowIdeal {
+                name: t.traffic.name.clone(),
+                from: vm_name(t.from()),
+                to: vm_name(t.to),
+                ideal_bps: rates[i],
+            })
+            .collect();
+        phases.push(HostsPhaseIdeal {
+            from_s: at as f64 / 1e9,
+            flows,
+        });
     }
-    out
+    HostsExplanation { phases }
+}
+
+impl std::fmt::Display for HostsExplanation {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::format_rate;
+        out.write_str(
+            "The ideal across hosts: every host link (out and in), the fabric and every app cap is a \
+             capacity; at each, VMs are the units (guarantees, then weights, each capped by its \
+             envelope there), a VM's share split equally among the VMs at the other ends of its \
+             flows, each part equally among their flows; a flow gets the least its \
+             capacities offer it, and a flow held below a capacity's offer by another leaves the \
+             rest to the others (work conserving).\n\n",
+        )?;
+        for phase in &self.phases {
+            writeln!(
+                out,
+                "from {}:",
+                crate::format_time((phase.from_s * 1e9).round() as u64)
+            )?;
+            for flow in &phase.flows {
+                writeln!(
+                    out,
+                    "  {:<16} {:>6} -> {:<6} {:>12}",
+                    flow.name,
+                    flow.from,
+                    flow.to,
+                    format_rate(flow.ideal_bps)
+                )?;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -18,11 +18,15 @@ mod units;
 pub mod wire;
 
 pub use error::PolicyError;
-pub use explain::{explain, explain_phases, parse_active};
+pub use explain::{
+    AppClass, AppIdeal, Explanation, LinkClass, PhaseIdeal, SplitClass, TenantClass, TenantIdeal,
+    explain, explain_phases, parse_active,
+};
 pub use hosts::*;
 pub use ideal::{Allocation, ideal_allocation};
 pub use ideal_hosts::{
-    Resource, ResourceKind, Unit, explain_hosts, ideal_across_hosts, offers, resources,
+    FlowIdeal, HostsExplanation, HostsPhaseIdeal, Resource, ResourceKind, Unit, explain_hosts,
+    ideal_across_hosts, offers, resources,
 };
 pub use model::*;
 pub use parse::{

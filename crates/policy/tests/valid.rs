@@ -194,7 +194,7 @@ fn load_from_a_file() {
 #[test]
 fn the_explanation_of_the_example() {
     let p = parse_policy(EXAMPLE, "example.yaml").unwrap();
-    let text = explain(&p, &parse_active(&p, "web").unwrap());
+    let text = explain(&p, &parse_active(&p, "web").unwrap()).to_string();
     // kvs (priority 0) takes all of web's 6Gbit cap.
     assert!(text.contains("6Gbit"), "{text}");
     assert!(text.contains("60.0%"), "{text}");

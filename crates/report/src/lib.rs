@@ -19,8 +19,10 @@
 //!   (`comparison_table`) and as a self-contained report.html (`write_html`);
 //! - `compare`: runs of one scenario from any world (sim, lab) side by side, read
 //!   back from their summary.json (`load_summaries`, `side_by_side`), from complete
-//!   runs only.
+//!   runs only; `baseline`: runs against a baseline's, figure by figure, with the
+//!   figures that got worse beyond a threshold (`against_baseline`).
 
+mod baseline;
 mod checks;
 mod compare;
 mod figures;
@@ -33,6 +35,10 @@ mod record;
 mod summary;
 mod table;
 
+pub use baseline::{
+    BaselineComparison, FigureDelta, FigureKind, OneSided, RunDelta, RunKey, THRESHOLD_DEFAULT,
+    Thresholds, against_baseline,
+};
 pub use checks::{
     Check, EngineLedger, OfferedLoad, Provenance, TenantLedger, conservation, engine_conservation,
     meter_against_link, offered_demand, rate_text,

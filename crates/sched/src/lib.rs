@@ -94,10 +94,12 @@ pub trait Enforcer {
 
 /// How an enforcer renders a policy: what it expresses exactly, what only
 /// approximately (with the worst-case error), and what not at all.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Approximation {
     pub exact: Vec<String>,
     pub approximate: Vec<String>,
+    /// `not enforced` in `nicsched check`'s text, and so in its JSON.
+    #[serde(rename = "not_enforced")]
     pub ignored: Vec<String>,
     /// Worst-case relative error of a tenant's share when every tenant is backlogged.
     pub share_error_max: Option<f64>,

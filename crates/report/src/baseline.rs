@@ -1,0 +1,506 @@
+//! Runs against a baseline, as criterion compares a benchmark with its saved
+//! baseline: `nicsched compare NEW... --baseline OLD` matches runs by scenario,
+//! enforcer and mode, gives the delta of every figure, and calls a figure regressed
+//! when it got worse by more than its threshold. Worse has a direction per figure:
+//! Jain's index down, relative error up, utilization down, a tenant's throughput
+//! further from its ideal, a latency p99 up, drops up.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::summary::Summary;
+
+/// The kinds of figure a threshold is set for; each says how "worse" is measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FigureKind {
+    /// `fairness.jain_mean`, `fairness.jain_min`: down, relative to the baseline.
+    Jain,
+    /// `fairness.rel_error_mean`, `fairness.rel_error_max`: up, in fractions of the
+    /// ideal (absolute: the figures are themselves relative).
+    RelError,
+    /// `utilization`: down, in fractions of the link (absolute).
+    Utilization,
+    /// `tenants.NAME.throughput_bps`: its distance from the tenant's ideal,
+    /// |got − ideal| / ideal, up (absolute, in fractions of the ideal).
+    Throughput,
+    /// `latency.NAME.p99_us`: up, relative to the baseline (at least 1 µs).
+    P99,
+    /// `drops`: up, relative to the baseline (at least 1 packet).
+    Drops,
+}
+
+impl FigureKind {
+    pub const ALL: [FigureKind; 6] = [
+        FigureKind::Jain,
+        FigureKind::RelError,
+        FigureKind::Utilization,
+        FigureKind::Throughput,
+        FigureKind::P99,
+        FigureKind::Drops,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FigureKind::Jain => "jain",
+            FigureKind::RelError => "rel_error",
+            FigureKind::Utilization => "utilization",
+            FigureKind::Throughput => "throughput",
+            FigureKind::P99 => "p99",
+            FigureKind::Drops => "drops",
+        }
+    }
+}
+
+/// The default threshold of every figure kind: criterion's noise threshold.
+pub const THRESHOLD_DEFAULT: f64 = 0.05;
+
+/// How much worse each kind of figure may get before it counts as regressed, in
+/// the unit its [`FigureKind`] measures "worse" in.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Thresholds(BTreeMap<FigureKind, f64>);
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds(
+            FigureKind::ALL
+                .iter()
+                .map(|&kind| (kind, THRESHOLD_DEFAULT))
+                .collect(),
+        )
+    }
+}
+
+impl Thresholds {
+    /// Applies one `--threshold` setting: `X` for every kind, `KIND=X` for one.
+    /// Settings apply in order, so `0.1 p99=0.5` sets p99's apart from the rest.
+    pub fn apply(&mut self, setting: &str) -> Result<(), String> {
+        let (kinds, value) = match setting.split_once('=') {
+            None => (FigureKind::ALL.to_vec(), setting),
+            Some((name, value)) => {
+                let kind = FigureKind::ALL
+                    .into_iter()
+                    .find(|kind| kind.name() == name.trim())
+                    .ok_or_else(|| {
+                        format!(
+                            "`{name}` is not a figure kind; the kinds are {}",
+                            FigureKind::ALL.map(FigureKind::name).join(", ")
+                        )
+                    })?;
+                (vec![kind], value)
+            }
+        };
+        let x = match value.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 => x,
+            _ => {
+                return Err(format!(
+                    "`{value}` is not a threshold: give a number at least 0, e.g. 0.05 for 5%"
+                ));
+            }
+        };
+        for kind in kinds {
+            self.0.insert(kind, x);
+        }
+        Ok(())
+    }
+
+    pub fn of(&self, kind: FigureKind) -> f64 {
+        self.0[&kind]
+    }
+}
+
+/// One figure of a run against the same figure of its baseline run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FigureDelta {
+    /// Its place in summary.json: `fairness.jain_mean`, `tenants.NAME.throughput_bps`.
+    pub figure: String,
+    pub kind: FigureKind,
+    pub baseline: f64,
+    pub value: f64,
+    /// `value − baseline`, in the figure's own unit.
+    pub delta: f64,
+    /// How much worse the figure got, in the unit of its kind's threshold;
+    /// negative when it got better.
+    pub worse_by: f64,
+    pub threshold: f64,
+    /// `worse_by` above `threshold`.
+    pub regressed: bool,
+}
+
+/// A run and its baseline run: same scenario, enforcer and mode.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunDelta {
+    pub scenario: String,
+    pub enforcer: String,
+    pub mode: String,
+    pub figures: Vec<FigureDelta>,
+    /// Figures only one side has (a tenant or a latency traffic the other lacks,
+    /// or that recorded no sample there), with the side that has it.
+    pub one_sided: Vec<OneSided>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OneSided {
+    pub figure: String,
+    /// `baseline` or `results`.
+    pub only_in: &'static str,
+}
+
+/// A run by its scenario, enforcer and mode.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct RunKey {
+    pub scenario: String,
+    pub enforcer: String,
+    pub mode: String,
+}
+
+impl RunKey {
+    fn of(summary: &Summary) -> RunKey {
+        RunKey {
+            scenario: summary.scenario.clone(),
+            enforcer: summary.enforcer.clone(),
+            mode: summary.mode.as_str().to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for RunKey {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(out, "{}/{}/{}", self.scenario, self.enforcer, self.mode)
+    }
+}
+
+/// Every run against its baseline run, and the runs without one.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BaselineComparison {
+    pub thresholds: Thresholds,
+    pub runs: Vec<RunDelta>,
+    /// Runs of the results no baseline run matches.
+    pub only_in_results: Vec<RunKey>,
+    /// Baseline runs no run of the results matches.
+    pub only_in_baseline: Vec<RunKey>,
+    /// `SCENARIO/ENFORCER/MODE FIGURE` of every regressed figure.
+    pub regressions: Vec<String>,
+}
+
+/// How much worse `value` is than `baseline` for a figure of `kind` (see
+/// [`FigureKind`]); `ideals` are the tenant's ideal in the baseline and the run.
+fn worse_by(kind: FigureKind, baseline: f64, value: f64, ideals: (f64, f64)) -> f64 {
+    match kind {
+        FigureKind::Jain if baseline > 0.0 => (baseline - value) / baseline,
+        FigureKind::Jain | FigureKind::Utilization => baseline - value,
+        FigureKind::RelError => value - baseline,
+        FigureKind::Throughput => {
+            let off = |got: f64, ideal: f64| {
+                if ideal > 0.0 {
+                    (got - ideal).abs() / ideal
+                } else {
+                    // No ideal: anything it got is off; as a fraction of its
+                    // own baseline's (or 1 bit/s), so the scale stays a ratio.
+                    got / baseline.max(1.0)
+                }
+            };
+            off(value, ideals.1) - off(baseline, ideals.0)
+        }
+        FigureKind::P99 | FigureKind::Drops => (value - baseline) / baseline.max(1.0),
+    }
+}
+
+/// Matches every run of `results` with the baseline run of the same scenario,
+/// enforcer and mode, and judges each figure by `thresholds`.
+pub fn against_baseline(
+    results: &[Summary],
+    baseline: &[Summary],
+    thresholds: &Thresholds,
+) -> BaselineComparison {
+    let mut runs = Vec::new();
+    let mut only_in_results = Vec::new();
+    for run in results {
+        let key = RunKey::of(run);
+        match baseline.iter().find(|b| RunKey::of(b) == key) {
+            Some(base) => runs.push(run_delta(key, base, run, thresholds)),
+            None => only_in_results.push(key),
+        }
+    }
+    let only_in_baseline: Vec<RunKey> = baseline
+        .iter()
+        .map(RunKey::of)
+        .filter(|key| !results.iter().any(|r| RunKey::of(r) == *key))
+        .collect();
+    let regressions = runs
+        .iter()
+        .flat_map(|run| {
+            run.figures.iter().filter(|f| f.regressed).map(move |f| {
+                format!(
+                    "{}/{}/{} {}",
+                    run.scenario, run.enforcer, run.mode, f.figure
+                )
+            })
+        })
+        .collect();
+    BaselineComparison {
+        thresholds: thresholds.clone(),
+        runs,
+        only_in_results,
+        only_in_baseline,
+        regressions,
+    }
+}
+
+fn run_delta(key: RunKey, base: &Summary, run: &Summary, thresholds: &Thresholds) -> RunDelta {
+    let mut figures = Vec::new();
+    let mut add = |figure: String, kind: FigureKind, baseline: f64, value: f64, ideals| {
+        let worse_by = worse_by(kind, baseline, value, ideals);
+        let threshold = thresholds.of(kind);
+        figures.push(FigureDelta {
+            figure,
+            kind,
+            baseline,
+            value,
+            delta: value - baseline,
+            worse_by,
+            threshold,
+            regressed: worse_by > threshold,
+        });
+    };
+    let none = (0.0, 0.0);
+    let (b, r) = (&base.fairness, &run.fairness);
+    add(
+        "utilization".into(),
+        FigureKind::Utilization,
+        base.utilization,
+        run.utilization,
+        none,
+    );
+    add(
+        "fairness.jain_mean".into(),
+        FigureKind::Jain,
+        b.jain_mean,
+        r.jain_mean,
+        none,
+    );
+    add(
+        "fairness.jain_min".into(),
+        FigureKind::Jain,
+        b.jain_min,
+        r.jain_min,
+        none,
+    );
+    add(
+        "fairness.rel_error_mean".into(),
+        FigureKind::RelError,
+        b.rel_error_mean,
+        r.rel_error_mean,
+        none,
+    );
+    add(
+        "fairness.rel_error_max".into(),
+        FigureKind::RelError,
+        b.rel_error_max,
+        r.rel_error_max,
+        none,
+    );
+    let mut one_sided = Vec::new();
+    for tenant in &base.tenants {
+        let figure = format!("tenants.{}.throughput_bps", tenant.name);
+        match run.tenants.iter().find(|t| t.name == tenant.name) {
+            Some(now) => add(
+                figure,
+                FigureKind::Throughput,
+                tenant.throughput_bps,
+                now.throughput_bps,
+                (tenant.ideal_bps, now.ideal_bps),
+            ),
+            None => one_sided.push(OneSided {
+                figure,
+                only_in: "baseline",
+            }),
+        }
+    }
+    for tenant in run
+        .tenants
+        .iter()
+        .filter(|t| !base.tenants.iter().any(|b| b.name == t.name))
+    {
+        one_sided.push(OneSided {
+            figure: format!("tenants.{}.throughput_bps", tenant.name),
+            only_in: "results",
+        });
+    }
+    let sampled = |summary: &Summary, traffic: &str| {
+        summary
+            .latency
+            .get(traffic)
+            .filter(|latency| latency.count > 0)
+            .map(|latency| latency.p99_us)
+    };
+    let mut traffics: Vec<&String> = base.latency.keys().chain(run.latency.keys()).collect();
+    traffics.sort_unstable();
+    traffics.dedup();
+    for traffic in traffics {
+        let figure = format!("latency.{traffic}.p99_us");
+        match (sampled(base, traffic), sampled(run, traffic)) {
+            (Some(baseline), Some(value)) => add(figure, FigureKind::P99, baseline, value, none),
+            (Some(_), None) => one_sided.push(OneSided {
+                figure,
+                only_in: "baseline",
+            }),
+            (None, Some(_)) => one_sided.push(OneSided {
+                figure,
+                only_in: "results",
+            }),
+            (None, None) => {}
+        }
+    }
+    add(
+        "drops".into(),
+        FigureKind::Drops,
+        base.drops() as f64,
+        run.drops() as f64,
+        none,
+    );
+    RunDelta {
+        scenario: key.scenario,
+        enforcer: key.enforcer,
+        mode: key.mode,
+        figures,
+        one_sided,
+    }
+}
+
+/// Figures that are counts or rates read best without decimals.
+fn number(kind: FigureKind, x: f64) -> String {
+    match kind {
+        FigureKind::Throughput | FigureKind::Drops => format!("{x:.0}"),
+        FigureKind::P99 => format!("{x:.1}"),
+        _ => format!("{x:.4}"),
+    }
+}
+
+fn signed(kind: FigureKind, x: f64) -> String {
+    match kind {
+        FigureKind::Throughput | FigureKind::Drops => format!("{x:+.0}"),
+        FigureKind::P99 => format!("{x:+.1}"),
+        _ => format!("{x:+.4}"),
+    }
+}
+
+impl BaselineComparison {
+    pub fn regressed(&self) -> bool {
+        !self.regressions.is_empty()
+    }
+
+    /// One row per figure of every matched run, then the runs and figures only one
+    /// side has. `markdown`: a Markdown table instead of aligned text.
+    pub fn table(&self, markdown: bool) -> String {
+        let header: Vec<String> = [
+            "run",
+            "figure",
+            "baseline",
+            "value",
+            "delta",
+            "worse by",
+            "threshold",
+            "",
+        ]
+        .map(String::from)
+        .into();
+        let rows: Vec<Vec<String>> = self
+            .runs
+            .iter()
+            .flat_map(|run| {
+                run.figures.iter().map(move |f| {
+                    vec![
+                        format!("{}/{}/{}", run.scenario, run.enforcer, run.mode),
+                        f.figure.clone(),
+                        number(f.kind, f.baseline),
+                        number(f.kind, f.value),
+                        signed(f.kind, f.delta),
+                        format!("{:+.4}", f.worse_by),
+                        format!("{:.4}", f.threshold),
+                        if f.regressed { "REGRESSED" } else { "ok" }.to_string(),
+                    ]
+                })
+            })
+            .collect();
+        let mut out = if markdown {
+            let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
+            let mut table = line(&header);
+            table.push_str(&line(&vec!["---".to_string(); header.len()]));
+            for row in &rows {
+                table.push_str(&line(row));
+            }
+            table
+        } else {
+            crate::table::aligned_table(&header, &rows, 3, false)
+        };
+        let mut notes = vec![
+            "worse by: Jain's index, p99 and drops relative to the baseline; rel_error and utilization in absolute fractions; a tenant's throughput as the growth of its distance from its ideal, in fractions of the ideal".to_string(),
+        ];
+        for key in &self.only_in_results {
+            notes.push(format!("{key}: no baseline run to compare with"));
+        }
+        for key in &self.only_in_baseline {
+            notes.push(format!(
+                "{key}: in the baseline only, not among the results"
+            ));
+        }
+        for run in &self.runs {
+            for f in &run.one_sided {
+                notes.push(format!(
+                    "{}/{}/{} {}: in the {} only",
+                    run.scenario, run.enforcer, run.mode, f.figure, f.only_in
+                ));
+            }
+        }
+        out.push('\n');
+        for note in notes {
+            if markdown {
+                out += "- ";
+            }
+            out += &note;
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worse_points_the_way_each_figure_gets_worse() {
+        let none = (0.0, 0.0);
+        assert!((worse_by(FigureKind::Jain, 1.0, 0.9, none) - 0.1).abs() < 1e-12);
+        assert!(worse_by(FigureKind::Jain, 0.9, 1.0, none) < 0.0);
+        assert!((worse_by(FigureKind::RelError, 0.01, 0.04, none) - 0.03).abs() < 1e-12);
+        assert!((worse_by(FigureKind::Utilization, 0.99, 0.89, none) - 0.1).abs() < 1e-12);
+        // 10% above the ideal, then 10% below it: as far off, not worse.
+        assert!(worse_by(FigureKind::Throughput, 110.0, 90.0, (100.0, 100.0)).abs() < 1e-12);
+        assert!(
+            (worse_by(FigureKind::Throughput, 100.0, 80.0, (100.0, 100.0)) - 0.2).abs() < 1e-12
+        );
+        assert!((worse_by(FigureKind::P99, 100.0, 150.0, none) - 0.5).abs() < 1e-12);
+        // From no drops, one is a whole packet's worth worse.
+        assert_eq!(worse_by(FigureKind::Drops, 0.0, 1.0, none), 1.0);
+    }
+
+    #[test]
+    fn thresholds_apply_in_order_and_refuse_what_is_not_one() {
+        let mut thresholds = Thresholds::default();
+        thresholds.apply("0.1").unwrap();
+        thresholds.apply("p99=0.5").unwrap();
+        assert_eq!(thresholds.of(FigureKind::Jain), 0.1);
+        assert_eq!(thresholds.of(FigureKind::P99), 0.5);
+        let error = thresholds.apply("latency=0.5").unwrap_err();
+        assert!(
+            error.contains("jain, rel_error, utilization, throughput, p99, drops"),
+            "{error}"
+        );
+        assert!(thresholds.apply("-1").is_err());
+        assert!(thresholds.apply("jain=x").is_err());
+    }
+}
