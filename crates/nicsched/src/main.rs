@@ -901,6 +901,7 @@ fn simulate(
     });
 
     let mut runs = Vec::new();
+    let mut records = Vec::new();
     for (record, (name, _)) in results
         .into_inner()
         .expect("workers are done")
@@ -920,7 +921,9 @@ fn simulate(
             );
         }
         runs.push((summary, dir));
+        records.push(record);
     }
+    overlay(&out, &records)?;
     finish(out, &scenario.name, runs, &provenance)
 }
 
@@ -1125,6 +1128,12 @@ fn stamp(record: &mut report::RunRecord, provenance: &report::Provenance) {
     };
 }
 
+/// The overlay plots of a scenario's runs, beside report.html.
+fn overlay(out: &report::OutDir, records: &[report::RunRecord]) -> Result<(), Failure> {
+    let records: Vec<&report::RunRecord> = records.iter().collect();
+    report::write_overlay_plots(out.staging(), &records).map_err(|e| unwritten(out.target(), e))
+}
+
 /// Writes report.html beside the runs, moves the results into `--out`, prints the
 /// table with every failed self-check beneath it, and fails with status 3 when one
 /// did: everything is written, but those figures are not vouched for.
@@ -1233,6 +1242,7 @@ fn run_lab(
     // between two runs, stops the next instead of being cleared by its own guard.
     let _signals = lab::StopSignals::install();
     let mut runs = Vec::new();
+    let mut records = Vec::new();
     for name in &enforcers {
         if lab::interrupted() {
             return Err(Failure::lab(name, lab::LabError::Interrupted));
@@ -1248,7 +1258,9 @@ fn run_lab(
         let dir = out.staging().join(name);
         let summary = report::write_run(&dir, &record).map_err(|e| unwritten(out.target(), e))?;
         runs.push((summary, dir));
+        records.push(record);
     }
+    overlay(&out, &records)?;
     finish(out, &scenario.name, runs, &provenance)
 }
 
