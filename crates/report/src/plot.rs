@@ -1042,3 +1042,117 @@ fn overlay_latency(path: &Path, runs: &[&RunRecord], names: &[String]) -> io::Re
         |index, area| draw_cdf_panel(area, x_axis.clone(), &panels[index]),
     )
 }
+
+/// One line of a sweep's figure: per value of the swept key (in order), the mean
+/// over seeds and the lowest and highest seed's; `None` where nothing was measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepLine {
+    pub name: String,
+    pub points: Vec<Option<SweepPoint>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SweepPoint {
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// One figure of a sweep against the swept key, whose values `x_labels` name in
+/// order: a line per `lines` through the means, a bar over each point from the
+/// lowest to the highest seed. `y_top`: the axis's top where the figure has a
+/// fixed range (Jain's index); from the data otherwise.
+pub fn write_sweep_plot(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    x_labels: &[String],
+    y_desc: &str,
+    y_top: Option<f64>,
+    lines: &[SweepLine],
+) -> io::Result<()> {
+    let top = y_top.unwrap_or_else(|| {
+        let highest = lines
+            .iter()
+            .flat_map(|line| line.points.iter().flatten())
+            .map(|point| point.max)
+            .filter(|v| v.is_finite())
+            .fold(0.0, f64::max);
+        (highest * 1.12).max(1e-9)
+    });
+    let legend: Vec<(String, RGBColor, Stroke)> = lines
+        .iter()
+        .enumerate()
+        .map(|(index, line)| (line.name.clone(), colour(index), Stroke::Marked))
+        .collect();
+    let count = x_labels.len().max(1);
+    // Lines side by side around each value, so that their bars do not hide each other.
+    let offset = |index: usize| {
+        let spread = 0.3_f64.min(0.06 * lines.len() as f64);
+        if lines.len() < 2 {
+            0.0
+        } else {
+            -spread / 2.0 + spread * index as f64 / (lines.len() - 1) as f64
+        }
+    };
+    figure(path, WIDTH_PX, title, &legend, 1, 1, |_, area| {
+        let mut chart = ChartBuilder::on(area)
+            .margin(12)
+            .x_label_area_size(52)
+            .y_label_area_size(84)
+            .build_cartesian_2d(-0.5..count as f64 - 0.5, 0.0..top)
+            .map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .y_labels(6)
+            // At most one tick per value: plotters then puts them on the integers,
+            // the values' places.
+            .x_labels(count)
+            .x_label_formatter(&|x| {
+                let index = x.round();
+                if (x - index).abs() < 1e-6 && index >= 0.0 && (index as usize) < x_labels.len() {
+                    x_labels[index as usize].clone()
+                } else {
+                    String::new()
+                }
+            })
+            .label_style((FONT, LABEL_FONT_PX))
+            .axis_desc_style((FONT, LABEL_FONT_PX))
+            .light_line_style(WHITE.mix(0.0))
+            .bold_line_style(BLACK.mix(0.12))
+            .draw()
+            .map_err(plot_error)?;
+        for (index, line) in lines.iter().enumerate() {
+            let colour = colour(index);
+            let at = |x: usize| x as f64 + offset(index);
+            let measured: Vec<(usize, f64, f64)> = line
+                .points
+                .iter()
+                .enumerate()
+                .filter_map(|(x, point)| point.map(|p| (x, at(x), p.mean)))
+                .collect();
+            for segment in segments(&measured) {
+                chart
+                    .draw_series(LineSeries::new(segment, colour.stroke_width(2)).point_size(5))
+                    .map_err(plot_error)?;
+            }
+            chart
+                .draw_series(line.points.iter().enumerate().filter_map(|(x, point)| {
+                    point.map(|p| {
+                        ErrorBar::new_vertical(
+                            at(x),
+                            p.min,
+                            p.mean,
+                            p.max,
+                            colour.stroke_width(2),
+                            12,
+                        )
+                    })
+                }))
+                .map_err(plot_error)?;
+        }
+        Ok(())
+    })
+}
