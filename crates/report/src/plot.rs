@@ -314,6 +314,8 @@ fn draw_line_panel(
         .y_desc(panel.y_desc.as_str())
         .x_labels(8)
         .y_labels(6)
+        .x_label_formatter(&|v| tick_text(*v))
+        .y_label_formatter(&|v| tick_text(*v))
         .label_style((FONT, LABEL_FONT_PX))
         .axis_desc_style((FONT, LABEL_FONT_PX))
         .light_line_style(WHITE.mix(0.0))
@@ -694,8 +696,9 @@ pub fn cdf_ticks_us(low_us: f64, high_us: f64) -> Vec<f64> {
         .unwrap_or_else(|| ticks(&[1.0]).into_iter().step_by(2).collect())
 }
 
-fn tick_text_us(us: f64) -> String {
-    let text = format!("{us:.4}");
+/// A tick's number without trailing zeros: `2`, `0.25`, `1500`.
+fn tick_text(value: f64) -> String {
+    let text = format!("{value:.4}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
@@ -729,7 +732,7 @@ fn draw_cdf_panel(area: &Area<'_>, x_axis: Range<f64>, panel: &Panel) -> io::Res
         .x_desc("latency (µs, log scale)")
         .y_desc("fraction of requests")
         .y_labels(6)
-        .x_label_formatter(&|us| tick_text_us(*us))
+        .x_label_formatter(&|us| tick_text(*us))
         .label_style((FONT, LABEL_FONT_PX))
         .axis_desc_style((FONT, LABEL_FONT_PX))
         .light_line_style(WHITE.mix(0.0))
@@ -1107,6 +1110,7 @@ pub fn write_sweep_plot(
             .x_desc(x_desc)
             .y_desc(y_desc)
             .y_labels(6)
+            .y_label_formatter(&|v| tick_text(*v))
             // At most one tick per value: plotters then puts them on the integers,
             // the values' places.
             .x_labels(count)

@@ -201,6 +201,15 @@ fn a_sweep_figure_decodes_at_its_stated_size() {
         },
     ];
     let labels = ["1".to_string(), "2".into(), "4".into()];
-    write_sweep_plot(&path, "Jain", "weight", &labels, "Jain's index", Some(1.05), &lines).unwrap();
+    write_sweep_plot(
+        &path,
+        "Jain",
+        "weight",
+        &labels,
+        "Jain's index",
+        Some(1.05),
+        &lines,
+    )
+    .unwrap();
     assert_eq!(png_size(&path).0, 1000);
 }
