@@ -7,7 +7,6 @@
 //! file would refuse is refused here, in the parser's words.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -367,7 +366,15 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
                 .map(|(text, _)| text.clone())
                 .collect::<Vec<_>>(),
             &figure.title,
-            figure.y_top,
+            figure.y_top_min.map(|least| {
+                let highest = figure
+                    .lines
+                    .iter()
+                    .flat_map(|line| line.points.iter().flatten())
+                    .map(|point| point.max)
+                    .fold(0.0, f64::max);
+                least.max(highest * 1.1)
+            }),
             &figure.lines,
         )
         .map_err(|e| unwritten(out.target(), e))?;
@@ -471,15 +478,21 @@ fn run_grid(
         .collect()
 }
 
+/// A figure read from a run's summary; `None` where the run has none (a tenant
+/// without an ideal, a traffic without latency).
+type Reading = Box<dyn Fn(&report::Summary) -> Option<f64>>;
+
 /// A figure of every run, as the table, the CSV and the plots take it.
 struct Figure {
     /// The CSV column, the plot's file name (without .png) and its y label.
     column: String,
     file: String,
     title: String,
-    /// Jain's index has a fixed 0..1 axis; relative error at least 0..1.
-    y_top: Option<f64>,
-    value: Box<dyn Fn(&report::Summary) -> Option<f64>>,
+    /// The least top of the plot's axis, so that sweeps compare by eye: Jain's
+    /// index and utilization 0..1 (and a little room), relative error at least
+    /// 0..1. `None`: from the data alone.
+    y_top_min: Option<f64>,
+    value: Reading,
     lines: Vec<report::SweepLine>,
 }
 
@@ -536,18 +549,14 @@ impl Sweep<'_> {
     /// The figures plotted and tabled: the fairness figures, utilization, each
     /// tenant's throughput over its ideal and each latency traffic's p99.
     fn figure_specs(&self) -> Vec<Figure> {
-        let figure =
-            |column: &str,
-             title: &str,
-             y_top,
-             value: Box<dyn Fn(&report::Summary) -> Option<f64>>| Figure {
-                column: column.to_string(),
-                file: file_name(column),
-                title: title.to_string(),
-                y_top,
-                value,
-                lines: Vec::new(),
-            };
+        let figure = |column: &str, title: &str, y_top_min, value: Reading| Figure {
+            column: column.to_string(),
+            file: file_name(column),
+            title: title.to_string(),
+            y_top_min,
+            value,
+            lines: Vec::new(),
+        };
         let mut figures = vec![
             figure(
                 "jain_mean",
@@ -558,7 +567,7 @@ impl Sweep<'_> {
             figure(
                 "rel_error_mean",
                 "relative error (mean)",
-                None,
+                Some(1.0),
                 Box::new(|s| Some(s.fairness.rel_error_mean)),
             ),
             figure(
@@ -639,22 +648,13 @@ impl Sweep<'_> {
                     let others = self.rest_of(r);
                     let mut name = enforcer.clone();
                     for (axis, value) in self.axes[1..].iter().zip(&others) {
-                        let _ = write!(name, " {}={value}", axis.key);
+                        name.push_str(&format!(" {}={value}", axis.key));
                     }
                     let points = (0..first_len)
                         .map(|x| self.spread(x * rest + r, enforcer, &*figure.value))
                         .collect();
                     figure.lines.push(report::SweepLine { name, points });
                 }
-            }
-            if figure.y_top.is_none() && figure.column == "rel_error_mean" {
-                let highest = figure
-                    .lines
-                    .iter()
-                    .flat_map(|l| l.points.iter().flatten())
-                    .map(|p| p.max)
-                    .fold(0.0, f64::max);
-                figure.y_top = Some((highest * 1.1).max(1.0));
             }
         }
         figures
@@ -792,10 +792,21 @@ impl Sweep<'_> {
                 row.push(enforcer.clone());
                 for figure in &figures {
                     row.push(match self.spread(setting, enforcer, &*figure.value) {
-                        Some(p) if self.seeds.len() > 1 => {
-                            format!("{:.4} ±{:.4}", p.mean, (p.max - p.min) / 2.0)
+                        Some(p) => {
+                            // Four significant digits of a ratio near 1, fewer
+                            // decimals for latencies in the hundreds of µs.
+                            let decimals = match p.mean.abs() {
+                                m if m >= 100.0 => 1,
+                                m if m >= 10.0 => 2,
+                                _ => 4,
+                            };
+                            if self.seeds.len() > 1 {
+                                let half_range = (p.max - p.min) / 2.0;
+                                format!("{:.decimals$} ±{half_range:.decimals$}", p.mean)
+                            } else {
+                                format!("{:.decimals$}", p.mean)
+                            }
                         }
-                        Some(p) => format!("{:.4}", p.mean),
                         None => "-".to_string(),
                     });
                 }

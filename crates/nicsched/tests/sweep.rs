@@ -2,6 +2,10 @@
 //! JSON and plots, and each point's figures are those `nicsched sim` gives for the
 //! same scenario, value and seed (the same code path, so the same numbers).
 
+#[allow(
+    dead_code,
+    reason = "only its scratch folder: a sweep needs neither root nor programs"
+)]
 mod common;
 
 use common::Scratch;

@@ -137,6 +137,9 @@ fn time_axis<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> Range<f64> {
 /// Points of a line, in chart coordinates.
 type Curve = Vec<(f64, f64)>;
 
+/// Values taken per interval: (interval index, time_s, value).
+type Samples = Vec<(usize, f64, f64)>;
+
 /// How a line is drawn: what was measured solid and wide; what it is judged
 /// against dashed and thin, on top.
 #[derive(Clone, Copy, PartialEq)]
@@ -572,9 +575,9 @@ pub(crate) fn throughput_apps(path: &Path, run: &RunRecord) -> io::Result<()> {
 }
 
 /// Jain's index of every steady interval, and each tenant's relative error, of one run.
-fn fairness_samples(run: &RunRecord) -> (Vec<(usize, f64, f64)>, Vec<Vec<(usize, f64, f64)>>) {
+fn fairness_samples(run: &RunRecord) -> (Samples, Vec<Samples>) {
     let mut jain = Vec::new();
-    let mut errors = vec![Vec::new(); run.tenants.len()];
+    let mut errors: Vec<Samples> = vec![Vec::new(); run.tenants.len()];
     for (index, interval) in run.intervals.iter().enumerate() {
         let Some(figures) = interval_fairness(run, interval) else {
             continue;
