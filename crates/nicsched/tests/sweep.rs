@@ -187,3 +187,42 @@ fn a_key_the_scenario_does_not_have_is_refused_before_anything_runs() {
         assert!(!out.exists(), "{set}: nothing is written");
     }
 }
+
+/// The test binary is built with the simulator's faults (Cargo.toml): with one
+/// of them every run fails its conservation check, and the sweep says so.
+#[test]
+fn a_run_whose_checks_fail_is_flagged_and_the_sweep_exits_3() {
+    let scratch = Scratch::new("sweep-checks");
+    let out = scratch.0.join("sweep");
+    let run = Command::new(env!("CARGO_BIN_EXE_nicsched"))
+        .args([
+            "sweep",
+            BORROWING,
+            "--set",
+            "policy.tenants.vm2.weight=1,2",
+            "-e",
+            "valve",
+            "-q",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NICSCHED_FAULT", "lose-packets")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("self-checks failed"), "{stderr}");
+    let table = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(
+        table.lines().filter(|l| l.ends_with("FAILED 1/1")).count(),
+        2,
+        "{table}"
+    );
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        assert!(row.ends_with("conservation"), "{row}");
+    }
+}
