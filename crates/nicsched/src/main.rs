@@ -109,8 +109,9 @@ enum Command {
     },
     /// Simulate a scenario under one or more enforcers and write the results.
     ///
-    /// Writes DIR/ENFORCER/{summary.json,timeseries.csv,latency.csv,*.png} and
-    /// DIR/report.html, and prints a comparison table. DIR gets a whole run or
+    /// Writes DIR/ENFORCER/{summary.json,timeseries.csv,latency.csv,*.png},
+    /// DIR/report.html and DIR/overlay_*.png (every enforcer on shared axes), and
+    /// prints a comparison table. DIR gets a whole run or
     /// none: the files move in once all are written, listed in
     /// DIR/nicsched-run.json; while a run writes DIR, another is refused.
     Sim {

@@ -277,6 +277,7 @@ fn figure(
     draw_panel: impl Fn(usize, &Area<'_>) -> io::Result<()>,
 ) -> io::Result<()> {
     register_font()?;
+    let columns = columns.max(1);
     let rows = panels.div_ceil(columns).max(1);
     let legend_px = legend_rows(legend, width_px) * LEGEND_ROW_PX + 6;
     let height_px = TITLE_HEIGHT_PX + legend_px + rows as u32 * PANEL_HEIGHT_PX;
@@ -531,8 +532,10 @@ pub(crate) fn throughput_apps(path: &Path, run: &RunRecord) -> io::Result<()> {
                     } else {
                         steps(run, |i| i.class_throughput_bps(class))
                     };
+                    let app = &run.classes[class];
                     lines.push(Line {
-                        name: format!("{}{suffix}", run.classes[class].app),
+                        // Named with the tenant: two tenants may both have an app `bulk`.
+                        name: format!("{}/{}{suffix}", app.tenant, app.app),
                         colour: colour(nth),
                         stroke,
                         width: if stroke == Stroke::Ideal {
