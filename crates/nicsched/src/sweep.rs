@@ -93,7 +93,12 @@ fn parse_seeds(text: &str) -> Result<Vec<u64>, Failure> {
             if first > last {
                 return Err(refused());
             }
-            (first..=last).take(POINTS_MAX + 1).collect()
+            if last - first >= POINTS_MAX as u64 {
+                return Err(Failure::input(format!(
+                    "--seeds {text}: more than {POINTS_MAX} seeds, the most runs a sweep makes"
+                )));
+            }
+            (first..=last).collect()
         }
         None => text.split(',').map(number).collect::<Result<_, _>>()?,
     };
@@ -263,14 +268,14 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
         .iter()
         .map(|set| parse_set(set))
         .collect::<Result<_, _>>()?;
-    if let Some(axis) = axes
+    if let Some((_, twice)) = axes
         .iter()
         .enumerate()
         .find(|(i, axis)| axes[..*i].iter().any(|a| a.key == axis.key))
     {
         return Err(Failure::input(format!(
             "--set {}: the key is swept twice; give its values in one --set",
-            axis.1.key
+            twice.key
         )));
     }
     let seeds = match &args.seeds {
@@ -298,6 +303,16 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
             path.display()
         )));
     }
+    let runs = axes
+        .iter()
+        .map(|axis| axis.values.len())
+        .chain([seeds.len(), enforcers.len()])
+        .fold(1usize, usize::saturating_mul);
+    if runs > POINTS_MAX {
+        return Err(Failure::input(format!(
+            "nicsched sweep: the grid has {runs} runs (values × seeds × enforcers), more than {POINTS_MAX}; sweep fewer"
+        )));
+    }
     let settings = settings(path, &axes)?;
     for setting in &settings {
         for name in &enforcers {
@@ -319,13 +334,7 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
                 }
             })
         })
-        .take(POINTS_MAX + 1)
         .collect();
-    if points.len() > POINTS_MAX {
-        return Err(Failure::input(format!(
-            "nicsched sweep: the grid has more than {POINTS_MAX} runs (values × seeds × enforcers); sweep fewer"
-        )));
-    }
     let out = args
         .out
         .clone()
