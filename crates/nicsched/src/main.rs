@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 mod live;
 mod output;
+mod sweep;
 
 #[global_allocator]
 static ALLOCATOR: sched::bench::CountingAllocator = sched::bench::CountingAllocator;
@@ -120,8 +121,9 @@ enum Command {
     },
     /// Simulate a scenario under one or more enforcers and write the results.
     ///
-    /// Writes DIR/ENFORCER/{summary.json,timeseries.csv,latency.csv,*.png} and
-    /// DIR/report.html, and prints a comparison table. DIR gets a whole run or
+    /// Writes DIR/ENFORCER/{summary.json,timeseries.csv,latency.csv,*.png},
+    /// DIR/report.html and DIR/overlay_*.png (every enforcer on shared axes), and
+    /// prints a comparison table. DIR gets a whole run or
     /// none: the files move in once all are written, listed in
     /// DIR/nicsched-run.json; while a run writes DIR, another is refused.
     Sim {
@@ -144,6 +146,44 @@ enum Command {
         /// stderr; the exit status is the same (3: a self-check failed).
         #[arg(long)]
         json: bool,
+    },
+    /// Simulate a scenario over a grid: values of its keys × seeds × enforcers.
+    ///
+    /// Each --set KEY=V1,V2,... sweeps one key of the scenario (a dotted path:
+    /// `duration`, `policy.link.rate`, `policy.tenants.vm1.weight`, `traffic.0.rate`;
+    /// a list is entered by index from 0 or by an entry's name); several --set make
+    /// the cross product. Every value is checked by the scenario parser before
+    /// anything runs. Writes DIR/sweep.csv (one row per run), DIR/sweep.json and a
+    /// PNG per figure against the first key (mean over seeds, bars from the lowest
+    /// to the highest seed's), and prints the table. Exit status 3 when a run's
+    /// self-checks failed (flagged in the table and sweep.csv).
+    ///
+    /// Example: `nicsched sweep scenarios/flowvalve/borrowing.yaml --set
+    /// policy.tenants.vm2.weight=1,2,4 --seeds 1..3 -j 2`.
+    Sweep {
+        /// Scenario file (of one host).
+        scenario: PathBuf,
+        /// KEY=V1,V2,...: a key of the scenario and the values it takes; may repeat.
+        #[arg(long = "set", value_name = "KEY=V1,V2,...", required = true)]
+        sets: Vec<String>,
+        /// Seeds of each setting: FIRST..LAST (inclusive) or a list, e.g. 3,7.
+        /// Default: the scenario's.
+        #[arg(long, value_name = "SEEDS")]
+        seeds: Option<String>,
+        /// Enforcer(s) to run; may repeat; `all` for every one. Default: the
+        /// scenario's `enforcers`.
+        #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
+        enforcers: Vec<String>,
+        /// Runs at once. Default: one per core.
+        #[arg(long, short = 'j', value_name = "N",
+              value_parser = clap::value_parser!(u16).range(1..=1024))]
+        jobs: Option<u16>,
+        /// Output directory. Default: results/SCENARIO-NAME-sweep.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// No progress bar.
+        #[arg(long, short = 'q')]
+        quiet: bool,
     },
     /// Run a scenario on real frames: tenants in network namespaces running iperf3
     /// and sockperf, every frame forwarded through the enforcer at an emulated line
@@ -442,6 +482,23 @@ fn main() -> ExitCode {
             quiet,
             json,
         } => simulate(&scenario, &enforcers, out, seed, Printing { quiet, json }),
+        Command::Sweep {
+            scenario,
+            sets,
+            seeds,
+            enforcers,
+            jobs,
+            out,
+            quiet,
+        } => sweep::sweep(sweep::SweepArgs {
+            scenario,
+            sets,
+            seeds,
+            enforcers,
+            jobs: jobs.map(usize::from),
+            out,
+            quiet,
+        }),
         Command::Lab { cleanup: true, .. } => lab_cleanup(),
         Command::Lab {
             scenario: Some(scenario),
@@ -1052,6 +1109,7 @@ fn simulate(
     });
 
     let mut runs = Vec::new();
+    let mut records = Vec::new();
     for (record, (name, _)) in results
         .into_inner()
         .expect("workers are done")
@@ -1071,7 +1129,9 @@ fn simulate(
             );
         }
         runs.push((summary, dir));
+        records.push(record);
     }
+    overlay(&out, &records)?;
     finish(out, &scenario.name, runs, &provenance, printing.json)
 }
 
@@ -1303,6 +1363,12 @@ fn stamp(record: &mut report::RunRecord, provenance: &report::Provenance) {
     };
 }
 
+/// The overlay plots of a scenario's runs, beside report.html.
+fn overlay(out: &report::OutDir, records: &[report::RunRecord]) -> Result<(), Failure> {
+    let records: Vec<&report::RunRecord> = records.iter().collect();
+    report::write_overlay_plots(out.staging(), &records).map_err(|e| unwritten(out.target(), e))
+}
+
 /// Writes report.html beside the runs, moves the results into `--out`, prints the
 /// table with every failed self-check beneath it, and fails with status 3 when one
 /// did: everything is written, but those figures are not vouched for.
@@ -1481,6 +1547,7 @@ fn run_lab(
     // between two runs, stops the next instead of being cleared by its own guard.
     let _signals = lab::StopSignals::install();
     let mut runs = Vec::new();
+    let mut records = Vec::new();
     for name in &enforcers {
         if lab::interrupted() {
             return Err(Failure::lab(name, lab::LabError::Interrupted));
@@ -1496,7 +1563,9 @@ fn run_lab(
         let dir = out.staging().join(name);
         let summary = report::write_run(&dir, &record).map_err(|e| unwritten(out.target(), e))?;
         runs.push((summary, dir));
+        records.push(record);
     }
+    overlay(&out, &records)?;
     finish(out, &scenario.name, runs, &provenance, printing.json)
 }
 

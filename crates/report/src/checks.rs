@@ -156,15 +156,34 @@ pub fn meter_against_link(
     }
 }
 
+/// The unit a rate is written in, and an axis of rates labelled in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateUnit {
+    /// Bit/s in one of the unit.
+    pub bps: f64,
+    pub name: &'static str,
+}
+
+/// The unit for `bps`, or for an axis whose largest value is `bps`: Gbit/s from
+/// 1 Gbit/s, Mbit/s from 1 Mbit/s, kbit/s below. The one place a unit is chosen, so
+/// that a table and a plot of the same run speak the same unit.
+pub fn rate_unit(bps: f64) -> RateUnit {
+    let (bps, name) = if bps >= 1e9 {
+        (1e9, "Gbit/s")
+    } else if bps >= 1e6 {
+        (1e6, "Mbit/s")
+    } else {
+        (1e3, "kbit/s")
+    };
+    RateUnit { bps, name }
+}
+
 /// A rate as people read it: Gbit/s, Mbit/s or kbit/s.
 pub fn rate_text(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.3} Gbit/s", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.1} Mbit/s", bps / 1e6)
-    } else {
-        format!("{:.1} kbit/s", bps / 1e3)
-    }
+    let unit = rate_unit(bps);
+    // A Gbit/s link is set to the Mbit/s: three decimals say that much.
+    let decimals = if unit.bps >= 1e9 { 3 } else { 1 };
+    format!("{:.decimals$} {}", bps / unit.bps, unit.name)
 }
 
 /// One open-loop generator for [`offered_demand`]: what it asked and what it

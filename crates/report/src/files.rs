@@ -18,6 +18,7 @@ pub const SUMMARY_JSON: &str = "summary.json";
 pub const TIMESERIES_CSV: &str = "timeseries.csv";
 pub const LATENCY_CSV: &str = "latency.csv";
 pub const THROUGHPUT_PNG: &str = "throughput.png";
+pub const THROUGHPUT_APPS_PNG: &str = "throughput_apps.png";
 pub const FAIRNESS_PNG: &str = "fairness.png";
 pub const LATENCY_CDF_PNG: &str = "latency_cdf.png";
 
@@ -45,15 +46,23 @@ pub fn write_run(dir: &Path, run: &RunRecord) -> io::Result<Summary> {
     file(TIMESERIES_CSV, &|path| write_timeseries(path, run))?;
     file(LATENCY_CSV, &|path| write_latency(path, run))?;
     file(THROUGHPUT_PNG, &|path| plot::throughput(path, run))?;
+    // A plot left by an earlier run into the same folder would end up in report.html.
+    let remove = |path: &Path| match fs::remove_file(path) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    };
+    if plot::app_panels(run).is_empty() {
+        file(THROUGHPUT_APPS_PNG, &remove)?;
+    } else {
+        file(THROUGHPUT_APPS_PNG, &|path| {
+            plot::throughput_apps(path, run)
+        })?;
+    }
     file(FAIRNESS_PNG, &|path| plot::fairness(path, run))?;
     if plot::has_latency(run) {
         file(LATENCY_CDF_PNG, &|path| plot::latency_cdf(path, run))?;
     } else {
-        // A CDF left by an earlier run into the same folder would end up in report.html.
-        file(LATENCY_CDF_PNG, &|path| match fs::remove_file(path) {
-            Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
-            _ => Ok(()),
-        })?;
+        file(LATENCY_CDF_PNG, &remove)?;
     }
     Ok(summary)
 }

@@ -40,8 +40,8 @@ pub use baseline::{
     Thresholds, against_baseline,
 };
 pub use checks::{
-    Check, EngineLedger, OfferedLoad, Provenance, TenantLedger, conservation, engine_conservation,
-    meter_against_link, offered_demand, rate_text,
+    Check, EngineLedger, OfferedLoad, Provenance, RateUnit, TenantLedger, conservation,
+    engine_conservation, meter_against_link, offered_demand, rate_text, rate_unit,
 };
 pub use compare::{load_summaries, side_by_side};
 pub use figures::*;
@@ -50,6 +50,10 @@ pub use hosts::{
     HostsRecord, HostsRow, HostsSummary, asked_bps as hosts_asked_bps, summarise as summarise_hosts,
 };
 pub use html::*;
+pub use plot::{
+    AppPanel, OVERLAY_FAIRNESS_PNG, OVERLAY_LATENCY_CDF_PNG, OVERLAY_THROUGHPUT_PNG, SweepLine,
+    SweepPoint, app_panels, cdf_ticks_us, write_overlay_plots, write_sweep_plot,
+};
 pub use record::*;
 pub use summary::{AppSummary, Fairness, PacingSummary, Summary, TenantSummary, summarize};
 pub use table::{aligned_table, comparison_table};

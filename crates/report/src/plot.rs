@@ -1,5 +1,11 @@
-//! PNG plots of one run. Rendered with an embedded font so that no system font
-//! library is needed where the report is written (lab machines, CI containers).
+//! PNG plots of one run, of the runs of one scenario overlaid, and of a sweep.
+//! Rendered with an embedded font so that no system font library is needed where
+//! the report is written (lab machines, CI containers).
+//!
+//! Every figure has the same frame: a title, a legend strip naming every line
+//! (the ideal included), then its panels in a grid on shared axes. Measured lines
+//! are solid and wide, ideals dashed, thin and drawn last, so that a run that meets
+//! its ideal exactly still shows both.
 
 use std::fs;
 use std::io;
@@ -8,8 +14,10 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
+use crate::checks::{RateUnit, rate_unit};
 use crate::figures::latency_us_at;
 use crate::record::{LatencyRecord, RunRecord};
 use crate::summary::interval_fairness;
@@ -19,7 +27,22 @@ static FONT_TTF: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 const FONT: &str = "sans-serif";
 
 const WIDTH_PX: u32 = 1000;
-const HEIGHT_PX: u32 = 480;
+/// One panel's height; a figure is as tall as its panels need.
+const PANEL_HEIGHT_PX: u32 = 420;
+/// Overlays put panels two abreast, each wide enough for the same fonts.
+const OVERLAY_WIDTH_PX: u32 = 1400;
+/// Fonts for a figure shown at its pixel size: labels of at least 16 px at 1000 px wide.
+const TITLE_FONT_PX: u32 = 26;
+const CAPTION_FONT_PX: u32 = 22;
+const LABEL_FONT_PX: u32 = 18;
+const TITLE_HEIGHT_PX: u32 = 44;
+const LEGEND_ROW_PX: u32 = 30;
+/// A figure of more panels would be too small to read; the title says what was left out.
+const PANELS_MAX: usize = 24;
+
+pub const OVERLAY_THROUGHPUT_PNG: &str = "overlay_throughput.png";
+pub const OVERLAY_FAIRNESS_PNG: &str = "overlay_fairness.png";
+pub const OVERLAY_LATENCY_CDF_PNG: &str = "overlay_latency_cdf.png";
 
 fn register_font() -> io::Result<()> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
@@ -43,7 +66,7 @@ fn plot_error(error: impl std::fmt::Display) -> io::Error {
 fn write_png(
     path: &Path,
     (width, height): (u32, u32),
-    draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> io::Result<()>,
+    draw: impl FnOnce(&Area<'_>) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut rgb = vec![0; width as usize * height as usize * 3];
     {
@@ -65,6 +88,8 @@ fn write_png(
     fs::write(path, png)
 }
 
+type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+
 /// Tableau's ten colours: distinct on screen and in print, unlike plotters' palette
 /// whose yellow fades into the white background.
 const PALETTE: [(u8, u8, u8); 10] = [
@@ -80,10 +105,13 @@ const PALETTE: [(u8, u8, u8); 10] = [
     (23, 190, 207),
 ];
 
-fn colour(index: usize) -> RGBAColor {
+fn colour(index: usize) -> RGBColor {
     let (r, g, b) = PALETTE[index % PALETTE.len()];
-    RGBColor(r, g, b).to_rgba()
+    RGBColor(r, g, b)
 }
+
+/// The ideal in overlays, where colours name enforcers.
+const IDEAL_COLOUR: RGBColor = RGBColor(0, 0, 0);
 
 /// An axis from 0 to the largest value with some headroom; never empty, since plotters
 /// needs a range of positive width even when everything is 0.
@@ -95,10 +123,15 @@ fn axis_to(values: impl IntoIterator<Item = f64>, headroom: f64, at_least: f64) 
     0.0..(largest * headroom).max(at_least)
 }
 
-/// The time axis: the whole run, so that plots of the same scenario line up.
-fn time_axis(run: &RunRecord) -> Range<f64> {
-    let ends = run.intervals.iter().map(|interval| interval.end_s());
-    axis_to(ends.chain([run.duration_ns as f64 / 1e9]), 1.0, 1e-3)
+/// The time axis: the whole of the longest run, so that plots of the same scenario line up.
+fn time_axis<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> Range<f64> {
+    let ends = runs.into_iter().flat_map(|run| {
+        run.intervals
+            .iter()
+            .map(|interval| interval.end_s())
+            .chain([run.duration_ns as f64 / 1e9])
+    });
+    axis_to(ends, 1.0, 1e-3)
 }
 
 /// Points of a line, in chart coordinates.
@@ -107,11 +140,247 @@ type Curve = Vec<(f64, f64)>;
 /// Values taken per interval: (interval index, time_s, value).
 type Samples = Vec<(usize, f64, f64)>;
 
-/// One named line of a panel.
-struct Series<'a> {
-    name: &'a str,
-    colour: RGBAColor,
-    samples: Samples,
+/// How a line is drawn: what was measured solid and wide; what it is judged
+/// against dashed and thin, on top.
+#[derive(Clone, Copy, PartialEq)]
+enum Stroke {
+    Measured,
+    Ideal,
+    /// A value with its spread over seeds, in a sweep.
+    Marked,
+}
+
+/// One named line of a figure; lines of one name share a legend entry.
+struct Line {
+    name: String,
+    colour: RGBColor,
+    stroke: Stroke,
+    /// Pixels; see `nested_width`.
+    width: u32,
+    segments: Vec<Curve>,
+}
+
+/// The width of the `index`th of `count` lines that may coincide: the first the
+/// widest, each later one narrower and drawn on top, so that equal lines show as
+/// nested bands rather than hiding each other.
+fn nested_width(index: usize, count: usize, thinnest: u32) -> u32 {
+    let above = count.saturating_sub(index + 1).min(5) as u32;
+    thinnest + 3 * above
+}
+
+/// A measured line in a lighter tint of its colour, so that its ideal, dashed in
+/// the full colour on top of it, stays visible where the two coincide.
+fn tint(colour: RGBColor) -> RGBColor {
+    let lighter = |c: u8| c + ((255 - c) as f64 * 0.35) as u8;
+    RGBColor(lighter(colour.0), lighter(colour.1), lighter(colour.2))
+}
+
+/// One panel of a figure: its lines on the figure's x axis and its own y axis.
+struct Panel {
+    caption: String,
+    y_desc: String,
+    y_axis: Range<f64>,
+    lines: Vec<Line>,
+}
+
+/// What a figure's legend strip shows: every line's name once, in the order drawn.
+fn legend_of<'a>(panels: impl IntoIterator<Item = &'a Panel>) -> Vec<(String, RGBColor, Stroke)> {
+    let mut legend: Vec<(String, RGBColor, Stroke)> = Vec::new();
+    for line in panels.into_iter().flat_map(|panel| &panel.lines) {
+        if !legend.iter().any(|(name, _, _)| *name == line.name) {
+            legend.push((line.name.clone(), line.colour, line.stroke));
+        }
+    }
+    legend
+}
+
+const LEGEND_SAMPLE_PX: i32 = 36;
+const LEGEND_GAP_PX: i32 = 28;
+
+fn text_width_px(text: &str, size_px: u32) -> i32 {
+    (FONT, size_px).into_font().box_size(text).map_or(
+        text.chars().count() as i32 * size_px as i32 / 2,
+        |(w, _)| w as i32,
+    )
+}
+
+/// The legend strip's entries placed in rows: (row, x) of each.
+fn legend_layout(legend: &[(String, RGBColor, Stroke)], width_px: u32) -> Vec<(u32, i32)> {
+    let (mut row, mut x) = (0, 16);
+    legend
+        .iter()
+        .map(|(name, _, _)| {
+            let entry = LEGEND_SAMPLE_PX + 8 + text_width_px(name, LABEL_FONT_PX);
+            if x > 16 && x + entry > width_px as i32 - 16 {
+                row += 1;
+                x = 16;
+            }
+            let at = (row, x);
+            x += entry + LEGEND_GAP_PX;
+            at
+        })
+        .collect()
+}
+
+fn legend_rows(legend: &[(String, RGBColor, Stroke)], width_px: u32) -> u32 {
+    legend_layout(legend, width_px)
+        .last()
+        .map_or(0, |&(row, _)| row + 1)
+}
+
+fn draw_legend(
+    area: &Area<'_>,
+    legend: &[(String, RGBColor, Stroke)],
+    width_px: u32,
+) -> io::Result<()> {
+    for ((name, colour, stroke), (row, x)) in legend.iter().zip(legend_layout(legend, width_px)) {
+        let y = (row * LEGEND_ROW_PX + LEGEND_ROW_PX / 2) as i32;
+        let sample = [(x, y), (x + LEGEND_SAMPLE_PX, y)];
+        match stroke {
+            Stroke::Measured => area.draw(&PathElement::new(sample, tint(*colour).stroke_width(5))),
+            Stroke::Ideal => area.draw(&DashedPathElement::new(
+                sample,
+                7,
+                4,
+                colour.stroke_width(2),
+            )),
+            Stroke::Marked => area
+                .draw(&PathElement::new(sample, colour.stroke_width(2)))
+                .and_then(|()| {
+                    area.draw(&Circle::new(
+                        (x + LEGEND_SAMPLE_PX / 2, y),
+                        4,
+                        colour.filled(),
+                    ))
+                }),
+        }
+        .map_err(plot_error)?;
+        area.draw(&Text::new(
+            name.clone(),
+            (x + LEGEND_SAMPLE_PX + 8, y - LABEL_FONT_PX as i32 / 2 - 1),
+            (FONT, LABEL_FONT_PX),
+        ))
+        .map_err(plot_error)?;
+    }
+    Ok(())
+}
+
+/// A figure's frame: title and legend on top, then `panels` slots of `columns`
+/// abreast. Returns the picture's size and draws through `draw_panel`.
+fn figure(
+    path: &Path,
+    width_px: u32,
+    title: &str,
+    legend: &[(String, RGBColor, Stroke)],
+    panels: usize,
+    columns: usize,
+    draw_panel: impl Fn(usize, &Area<'_>) -> io::Result<()>,
+) -> io::Result<()> {
+    register_font()?;
+    let columns = columns.max(1);
+    let rows = panels.div_ceil(columns).max(1);
+    let legend_px = legend_rows(legend, width_px) * LEGEND_ROW_PX + 6;
+    let height_px = TITLE_HEIGHT_PX + legend_px + rows as u32 * PANEL_HEIGHT_PX;
+    write_png(path, (width_px, height_px), |root| {
+        let (top, body) = root.split_vertically(TITLE_HEIGHT_PX);
+        top.draw(&Text::new(
+            title.to_string(),
+            (16, (TITLE_HEIGHT_PX - TITLE_FONT_PX) as i32 / 2),
+            (FONT, TITLE_FONT_PX),
+        ))
+        .map_err(plot_error)?;
+        let (legend_area, grid) = body.split_vertically(legend_px);
+        draw_legend(&legend_area, legend, width_px)?;
+        let cells = grid.split_evenly((rows, columns));
+        for (index, cell) in cells.iter().enumerate().take(panels) {
+            draw_panel(index, cell)?;
+        }
+        Ok(())
+    })
+}
+
+fn draw_line_panel(
+    area: &Area<'_>,
+    x_axis: Range<f64>,
+    x_desc: &str,
+    panel: &Panel,
+) -> io::Result<()> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.caption, (FONT, CAPTION_FONT_PX))
+        .margin(12)
+        .x_label_area_size(52)
+        .y_label_area_size(84)
+        .build_cartesian_2d(x_axis, panel.y_axis.clone())
+        .map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(panel.y_desc.as_str())
+        .x_labels(8)
+        .y_labels(6)
+        .x_label_formatter(&|v| tick_text(*v))
+        .y_label_formatter(&|v| tick_text(*v))
+        .label_style((FONT, LABEL_FONT_PX))
+        .axis_desc_style((FONT, LABEL_FONT_PX))
+        .light_line_style(WHITE.mix(0.0))
+        .bold_line_style(BLACK.mix(0.12))
+        .draw()
+        .map_err(plot_error)?;
+    draw_lines(&mut chart, &panel.lines)
+}
+
+fn draw_lines<X, Y>(
+    chart: &mut ChartContext<'_, BitMapBackend<'_>, Cartesian2d<X, Y>>,
+    lines: &[Line],
+) -> io::Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    // Ideals last, on top of what they are compared with.
+    let order = [Stroke::Measured, Stroke::Marked, Stroke::Ideal];
+    for stroke in order {
+        for line in lines.iter().filter(|line| line.stroke == stroke) {
+            for segment in &line.segments {
+                let points = segment.iter().copied();
+                match stroke {
+                    Stroke::Measured => chart
+                        .draw_series(LineSeries::new(
+                            points,
+                            tint(line.colour).stroke_width(line.width),
+                        ))
+                        .map(|_| ()),
+                    Stroke::Ideal => chart
+                        .draw_series(DashedLineSeries::new(
+                            points,
+                            7,
+                            4,
+                            line.colour.stroke_width(line.width),
+                        ))
+                        .map(|_| ()),
+                    Stroke::Marked => chart
+                        .draw_series(
+                            LineSeries::new(points, line.colour.stroke_width(line.width))
+                                .point_size(line.width + 2),
+                        )
+                        .map(|_| ()),
+                }
+                .map_err(plot_error)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `(start, value)`, `(end, value)` of each interval: a rate holds over its interval.
+fn steps(run: &RunRecord, value: impl Fn(&crate::record::Interval) -> f64) -> Curve {
+    run.intervals
+        .iter()
+        .flat_map(|interval| {
+            let v = value(interval);
+            [(interval.start_ns as f64 / 1e9, v), (interval.end_s(), v)]
+        })
+        .collect()
 }
 
 /// Runs of consecutive intervals, so that lines stop where non-steady intervals were
@@ -129,88 +398,187 @@ fn segments(samples: &[(usize, f64, f64)]) -> Vec<Curve> {
     segments
 }
 
-/// Per-tenant throughput as steps over each interval, with each tenant's ideal dashed
-/// in the same colour.
+/// The largest value of the panels' lines, in bit/s.
+fn largest(lines: &[Line]) -> f64 {
+    lines
+        .iter()
+        .flat_map(|line| line.segments.iter().flatten())
+        .map(|&(_, y)| y)
+        .filter(|y| y.is_finite())
+        .fold(0.0, f64::max)
+}
+
+/// Rates in bit/s rescaled to the unit chosen from the largest of them.
+fn in_unit(panels: &mut [Panel]) -> RateUnit {
+    let unit = rate_unit(
+        panels
+            .iter()
+            .map(|panel| largest(&panel.lines))
+            .fold(0.0, f64::max),
+    );
+    for panel in panels.iter_mut() {
+        for point in panel
+            .lines
+            .iter_mut()
+            .flat_map(|line| line.segments.iter_mut().flatten())
+        {
+            point.1 /= unit.bps;
+        }
+        let top = largest(&panel.lines);
+        panel.y_desc = unit.name.to_string();
+        panel.y_axis = 0.0..(top * 1.12).max(1e-3);
+    }
+    unit
+}
+
+/// Gives every panel the y axis of the tallest, so that panels compare at a glance.
+fn share_y(panels: &mut [Panel]) {
+    let top = panels
+        .iter()
+        .map(|panel| panel.y_axis.end)
+        .fold(0.0, f64::max);
+    for panel in panels {
+        panel.y_axis = 0.0..top;
+    }
+}
+
+/// A tenant whose apps get a throughput panel of their own: one with more than one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppPanel {
+    /// Index into `RunRecord::tenants`.
+    pub tenant: usize,
+    /// Its classes (indexes into `RunRecord::classes`), one line each.
+    pub classes: Vec<usize>,
+}
+
+/// The tenants whose apps are plotted (throughput_apps.png, and an overlay panel
+/// per app): each tenant of more than one app, with its apps. A tenant of one app
+/// is its app; its panel says it all.
+pub fn app_panels(run: &RunRecord) -> Vec<AppPanel> {
+    (0..run.tenants.len())
+        .filter_map(|tenant| {
+            let classes: Vec<usize> = run
+                .class_tenant
+                .iter()
+                .enumerate()
+                .filter(|&(_, &owner)| owner == tenant)
+                .map(|(class, _)| class)
+                .collect();
+            (classes.len() > 1).then_some(AppPanel { tenant, classes })
+        })
+        .collect()
+}
+
+fn rate_panel(caption: String, lines: Vec<Line>) -> Panel {
+    Panel {
+        caption,
+        y_desc: String::new(),
+        y_axis: 0.0..1.0,
+        lines,
+    }
+}
+
+/// Throughput per tenant, each against its ideal (dashed, same colour).
 pub(crate) fn throughput(path: &Path, run: &RunRecord) -> io::Result<()> {
-    register_font()?;
-    let per_tenant: Vec<(Curve, Curve)> = (0..run.tenants.len())
-        .map(|tenant| {
-            let mut throughput = Vec::with_capacity(2 * run.intervals.len());
-            let mut ideal = Vec::with_capacity(2 * run.intervals.len());
-            for interval in &run.intervals {
-                let start_s = interval.start_ns as f64 / 1e9;
-                let throughput_gbps = run.tenant_throughput_bps(interval, tenant) / 1e9;
-                let ideal_gbps = interval.tenant_ideal_bps(tenant) / 1e9;
-                throughput.extend([
-                    (start_s, throughput_gbps),
-                    (interval.end_s(), throughput_gbps),
-                ]);
-                ideal.extend([(start_s, ideal_gbps), (interval.end_s(), ideal_gbps)]);
+    let mut lines = Vec::new();
+    for (tenant, name) in run.tenants.iter().enumerate() {
+        lines.push(Line {
+            name: name.clone(),
+            colour: colour(tenant),
+            stroke: Stroke::Measured,
+            width: nested_width(tenant, run.tenants.len(), 3),
+            segments: vec![steps(run, |i| run.tenant_throughput_bps(i, tenant))],
+        });
+    }
+    for (tenant, name) in run.tenants.iter().enumerate() {
+        lines.push(Line {
+            name: format!("{name} ideal"),
+            colour: colour(tenant),
+            stroke: Stroke::Ideal,
+            width: 2,
+            segments: vec![steps(run, |i| i.tenant_ideal_bps(tenant))],
+        });
+    }
+    let mut panels = [rate_panel("per tenant".into(), lines)];
+    in_unit(&mut panels);
+    let title = format!(
+        "{} ({}): throughput per tenant",
+        run.enforcer,
+        run.mode.as_str()
+    );
+    let x_axis = time_axis([run]);
+    figure(
+        path,
+        WIDTH_PX,
+        &title,
+        &legend_of(&panels),
+        1,
+        1,
+        |_, area| draw_line_panel(area, x_axis.clone(), "time (s)", &panels[0]),
+    )
+}
+
+/// The apps of each tenant of several, a panel per tenant, on shared axes.
+pub(crate) fn throughput_apps(path: &Path, run: &RunRecord) -> io::Result<()> {
+    let mut panels: Vec<Panel> = app_panels(run)
+        .into_iter()
+        .take(PANELS_MAX)
+        .map(|AppPanel { tenant, classes }| {
+            let mut lines = Vec::new();
+            for (stroke, suffix) in [(Stroke::Measured, ""), (Stroke::Ideal, " ideal")] {
+                for (nth, &class) in classes.iter().enumerate() {
+                    let points = if stroke == Stroke::Ideal {
+                        steps(run, |i| i.class_ideal_bps(class))
+                    } else {
+                        steps(run, |i| i.class_throughput_bps(class))
+                    };
+                    let app = &run.classes[class];
+                    lines.push(Line {
+                        // Named with the tenant: two tenants may both have an app `bulk`.
+                        name: format!("{}/{}{suffix}", app.tenant, app.app),
+                        colour: colour(nth),
+                        stroke,
+                        width: if stroke == Stroke::Ideal {
+                            2
+                        } else {
+                            nested_width(nth, classes.len(), 3)
+                        },
+                        segments: vec![points],
+                    });
+                }
             }
-            (throughput, ideal)
+            rate_panel(format!("tenant {}", run.tenants[tenant]), lines)
         })
         .collect();
-    let y_axis = axis_to(
-        per_tenant
-            .iter()
-            .flat_map(|(throughput, ideal)| throughput.iter().chain(ideal))
-            .map(|&(_, gbps)| gbps),
-        1.15,
-        1e-3,
+    in_unit(&mut panels);
+    share_y(&mut panels);
+    let title = format!(
+        "{} ({}): throughput per app",
+        run.enforcer,
+        run.mode.as_str()
     );
-
-    write_png(path, (WIDTH_PX, HEIGHT_PX), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(
-                format!("{}: throughput per tenant (dashed: ideal)", run.enforcer),
-                (FONT, 20),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(time_axis(run), y_axis)
-            .map_err(plot_error)?;
-        chart
-            .configure_mesh()
-            .x_desc("time (s)")
-            .y_desc("Gbit/s")
-            .label_style((FONT, 14))
-            .draw()
-            .map_err(plot_error)?;
-        for (tenant, (throughput, ideal)) in per_tenant.into_iter().enumerate() {
-            let colour = colour(tenant);
-            chart
-                .draw_series(LineSeries::new(throughput, colour.stroke_width(2)))
-                .map_err(plot_error)?
-                .label(run.tenants[tenant].as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2))
-                });
-            chart
-                .draw_series(DashedLineSeries::new(ideal, 6, 4, colour.stroke_width(1)))
-                .map_err(plot_error)?;
-        }
-        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
-    })
+    let x_axis = time_axis([run]);
+    let columns = panels.len().min(2);
+    let width = if columns > 1 {
+        OVERLAY_WIDTH_PX
+    } else {
+        WIDTH_PX
+    };
+    // Each panel names its apps; the legend strip names them once for all panels.
+    let legend = legend_of(&panels);
+    figure(
+        path,
+        width,
+        &title,
+        &legend,
+        panels.len(),
+        columns,
+        |index, area| draw_line_panel(area, x_axis.clone(), "time (s)", &panels[index]),
+    )
 }
 
-fn draw_legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
-    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
-    position: SeriesLabelPosition,
-) -> io::Result<()> {
-    chart
-        .configure_series_labels()
-        .position(position)
-        .label_font((FONT, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_error)
-}
-
-/// Jain's index per steady interval on top, each tenant's relative error below.
-pub(crate) fn fairness(path: &Path, run: &RunRecord) -> io::Result<()> {
-    register_font()?;
+/// Jain's index of every steady interval, and each tenant's relative error, of one run.
+fn fairness_samples(run: &RunRecord) -> (Samples, Vec<Samples>) {
     let mut jain = Vec::new();
     let mut errors: Vec<Samples> = vec![Vec::new(); run.tenants.len()];
     for (index, interval) in run.intervals.iter().enumerate() {
@@ -222,89 +590,70 @@ pub(crate) fn fairness(path: &Path, run: &RunRecord) -> io::Result<()> {
             errors[tenant].push((index, interval.end_s(), error));
         }
     }
-
-    write_png(path, (WIDTH_PX, 2 * HEIGHT_PX), |root| {
-        let (upper, lower) = root.split_vertically(HEIGHT_PX);
-        let jain_min = jain.iter().map(|&(_, _, j)| j).fold(1.0, f64::min);
-        // Zoomed to where the values are: Jain's index of a good enforcer lives in the
-        // last percent below 1, and a 0..1 axis would flatten it.
-        let jain_span = ((1.0 - jain_min) * 1.5).max(0.01);
-        let jain_axis = (1.0 - jain_span).max(0.0)..1.0 + jain_span / 20.0;
-        draw_panel(
-            &upper,
-            run,
-            &format!("{}: Jain's index of throughput / ideal", run.enforcer),
-            "Jain's index",
-            jain_axis,
-            &[Series {
-                name: "Jain",
-                colour: colour(0),
-                samples: jain,
-            }],
-        )?;
-        let error_axis = axis_to(errors.iter().flatten().map(|&(_, _, e)| e), 1.15, 0.05);
-        let tenants: Vec<Series> = errors
-            .into_iter()
-            .enumerate()
-            .map(|(tenant, samples)| Series {
-                name: &run.tenants[tenant],
-                colour: colour(tenant),
-                samples,
-            })
-            .collect();
-        draw_panel(
-            &lower,
-            run,
-            &format!("{}: relative error per tenant", run.enforcer),
-            "|throughput - ideal| / ideal",
-            error_axis,
-            &tenants,
-        )
-    })
+    (jain, errors)
 }
 
-/// One panel of values taken over the steady intervals.
-fn draw_panel<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    run: &RunRecord,
-    caption: &str,
-    y_desc: &str,
-    y_axis: Range<f64>,
-    series: &[Series],
-) -> io::Result<()> {
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, (FONT, 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(time_axis(run), y_axis)
-        .map_err(plot_error)?;
-    chart
-        .configure_mesh()
-        .x_desc("time (s)")
-        .y_desc(y_desc)
-        .label_style((FONT, 14))
-        .draw()
-        .map_err(plot_error)?;
-    for &Series {
-        name,
-        colour,
-        ref samples,
-    } in series
-    {
-        for segment in segments(samples) {
-            chart
-                .draw_series(LineSeries::new(segment, colour.stroke_width(2)).point_size(3))
-                .map_err(plot_error)?;
-        }
-        // An empty series carries the legend entry once, whatever the segments.
-        chart
-            .draw_series(LineSeries::new(std::iter::empty(), colour.stroke_width(2)))
-            .map_err(plot_error)?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2)));
+/// Jain's index on a fixed 0..1 axis and relative error on 0..max(1, data), so
+/// that the figures of two runs compare by eye.
+fn jain_panel(caption: String, lines: Vec<Line>) -> Panel {
+    Panel {
+        caption,
+        y_desc: "Jain's index".into(),
+        y_axis: 0.0..1.05,
+        lines,
     }
-    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
+}
+
+fn error_panel(caption: String, lines: Vec<Line>) -> Panel {
+    let top = largest(&lines);
+    Panel {
+        caption,
+        y_desc: "|throughput − ideal| / ideal".into(),
+        y_axis: 0.0..(top * 1.1).max(1.0),
+        lines,
+    }
+}
+
+/// Jain's index per steady interval on top, each tenant's relative error below.
+pub(crate) fn fairness(path: &Path, run: &RunRecord) -> io::Result<()> {
+    let (jain, errors) = fairness_samples(run);
+    let panels = [
+        jain_panel(
+            "Jain's index of throughput / ideal (steady intervals)".into(),
+            vec![Line {
+                name: "Jain's index".into(),
+                colour: IDEAL_COLOUR,
+                stroke: Stroke::Marked,
+                width: 2,
+                segments: segments(&jain),
+            }],
+        ),
+        error_panel(
+            "relative error per tenant".into(),
+            errors
+                .iter()
+                .enumerate()
+                .map(|(tenant, samples)| Line {
+                    name: run.tenants[tenant].clone(),
+                    colour: colour(tenant),
+                    stroke: Stroke::Marked,
+                    width: nested_width(tenant, run.tenants.len(), 2),
+                    segments: segments(samples),
+                })
+                .collect(),
+        ),
+    ];
+    let title = format!("{} ({}): fairness", run.enforcer, run.mode.as_str());
+    let x_axis = time_axis([run]);
+    figure(
+        path,
+        WIDTH_PX,
+        &title,
+        &legend_of(&panels),
+        2,
+        1,
+        |index, area| draw_line_panel(area, x_axis.clone(), "time (s)", &panels[index]),
+    )
 }
 
 /// Whether `latency_cdf` has anything to draw.
@@ -314,69 +663,506 @@ pub(crate) fn has_latency(run: &RunRecord) -> bool {
         .any(|record| !record.histogram_ns.is_empty())
 }
 
-/// CDF of the latency of each rpc traffic, on a log axis since tails span decades.
+/// A log axis cannot reach 0: a latency under a nanosecond is drawn at 1 ns.
+const LATENCY_FLOOR_US: f64 = 1e-3;
+
+/// The CDF of one histogram as (latency µs, fraction at or below).
+fn cdf(record: &LatencyRecord) -> Curve {
+    let histogram = &record.histogram_ns;
+    let mut curve = Vec::new();
+    for step in histogram.iter_recorded() {
+        let latency_us = (histogram.highest_equivalent(step.value_iterated_to()) as f64 / 1e3)
+            .max(LATENCY_FLOOR_US);
+        if curve.is_empty() {
+            curve.push((latency_us, 0.0));
+        }
+        curve.push((latency_us, step.quantile_iterated_to()));
+    }
+    curve
+}
+
+/// Ticks of a log axis of microseconds from `low_us` to `high_us`: the densest of
+/// 1, 1.2, 1.5, 2, 2.5, 3..9 of each decade (a narrow axis), every digit, 1, 2 and 5,
+/// 1 and 3, or the decades alone, that is few enough to label without overlap.
+pub fn cdf_ticks_us(low_us: f64, high_us: f64) -> Vec<f64> {
+    const TICKS_MAX: usize = 10;
+    let (first, last) = (low_us.log10().floor() as i32, high_us.log10().ceil() as i32);
+    let ticks = |mantissas: &[f64]| -> Vec<f64> {
+        (first..=last)
+            .flat_map(|exponent| mantissas.iter().map(move |m| m * 10f64.powi(exponent)))
+            .filter(|&us| us >= low_us && us <= high_us)
+            .collect()
+    };
+    let finer = [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
+    let digits = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
+    [&finer[..], &digits, &[1.0, 2.0, 5.0], &[1.0, 3.0], &[1.0]]
+        .into_iter()
+        .map(ticks)
+        .find(|ticks| ticks.len() <= TICKS_MAX)
+        .unwrap_or_else(|| ticks(&[1.0]).into_iter().step_by(2).collect())
+}
+
+/// A tick's number without trailing zeros: `2`, `0.25`, `1500`.
+fn tick_text(value: f64) -> String {
+    let text = format!("{value:.4}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn latency_axis(curves: &[&Curve]) -> Range<f64> {
+    let latencies = || {
+        curves
+            .iter()
+            .flat_map(|curve| curve.iter())
+            .map(|&(us, _)| us)
+    };
+    let lowest_us = latencies().fold(f64::INFINITY, f64::min);
+    let highest_us = latencies().fold(LATENCY_FLOOR_US, f64::max);
+    if lowest_us < highest_us {
+        lowest_us / 1.3..highest_us * 1.3
+    } else {
+        highest_us / 10.0..highest_us * 10.0
+    }
+}
+
+fn draw_cdf_panel(area: &Area<'_>, x_axis: Range<f64>, panel: &Panel) -> io::Result<()> {
+    let ticks = cdf_ticks_us(x_axis.start, x_axis.end);
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.caption, (FONT, CAPTION_FONT_PX))
+        .margin(12)
+        .x_label_area_size(52)
+        .y_label_area_size(84)
+        .build_cartesian_2d(x_axis.log_scale().with_key_points(ticks), 0.0..1.0)
+        .map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("latency (µs, log scale)")
+        .y_desc("fraction of requests")
+        .y_labels(6)
+        .x_label_formatter(&|us| tick_text(*us))
+        .label_style((FONT, LABEL_FONT_PX))
+        .axis_desc_style((FONT, LABEL_FONT_PX))
+        .light_line_style(WHITE.mix(0.0))
+        .bold_line_style(BLACK.mix(0.12))
+        .draw()
+        .map_err(plot_error)?;
+    draw_lines(&mut chart, &panel.lines)
+}
+
+/// CDF of the latency of each request/response traffic, one line each, on a log
+/// axis since tails span decades.
 pub(crate) fn latency_cdf(path: &Path, run: &RunRecord) -> io::Result<()> {
-    register_font()?;
-    let recorded: Vec<(usize, &LatencyRecord)> = run
+    let lines: Vec<Line> = run
         .latency
         .iter()
         .enumerate()
         .filter(|(_, record)| !record.histogram_ns.is_empty())
-        .collect();
-    let curves: Vec<Vec<(f64, f64)>> = recorded
-        .iter()
-        .map(|(_, record)| {
-            let histogram = &record.histogram_ns;
-            let mut curve = Vec::new();
-            for step in histogram.iter_recorded() {
-                let latency_us =
-                    histogram.highest_equivalent(step.value_iterated_to()) as f64 / 1e3;
-                if curve.is_empty() {
-                    curve.push((latency_us, 0.0));
-                }
-                curve.push((latency_us, step.quantile_iterated_to()));
-            }
-            curve
+        .map(|(index, record)| Line {
+            name: format!(
+                "{} (p99 {:.1} µs)",
+                record.traffic,
+                latency_us_at(&record.histogram_ns, 0.99)
+            ),
+            colour: colour(index),
+            stroke: Stroke::Measured,
+            width: nested_width(index, run.latency.len(), 3),
+            segments: vec![cdf(record)],
         })
         .collect();
-    // A log axis cannot reach 0: a latency under a nanosecond is drawn at 1 ns.
-    let floor_us = 1e-3;
-    let latencies = || curves.iter().flatten().map(|&(us, _)| us.max(floor_us));
-    let lowest_us = latencies().fold(f64::INFINITY, f64::min);
-    let highest_us = latencies().fold(floor_us, f64::max);
-    let x_axis = if lowest_us < highest_us {
-        lowest_us / 1.5..highest_us * 1.5
-    } else {
-        highest_us / 10.0..highest_us * 10.0
+    let x_axis = latency_axis(&lines.iter().flat_map(|l| &l.segments).collect::<Vec<_>>());
+    let panel = Panel {
+        caption: "per traffic".into(),
+        y_desc: String::new(),
+        y_axis: 0.0..1.0,
+        lines,
     };
+    let title = format!("{} ({}): latency CDF", run.enforcer, run.mode.as_str());
+    figure(
+        path,
+        WIDTH_PX,
+        &title,
+        &legend_of([&panel]),
+        1,
+        1,
+        |_, area| draw_cdf_panel(area, x_axis.clone(), &panel),
+    )
+}
 
-    write_png(path, (WIDTH_PX, HEIGHT_PX), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(format!("{}: latency CDF", run.enforcer), (FONT, 20))
+/// How a run is named in an overlay: its enforcer, and its world where runs of
+/// both are overlaid.
+fn run_names(runs: &[&RunRecord]) -> Vec<String> {
+    let mixed = runs.iter().any(|run| run.mode != runs[0].mode);
+    runs.iter()
+        .map(|run| {
+            if mixed {
+                format!("{} ({})", run.enforcer, run.mode.as_str())
+            } else {
+                run.enforcer.clone()
+            }
+        })
+        .collect()
+}
+
+/// A panel of one quantity of every run: `measured` per run in its colour, and
+/// the ideal of each run dashed black (named once: runs of one scenario share it).
+fn overlay_rate_panel(
+    caption: String,
+    runs: &[&RunRecord],
+    names: &[String],
+    measured: impl Fn(&RunRecord, &crate::record::Interval) -> f64,
+    ideal: impl Fn(&RunRecord, &crate::record::Interval) -> f64,
+) -> Panel {
+    let mut lines: Vec<Line> = runs
+        .iter()
+        .zip(names)
+        .enumerate()
+        .map(|(index, (run, name))| Line {
+            name: name.clone(),
+            colour: colour(index),
+            stroke: Stroke::Measured,
+            width: nested_width(index, runs.len(), 3),
+            segments: vec![steps(run, |i| measured(run, i))],
+        })
+        .collect();
+    lines.extend(runs.iter().map(|run| Line {
+        name: "ideal".into(),
+        colour: IDEAL_COLOUR,
+        stroke: Stroke::Ideal,
+        width: 2,
+        segments: vec![steps(run, |i| ideal(run, i))],
+    }));
+    rate_panel(caption, lines)
+}
+
+/// The overlays of the runs of one scenario, written into `dir` beside report.html:
+/// overlay_throughput.png (a panel per tenant, and per app of a tenant of several,
+/// every run and the ideal on shared axes), overlay_fairness.png (Jain's index and
+/// the mean relative error of every run per steady interval) and
+/// overlay_latency_cdf.png (a panel per request/response traffic, where a run
+/// measured latency). Runs are matched by tenant and app name; a run without one
+/// has no line in its panel.
+pub fn write_overlay_plots(dir: &Path, runs: &[&RunRecord]) -> io::Result<()> {
+    fs::create_dir_all(dir).map_err(crate::files::at(dir))?;
+    let file = |name: &str, write: &dyn Fn(&Path) -> io::Result<()>| {
+        let path = dir.join(name);
+        write(&path).map_err(crate::files::at(&path))
+    };
+    if runs.is_empty() {
+        return Ok(());
+    }
+    let names = run_names(runs);
+    file(OVERLAY_THROUGHPUT_PNG, &|path| {
+        overlay_throughput(path, runs, &names)
+    })?;
+    file(OVERLAY_FAIRNESS_PNG, &|path| {
+        overlay_fairness(path, runs, &names)
+    })?;
+    if runs.iter().any(|run| has_latency(run)) {
+        file(OVERLAY_LATENCY_CDF_PNG, &|path| {
+            overlay_latency(path, runs, &names)
+        })
+    } else {
+        file(
+            OVERLAY_LATENCY_CDF_PNG,
+            &|path| match fs::remove_file(path) {
+                Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+                _ => Ok(()),
+            },
+        )
+    }
+}
+
+fn position(names: &[String], name: &str) -> Option<usize> {
+    names.iter().position(|n| n == name)
+}
+
+fn class_of(run: &RunRecord, tenant: &str, app: &str) -> Option<usize> {
+    run.classes
+        .iter()
+        .position(|class| class.tenant == tenant && class.app == app)
+}
+
+fn overlay_throughput(path: &Path, runs: &[&RunRecord], names: &[String]) -> io::Result<()> {
+    let first = runs[0];
+    let mut panels: Vec<Panel> = first
+        .tenants
+        .iter()
+        .map(|tenant| {
+            overlay_rate_panel(
+                format!("tenant {tenant}"),
+                runs,
+                names,
+                |run, i| {
+                    position(&run.tenants, tenant).map_or(0.0, |t| run.tenant_throughput_bps(i, t))
+                },
+                |run, i| position(&run.tenants, tenant).map_or(0.0, |t| i.tenant_ideal_bps(t)),
+            )
+        })
+        .collect();
+    for AppPanel { classes, .. } in app_panels(first) {
+        for class in classes {
+            let name = &first.classes[class];
+            panels.push(overlay_rate_panel(
+                format!("app {}/{}", name.tenant, name.app),
+                runs,
+                names,
+                |run, i| {
+                    class_of(run, &name.tenant, &name.app)
+                        .map_or(0.0, |c| i.class_throughput_bps(c))
+                },
+                |run, i| {
+                    class_of(run, &name.tenant, &name.app).map_or(0.0, |c| i.class_ideal_bps(c))
+                },
+            ));
+        }
+    }
+    let all = panels.len();
+    panels.truncate(PANELS_MAX);
+    in_unit(&mut panels);
+    share_y(&mut panels);
+    let mut title = format!(
+        "{}: throughput of every run (dashed: ideal)",
+        first.scenario
+    );
+    if all > panels.len() {
+        title.push_str(&format!(", first {} of {all} panels", panels.len()));
+    }
+    let x_axis = time_axis(runs.iter().copied());
+    let columns = panels.len().min(2);
+    figure(
+        path,
+        OVERLAY_WIDTH_PX,
+        &title,
+        &legend_of(&panels),
+        panels.len(),
+        columns,
+        |index, area| draw_line_panel(area, x_axis.clone(), "time (s)", &panels[index]),
+    )
+}
+
+fn overlay_fairness(path: &Path, runs: &[&RunRecord], names: &[String]) -> io::Result<()> {
+    let mut jain = Vec::new();
+    let mut error = Vec::new();
+    for (index, (run, name)) in runs.iter().zip(names).enumerate() {
+        let (samples, errors) = fairness_samples(run);
+        jain.push(Line {
+            name: name.clone(),
+            colour: colour(index),
+            stroke: Stroke::Marked,
+            width: nested_width(index, runs.len(), 2),
+            segments: segments(&samples),
+        });
+        // The mean over the tenants judged in each interval, as summary.json's mean.
+        let mut per_interval: Vec<(usize, f64, f64, usize)> = Vec::new();
+        for &(interval, x, e) in errors.iter().flatten() {
+            match per_interval.iter_mut().find(|(i, ..)| *i == interval) {
+                Some(entry) => {
+                    entry.2 += e;
+                    entry.3 += 1;
+                }
+                None => per_interval.push((interval, x, e, 1)),
+            }
+        }
+        per_interval.sort_by_key(|&(interval, ..)| interval);
+        let mean: Vec<(usize, f64, f64)> = per_interval
+            .into_iter()
+            .map(|(interval, x, sum, n)| (interval, x, sum / n as f64))
+            .collect();
+        error.push(Line {
+            name: name.clone(),
+            colour: colour(index),
+            stroke: Stroke::Marked,
+            width: nested_width(index, runs.len(), 2),
+            segments: segments(&mean),
+        });
+    }
+    let panels = [
+        jain_panel("Jain's index of throughput / ideal".into(), jain),
+        error_panel("relative error, mean over tenants".into(), error),
+    ];
+    let title = format!(
+        "{}: fairness of every run (steady intervals)",
+        runs[0].scenario
+    );
+    let x_axis = time_axis(runs.iter().copied());
+    figure(
+        path,
+        OVERLAY_WIDTH_PX,
+        &title,
+        &legend_of(&panels),
+        2,
+        1,
+        |index, area| draw_line_panel(area, x_axis.clone(), "time (s)", &panels[index]),
+    )
+}
+
+fn overlay_latency(path: &Path, runs: &[&RunRecord], names: &[String]) -> io::Result<()> {
+    let mut traffics: Vec<&str> = Vec::new();
+    for record in runs.iter().flat_map(|run| &run.latency) {
+        if !record.histogram_ns.is_empty() && !traffics.contains(&record.traffic.as_str()) {
+            traffics.push(&record.traffic);
+        }
+    }
+    traffics.truncate(PANELS_MAX);
+    let panels: Vec<Panel> = traffics
+        .iter()
+        .map(|&traffic| {
+            let lines = runs
+                .iter()
+                .zip(names)
+                .enumerate()
+                .filter_map(|(index, (run, name))| {
+                    let record = run
+                        .latency
+                        .iter()
+                        .find(|r| r.traffic == traffic && !r.histogram_ns.is_empty())?;
+                    Some(Line {
+                        name: name.clone(),
+                        colour: colour(index),
+                        stroke: Stroke::Measured,
+                        width: nested_width(index, runs.len(), 3),
+                        segments: vec![cdf(record)],
+                    })
+                })
+                .collect();
+            Panel {
+                caption: format!("traffic {traffic}"),
+                y_desc: String::new(),
+                y_axis: 0.0..1.0,
+                lines,
+            }
+        })
+        .collect();
+    let x_axis = latency_axis(
+        &panels
+            .iter()
+            .flat_map(|p| &p.lines)
+            .flat_map(|l| &l.segments)
+            .collect::<Vec<_>>(),
+    );
+    let title = format!("{}: latency CDF of every run", runs[0].scenario);
+    let columns = panels.len().min(2);
+    figure(
+        path,
+        OVERLAY_WIDTH_PX,
+        &title,
+        &legend_of(&panels),
+        panels.len(),
+        columns,
+        |index, area| draw_cdf_panel(area, x_axis.clone(), &panels[index]),
+    )
+}
+
+/// One line of a sweep's figure: per value of the swept key (in order), the mean
+/// over seeds and the lowest and highest seed's; `None` where nothing was measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepLine {
+    pub name: String,
+    pub points: Vec<Option<SweepPoint>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SweepPoint {
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// One figure of a sweep against the swept key, whose values `x_labels` name in
+/// order: a line per `lines` through the means, a bar over each point from the
+/// lowest to the highest seed. `y_top`: the axis's top where the figure has a
+/// fixed range (Jain's index); from the data otherwise.
+pub fn write_sweep_plot(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    x_labels: &[String],
+    y_desc: &str,
+    y_top: Option<f64>,
+    lines: &[SweepLine],
+) -> io::Result<()> {
+    let top = y_top.unwrap_or_else(|| {
+        let highest = lines
+            .iter()
+            .flat_map(|line| line.points.iter().flatten())
+            .map(|point| point.max)
+            .filter(|v| v.is_finite())
+            .fold(0.0, f64::max);
+        (highest * 1.12).max(1e-9)
+    });
+    let legend: Vec<(String, RGBColor, Stroke)> = lines
+        .iter()
+        .enumerate()
+        .map(|(index, line)| (line.name.clone(), colour(index), Stroke::Marked))
+        .collect();
+    let count = x_labels.len().max(1);
+    // Lines side by side around each value, so that their bars do not hide each other.
+    let offset = |index: usize| {
+        let spread = 0.3_f64.min(0.06 * lines.len() as f64);
+        if lines.len() < 2 {
+            0.0
+        } else {
+            -spread / 2.0 + spread * index as f64 / (lines.len() - 1) as f64
+        }
+    };
+    figure(path, WIDTH_PX, title, &legend, 1, 1, |_, area| {
+        let mut chart = ChartBuilder::on(area)
             .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(x_axis.log_scale(), 0.0..1.0)
+            .x_label_area_size(52)
+            .y_label_area_size(84)
+            .build_cartesian_2d(-0.5..count as f64 - 0.5, 0.0..top)
             .map_err(plot_error)?;
         chart
             .configure_mesh()
-            .x_desc("latency (µs)")
-            .y_desc("fraction of requests")
-            .label_style((FONT, 14))
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .y_labels(6)
+            .y_label_formatter(&|v| tick_text(*v))
+            // At most one tick per value: plotters then puts them on the integers,
+            // the values' places.
+            .x_labels(count)
+            .x_label_formatter(&|x| {
+                let index = x.round();
+                if (x - index).abs() < 1e-6 && index >= 0.0 && (index as usize) < x_labels.len() {
+                    x_labels[index as usize].clone()
+                } else {
+                    String::new()
+                }
+            })
+            .label_style((FONT, LABEL_FONT_PX))
+            .axis_desc_style((FONT, LABEL_FONT_PX))
+            .light_line_style(WHITE.mix(0.0))
+            .bold_line_style(BLACK.mix(0.12))
             .draw()
             .map_err(plot_error)?;
-        for ((index, record), curve) in recorded.into_iter().zip(curves) {
+        for (index, line) in lines.iter().enumerate() {
             let colour = colour(index);
-            let p99_us = latency_us_at(&record.histogram_ns, 0.99);
-            let points = curve.into_iter().map(move |(us, q)| (us.max(floor_us), q));
+            let at = |x: usize| x as f64 + offset(index);
+            let measured: Vec<(usize, f64, f64)> = line
+                .points
+                .iter()
+                .enumerate()
+                .filter_map(|(x, point)| point.map(|p| (x, at(x), p.mean)))
+                .collect();
+            for segment in segments(&measured) {
+                chart
+                    .draw_series(LineSeries::new(segment, colour.stroke_width(2)).point_size(5))
+                    .map_err(plot_error)?;
+            }
             chart
-                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
-                .map_err(plot_error)?
-                .label(format!("{} (p99 {p99_us:.1} µs)", record.traffic))
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2))
-                });
+                .draw_series(line.points.iter().enumerate().filter_map(|(x, point)| {
+                    point.map(|p| {
+                        ErrorBar::new_vertical(
+                            at(x),
+                            p.min,
+                            p.mean,
+                            p.max,
+                            colour.stroke_width(2),
+                            12,
+                        )
+                    })
+                }))
+                .map_err(plot_error)?;
         }
-        draw_legend(&mut chart, SeriesLabelPosition::LowerRight)
+        Ok(())
     })
 }

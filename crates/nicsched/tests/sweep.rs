@@ -1,0 +1,228 @@
+//! `nicsched sweep`: a grid of a shipped scenario runs, writes its table, CSV,
+//! JSON and plots, and each point's figures are those `nicsched sim` gives for the
+//! same scenario, value and seed (the same code path, so the same numbers).
+
+#[allow(
+    dead_code,
+    reason = "only its scratch folder: a sweep needs neither root nor programs"
+)]
+mod common;
+
+use common::Scratch;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn nicsched(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nicsched"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the binary runs")
+}
+
+const BORROWING: &str = "../../scenarios/flowvalve/borrowing.yaml";
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn a_sweep_runs_its_grid_and_each_point_is_what_sim_gives() {
+    let scratch = Scratch::new("sweep-grid");
+    let out = scratch.0.join("sweep");
+    let run = nicsched(&[
+        "sweep",
+        BORROWING,
+        "--set",
+        "policy.tenants.vm2.weight=1,2,4",
+        "--seeds",
+        "1..3",
+        "-e",
+        "valve",
+        "-e",
+        "wf2q",
+        "-j",
+        "2",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    let table = String::from_utf8_lossy(&run.stdout);
+    // A header, a rule, and a row per weight and enforcer.
+    assert!(
+        table.starts_with("policy.tenants.vm2.weight  enforcer"),
+        "{table}"
+    );
+    assert_eq!(
+        table.lines().filter(|l| l.contains(" ±")).count(),
+        3 * 2,
+        "{table}"
+    );
+
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let mut rows = csv.lines();
+    let header: Vec<&str> = rows.next().unwrap().split(',').collect();
+    assert_eq!(
+        header[..3],
+        ["policy.tenants.vm2.weight", "seed", "enforcer"]
+    );
+    for column in ["jain_mean", "rel_error_max", "share.vm2", "checks_failed"] {
+        assert!(header.contains(&column), "{column} in {header:?}");
+    }
+    assert_eq!(
+        rows.count(),
+        3 * 3 * 2,
+        "a row per value, seed and enforcer"
+    );
+
+    let sweep = json(&out.join("sweep.json"));
+    let points = sweep["points"].as_array().unwrap();
+    assert_eq!(points.len(), 18);
+    for figure in [
+        "jain_mean",
+        "rel_error_mean",
+        "utilization",
+        "share_controller",
+        "share_vm1",
+        "share_vm2",
+    ] {
+        let png = out.join(format!("{figure}.png"));
+        let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
+        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{figure}");
+    }
+
+    // The oracle: the scenario written with vm2's weight at 4, simulated with seed 2.
+    let policy = std::fs::read_to_string("../../scenarios/flowvalve/policy.yaml").unwrap();
+    let vm2 = policy
+        .find("  - name: vm2\n    weight: 2\n")
+        .expect("vm2 of weight 2");
+    let policy = format!(
+        "{}  - name: vm2\n    weight: 4\n{}",
+        &policy[..vm2],
+        &policy[vm2 + "  - name: vm2\n    weight: 2\n".len()..]
+    );
+    scratch.file("policy.yaml", &policy);
+    let scenario = scratch.file(
+        "borrowing.yaml",
+        &std::fs::read_to_string(BORROWING).unwrap(),
+    );
+    let sim_out = scratch.0.join("sim");
+    let sim = nicsched(&[
+        "sim",
+        &scenario,
+        "--seed",
+        "2",
+        "-e",
+        "wf2q",
+        "-q",
+        "--out",
+        sim_out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        sim.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
+    let expected = json(&sim_out.join("wf2q/summary.json"));
+    let point = points
+        .iter()
+        .find(|p| {
+            p["values"]["policy.tenants.vm2.weight"] == "4"
+                && p["seed"] == 2
+                && p["enforcer"] == "wf2q"
+        })
+        .expect("the point of weight 4, seed 2, wf2q");
+    for figure in [
+        "utilization",
+        "fairness",
+        "tenants",
+        "latency",
+        "frames_sent",
+        "checks",
+    ] {
+        assert_eq!(point["summary"][figure], expected[figure], "{figure}");
+    }
+    // The weight changed the ideal: the grid is not one scenario run nine times.
+    let ideal_of_vm2 = |weight: &str| {
+        points
+            .iter()
+            .find(|p| p["values"]["policy.tenants.vm2.weight"] == weight)
+            .unwrap()["summary"]["tenants"][2]["ideal_bps"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(ideal_of_vm2("1") < ideal_of_vm2("4"));
+}
+
+#[test]
+fn a_key_the_scenario_does_not_have_is_refused_before_anything_runs() {
+    let scratch = Scratch::new("sweep-bad-key");
+    let out = scratch.0.join("sweep");
+    for (set, says) in [
+        ("policy.tenants.vm3.weight=1,2", "has no entry named `vm3`"),
+        ("polcy.link.rate=1Gbit", "has no `polcy`"),
+        ("policy.tenants.vm2.wieght=3", "unknown key `wieght`"),
+        ("policy.link.rate=10Gbit,fast", "`fast` is not a rate"),
+    ] {
+        let run = nicsched(&[
+            "sweep",
+            BORROWING,
+            "--set",
+            set,
+            "-q",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{set}: {stderr}");
+        assert!(
+            stderr.contains(says) && stderr.contains("--set"),
+            "{set}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(!out.exists(), "{set}: nothing is written");
+    }
+}
+
+/// The test binary is built with the simulator's faults (Cargo.toml): with one
+/// of them every run fails its conservation check, and the sweep says so.
+#[test]
+fn a_run_whose_checks_fail_is_flagged_and_the_sweep_exits_3() {
+    let scratch = Scratch::new("sweep-checks");
+    let out = scratch.0.join("sweep");
+    let run = Command::new(env!("CARGO_BIN_EXE_nicsched"))
+        .args([
+            "sweep",
+            BORROWING,
+            "--set",
+            "policy.tenants.vm2.weight=1,2",
+            "-e",
+            "valve",
+            "-q",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NICSCHED_FAULT", "lose-packets")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("self-checks failed"), "{stderr}");
+    let table = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(
+        table.lines().filter(|l| l.ends_with("FAILED 1/1")).count(),
+        2,
+        "{table}"
+    );
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        assert!(row.ends_with("conservation"), "{row}");
+    }
+}
