@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
 
+mod report_page;
+
 #[global_allocator]
 static ALLOCATOR: sched::bench::CountingAllocator = sched::bench::CountingAllocator;
 
@@ -341,6 +343,21 @@ enum Command {
         #[arg(long)]
         markdown: bool,
     },
+    /// Overlay runs on one report.html: sim and lab runs of a scenario, or two
+    /// seeds, each enforcer's throughput against the ideal on shared axes.
+    ///
+    /// Example: `nicsched sim S.yaml --out r/sim; nicsched lab S.yaml --out r/lab;
+    /// nicsched report r/sim r/lab --out r/sim-vs-lab.html`.
+    Report {
+        /// Results folders (the --out of sim or lab), run folders, or summary.json
+        /// files, of complete runs only (checked against their nicsched-run.json).
+        #[arg(required = true)]
+        results: Vec<PathBuf>,
+        /// The page to write; outside the runs' folders. Default, for one results
+        /// folder: FOLDER.html beside it; required for several.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// List the enforcers and the mechanism each implements.
     Enforcers {
         /// Print the Markdown table README.md carries.
@@ -458,6 +475,7 @@ fn main() -> ExitCode {
             json,
         ),
         Command::Compare { results, markdown } => compare(&results, markdown),
+        Command::Report { results, out } => report_page::report(&results, out),
         Command::Enforcers { markdown, json } => {
             let listed = listed_enforcers();
             if json {
@@ -921,7 +939,7 @@ fn simulate(
         }
         runs.push((summary, dir));
     }
-    finish(out, &scenario.name, runs, &provenance)
+    finish(out, runs, &provenance)
 }
 
 /// `nicsched sim` on a scenario across hosts (hosts.md): one run per enforcer,
@@ -985,7 +1003,7 @@ fn simulate_hosts(
         };
         run.write(&out, name, &mut table, &mut failed)?;
     }
-    finish_hosts(out, &provenance, &table, &failed)
+    finish_hosts(out, &enforcers, &provenance, &table, &failed)
 }
 
 /// One run across hosts, simulated or in the lab, with what it is written with.
@@ -1051,14 +1069,18 @@ impl HostsRunOut {
     }
 }
 
-/// Moves the runs across hosts into `--out`, prints their table with every failed
-/// self-check beneath it, and fails with status 3 when one did.
+/// Writes report.html beside the runs across hosts of `enforcers`, moves them into
+/// `--out`, prints their table with every failed self-check beneath it, and fails
+/// with status 3 when one did.
 fn finish_hosts(
     out: report::OutDir,
+    enforcers: &[String],
     provenance: &report::Provenance,
     table: &[Vec<String>],
     failed: &[String],
 ) -> Result<(), Failure> {
+    let dirs: Vec<PathBuf> = enforcers.iter().map(|name| out.staging().join(name)).collect();
+    report::write_html(out.staging(), &dirs).map_err(|e| unwritten(out.target(), e))?;
     let target = out.target().to_path_buf();
     let out = out.commit(provenance).map_err(|e| unwritten(&target, e))?;
     let header: Vec<String> = [
@@ -1072,7 +1094,11 @@ fn finish_hosts(
     .map(String::from)
     .to_vec();
     println!("{}", report::aligned_table(&header, table, 3, false));
-    println!("results: {}", out.display());
+    println!(
+        "results: {}  report: {}",
+        out.display(),
+        out.join(report::REPORT_HTML).display()
+    );
     if failed.is_empty() {
         Ok(())
     } else {
@@ -1130,11 +1156,11 @@ fn stamp(record: &mut report::RunRecord, provenance: &report::Provenance) {
 /// did: everything is written, but those figures are not vouched for.
 fn finish(
     out: report::OutDir,
-    scenario: &str,
     runs: Vec<(report::Summary, PathBuf)>,
     provenance: &report::Provenance,
 ) -> Result<(), Failure> {
-    report::write_html(out.staging(), scenario, &runs).map_err(|e| unwritten(out.target(), e))?;
+    let dirs: Vec<PathBuf> = runs.iter().map(|(_, dir)| dir.clone()).collect();
+    report::write_html(out.staging(), &dirs).map_err(|e| unwritten(out.target(), e))?;
     let target = out.target().to_path_buf();
     let out = out.commit(provenance).map_err(|e| unwritten(&target, e))?;
     let summaries: Vec<report::Summary> = runs.into_iter().map(|(s, _)| s).collect();
@@ -1249,7 +1275,7 @@ fn run_lab(
         let summary = report::write_run(&dir, &record).map_err(|e| unwritten(out.target(), e))?;
         runs.push((summary, dir));
     }
-    finish(out, &scenario.name, runs, &provenance)
+    finish(out, runs, &provenance)
 }
 
 /// The fastest host link of a lab run across hosts unless `--link-rate` says
@@ -1331,7 +1357,7 @@ fn lab_hosts(
         };
         run.write(&out, name, &mut table, &mut failed)?;
     }
-    finish_hosts(out, &provenance, &table, &failed)
+    finish_hosts(out, &enforcers, &provenance, &table, &failed)
 }
 
 /// `nicsched lab --cleanup`: exits 1 if anything could not be removed.
