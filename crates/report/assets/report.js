@@ -5,11 +5,18 @@
   "use strict";
   const page = JSON.parse(document.getElementById("report-data").textContent);
 
+  // A value for the legend, and a shorter one for an axis tick.
   function number(v) {
     if (v == null) return "–";
     const a = Math.abs(v);
     if (a !== 0 && (a >= 1e5 || a < 1e-3)) return v.toExponential(3);
-    return v.toPrecision(4).replace(/\.?0+$/, "");
+    return String(Number(v.toPrecision(4)));
+  }
+  function tick(v) {
+    if (v == null) return "";
+    const a = Math.abs(v);
+    if (a !== 0 && (a >= 1e5 || a < 1e-3)) return v.toExponential(1);
+    return String(Number(v.toPrecision(6)));
   }
 
   const ranges = {
@@ -32,7 +39,7 @@
       },
       axes: [
         { label: chart.x_label, labelSize: 20 },
-        { label: chart.y_label, labelSize: 20, size: 56, values: (u, ticks) => ticks.map(number) },
+        { label: chart.y_label, labelSize: 20, size: 56, values: (u, ticks) => ticks.map(tick) },
       ],
       cursor: { drag: { x: true, y: false } },
       legend: { live: true },

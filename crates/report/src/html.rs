@@ -453,19 +453,71 @@ fn push_checks(html: &mut String, shown: &[Shown]) {
     html.push_str("</ul>\n");
 }
 
+/// What made each run, and links to its files: what every run shares once, above
+/// a table of what differs.
 fn push_provenance(html: &mut String, shown: &[Shown], folder: &Path) {
-    html.push_str(
-        "<h2 id=\"provenance\">Provenance and files</h2>\n<table class=\"report provenance\">\n<thead><tr>\
-         <th>run</th><th>nicsched</th><th>seed</th><th>kernel</th><th>settings</th><th>command</th><th>files</th>\
-         </tr></thead>\n<tbody>\n",
-    );
-    for s in shown {
-        let p = &s.run.provenance;
-        let settings: Vec<String> = p
-            .settings
-            .iter()
-            .map(|(key, value)| format!("{key}={value}"))
-            .collect();
+    html.push_str("<h2 id=\"provenance\">Provenance and files</h2>\n");
+    let fields: Vec<(&str, Vec<String>)> = vec![
+        (
+            "nicsched",
+            shown
+                .iter()
+                .map(|s| {
+                    let p = &s.run.provenance;
+                    format!("{} <span class=\"commit\">{}</span>", escape(&p.nicsched), escape(&p.commit))
+                })
+                .collect(),
+        ),
+        (
+            "seed",
+            shown.iter().map(|s| s.run.seed.to_string()).collect(),
+        ),
+        (
+            "kernel",
+            shown.iter().map(|s| escape(&s.run.provenance.kernel)).collect(),
+        ),
+        (
+            "settings",
+            shown
+                .iter()
+                .map(|s| {
+                    s.run
+                        .provenance
+                        .settings
+                        .iter()
+                        .map(|(key, value)| {
+                            format!("<span class=\"setting\">{}</span>", escape(&format!("{key}={value}")))
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect(),
+        ),
+        (
+            "command",
+            shown
+                .iter()
+                .map(|s| format!("<code>{}</code>", escape(&s.run.provenance.command)))
+                .collect(),
+        ),
+    ];
+    let (shared, differing): (Vec<_>, Vec<_>) = fields
+        .into_iter()
+        .partition(|(_, values)| values.iter().all(|v| *v == values[0]));
+    if shown.len() > 1 && !shared.is_empty() {
+        html.push_str("<p class=\"hint\">Shared by every run:</p>\n");
+    }
+    html.push_str("<dl class=\"shared\">\n");
+    for (name, values) in &shared {
+        let value = if values[0].is_empty() { "–" } else { &values[0] };
+        let _ = writeln!(html, "<dt>{name}</dt><dd>{value}</dd>");
+    }
+    html.push_str("</dl>\n<table class=\"report provenance\">\n<thead><tr><th>run</th>");
+    for (name, _) in &differing {
+        let _ = write!(html, "<th>{name}</th>");
+    }
+    html.push_str("<th>files</th></tr></thead>\n<tbody>\n");
+    for (i, s) in shown.iter().enumerate() {
         let href = relative_href(folder, &s.run.dir);
         let files: Vec<String> = s
             .run
@@ -479,18 +531,11 @@ fn push_provenance(html: &mut String, shown: &[Shown], folder: &Path) {
                 )
             })
             .collect();
-        let _ = writeln!(
-            html,
-            "<tr><td>{}</td><td>{} <span class=\"commit\">{}</span></td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
-            escape(&s.label),
-            escape(&p.nicsched),
-            escape(&p.commit),
-            s.run.seed,
-            escape(&p.kernel),
-            escape(&settings.join(", ")),
-            escape(&p.command),
-            files.join(" ")
-        );
+        let _ = write!(html, "<tr><td>{}</td>", escape(&s.label));
+        for (_, values) in &differing {
+            let _ = write!(html, "<td>{}</td>", values[i]);
+        }
+        let _ = writeln!(html, "<td>{}</td></tr>", files.join(" "));
     }
     html.push_str("</tbody>\n</table>\n");
 }
@@ -575,6 +620,7 @@ fn throughput_chart(shown: &[Shown], kind: SeriesKind, name: &str, index: usize)
                 )
             })
             .collect(),
+        &time_domain(shown),
     );
     Chart {
         id: format!("chart-{index}"),
@@ -612,7 +658,7 @@ fn fairness_chart(shown: &[Shown], jain: bool, index: usize) -> Chart {
             (s.label.clone(), s.color, s.dash, false, points)
         })
         .collect();
-    let (x, series) = aligned(columns);
+    let (x, series) = aligned(columns, &time_domain(shown));
     let (title, y_label) = if jain {
         (
             "Jain's index of throughput / ideal, every run",
@@ -651,7 +697,7 @@ fn latency_chart(shown: &[Shown], traffic: &str, index: usize) -> Chart {
             Some((s.label.clone(), s.color, s.dash, false, points))
         })
         .collect();
-    let (x, series) = aligned(columns);
+    let (x, series) = aligned(columns, &[]);
     Chart {
         id: format!("chart-{index}"),
         title: format!("latency of {traffic}"),
@@ -665,6 +711,17 @@ fn latency_chart(shown: &[Shown], traffic: &str, index: usize) -> Chart {
     }
 }
 
+/// Time charts span the whole of the longest run, so that a traffic that ran for
+/// part of it is seen where it ran.
+fn time_domain(shown: &[Shown]) -> [f64; 2] {
+    let end_s = shown
+        .iter()
+        .flat_map(|s| &s.run.series)
+        .filter_map(|series| series.time_s.last().copied())
+        .fold(0.0, f64::max);
+    [0.0, end_s]
+}
+
 /// A time or latency as a key that equal values written by different runs share.
 fn time_key(x: f64) -> i64 {
     (x * 1e6).round() as i64
@@ -672,11 +729,11 @@ fn time_key(x: f64) -> i64 {
 
 type Column = (String, &'static str, bool, bool, Vec<(f64, f64)>);
 
-/// The columns' points on one x axis, the union of theirs: a column has no value
-/// (null: the line spans it) at an x of another's; of several values at one x
-/// (a CDF's step), the last.
-fn aligned(columns: Vec<Column>) -> (Vec<f64>, Vec<ChartSeries>) {
-    let mut xs: BTreeMap<i64, f64> = BTreeMap::new();
+/// The columns' points on one x axis, the union of theirs and `domain` (the
+/// ends the axis is to span): a column has no value (null: the line spans it)
+/// at an x of another's; of several values at one x (a CDF's step), the last.
+fn aligned(columns: Vec<Column>, domain: &[f64]) -> (Vec<f64>, Vec<ChartSeries>) {
+    let mut xs: BTreeMap<i64, f64> = domain.iter().map(|&x| (time_key(x), x)).collect();
     for (_, _, _, _, points) in &columns {
         for &(x, _) in points {
             xs.entry(time_key(x)).or_insert(x);
@@ -780,7 +837,8 @@ mod tests {
 
     #[test]
     fn series_share_one_x_axis_with_gaps_where_a_run_has_no_point() {
-        let (x, series) = aligned(vec![
+        let (x, series) = aligned(
+            vec![
             ("a".into(), "#000", false, false, vec![(0.1, 1.0), (0.2, 2.0)]),
             (
                 "b".into(),
@@ -789,10 +847,12 @@ mod tests {
                 false,
                 vec![(0.30000000000000004, 3.0), (0.2, 4.0)],
             ),
-        ]);
-        assert_eq!(x, [0.1, 0.2, 0.30000000000000004]);
-        assert_eq!(series[0].values, [Some(1.0), Some(2.0), None]);
-        assert_eq!(series[1].values, [None, Some(4.0), Some(3.0)]);
+            ],
+            &[0.0, 0.3],
+        );
+        assert_eq!(x, [0.0, 0.1, 0.2, 0.3]);
+        assert_eq!(series[0].values, [None, Some(1.0), Some(2.0), None]);
+        assert_eq!(series[1].values, [None, None, Some(4.0), Some(3.0)]);
     }
 
     #[test]
