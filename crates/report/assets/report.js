@@ -134,6 +134,7 @@
       document.body.prepend(shown);
     }
   }
-  // uPlot draws in a microtask after it is made; a timer runs after those.
-  setTimeout(report, 0);
+  // Once the whole page is in (load), and after uPlot's drawing, which it does
+  // in a microtask after a chart is made.
+  window.addEventListener("load", () => setTimeout(report, 0));
 })();
