@@ -1079,7 +1079,10 @@ fn finish_hosts(
     table: &[Vec<String>],
     failed: &[String],
 ) -> Result<(), Failure> {
-    let dirs: Vec<PathBuf> = enforcers.iter().map(|name| out.staging().join(name)).collect();
+    let dirs: Vec<PathBuf> = enforcers
+        .iter()
+        .map(|name| out.staging().join(name))
+        .collect();
     report::write_html(out.staging(), &dirs).map_err(|e| unwritten(out.target(), e))?;
     let target = out.target().to_path_buf();
     let out = out.commit(provenance).map_err(|e| unwritten(&target, e))?;

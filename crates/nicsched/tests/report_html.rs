@@ -129,8 +129,16 @@ fn assert_draws(page: &Path, width: u32, scratch: &Path, name: &str) -> Vec<(Str
         .join(format!("{name}-{width}.png"));
     let status = open(page, width, scratch, &shot);
     let at = format!("{} at {width} px", page.display());
-    assert_eq!(status["errors"], Value::Array(vec![]), "{at}: JavaScript errors");
-    assert_eq!(status["console"], Value::Array(vec![]), "{at}: console errors");
+    assert_eq!(
+        status["errors"],
+        Value::Array(vec![]),
+        "{at}: JavaScript errors"
+    );
+    assert_eq!(
+        status["console"],
+        Value::Array(vec![]),
+        "{at}: console errors"
+    );
     let (scroll, client) = (
         status["scroll_width"].as_u64().unwrap(),
         status["client_width"].as_u64().unwrap(),
@@ -181,7 +189,10 @@ fn assert_every_run_and_the_ideal(charts: &[(String, Vec<String>)], runs: &[&str
     assert!(!throughput.is_empty());
     for (title, labels) in throughput {
         for run in runs {
-            assert!(labels.iter().any(|l| l == run), "{title}: no {run} in {labels:?}");
+            assert!(
+                labels.iter().any(|l| l == run),
+                "{title}: no {run} in {labels:?}"
+            );
         }
         assert_eq!(
             labels.iter().filter(|l| l.starts_with("ideal")).count(),
@@ -305,7 +316,15 @@ fn a_sim_run_and_a_lab_run_overlay_on_one_page_scaled_to_one_link() {
     let lab = scratch.0.join("lab");
     let run = Command::new(env!("CARGO_BIN_EXE_nicsched"))
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .args(["sim", "scenarios/tonic/prio-sockperf.yaml", "-q", "-e", "tonic", "-e", "wf2q"])
+        .args([
+            "sim",
+            "scenarios/tonic/prio-sockperf.yaml",
+            "-q",
+            "-e",
+            "tonic",
+            "-e",
+            "wf2q",
+        ])
         .arg("--out")
         .arg(&sim)
         .output()
@@ -359,7 +378,15 @@ fn a_run_across_hosts_writes_a_report_per_flow() {
     let out = scratch.0.join("fig7c");
     let run = Command::new(env!("CARGO_BIN_EXE_nicsched"))
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .args(["sim", "scenarios/picnic/fig7c.yaml", "-q", "-e", "picnic", "-e", "wheel"])
+        .args([
+            "sim",
+            "scenarios/picnic/fig7c.yaml",
+            "-q",
+            "-e",
+            "picnic",
+            "-e",
+            "wheel",
+        ])
         .arg("--out")
         .arg(&out)
         .output()
@@ -367,7 +394,13 @@ fn a_run_across_hosts_writes_a_report_per_flow() {
     succeeded(&run, "nicsched sim");
     let charts = assert_draws(&out.join("report.html"), 1280, &scratch.0, "fig7c");
     let titles: Vec<&str> = charts.iter().map(|(t, _)| t.as_str()).collect();
-    for flow in ["flow probe-idle", "flow f-ac", "flow f-bd", "flow probe", "VM h2/e"] {
+    for flow in [
+        "flow probe-idle",
+        "flow f-ac",
+        "flow f-bd",
+        "flow probe",
+        "VM h2/e",
+    ] {
         assert!(titles.contains(&flow), "no chart {flow} in {titles:?}");
     }
     assert_every_run_and_the_ideal(&charts, &["sim/picnic", "sim/wheel"]);
@@ -379,7 +412,13 @@ fn report_refuses_a_page_inside_a_run_and_several_folders_without_out() {
     let sim = scratch.0.join("sim");
     let run = Command::new(env!("CARGO_BIN_EXE_nicsched"))
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .args(["sim", "scenarios/tonic/prio-sockperf.yaml", "-q", "-e", "tonic"])
+        .args([
+            "sim",
+            "scenarios/tonic/prio-sockperf.yaml",
+            "-q",
+            "-e",
+            "tonic",
+        ])
         .arg("--out")
         .arg(&sim)
         .output()

@@ -20,6 +20,7 @@ use crate::runs::{Run, SeriesKind, read_run};
 
 pub const REPORT_HTML: &str = "report.html";
 
+/// uPlot 1.6.32 (MIT), see assets/LICENSE-uPlot.txt; from its npm package's dist/.
 const UPLOT_JS: &str = include_str!("../assets/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("../assets/uPlot.min.css");
 const REPORT_JS: &str = include_str!("../assets/report.js");
@@ -184,12 +185,7 @@ fn render(runs: &[Run], folder: &Path) -> String {
     for (heading, members) in &sections {
         push_charts(&mut html, heading, members, &charts);
     }
-    push_charts(
-        &mut html,
-        "Fairness per interval",
-        &fairness,
-        &charts,
-    );
+    push_charts(&mut html, "Fairness per interval", &fairness, &charts);
     if !latency.is_empty() {
         push_charts(&mut html, "Latency CDF", &latency, &charts);
     }
@@ -373,11 +369,7 @@ fn push_summary_table(html: &mut String, shown: &[Shown]) {
             push_number_cell(html, figures.p99_us.get(*traffic).copied(), 1);
         }
         if failed.is_empty() {
-            let _ = write!(
-                html,
-                "<td data-v=\"0\">✓ {} ok</td>",
-                s.run.checks.len()
-            );
+            let _ = write!(html, "<td data-v=\"0\">✓ {} ok</td>", s.run.checks.len());
         } else {
             let _ = write!(
                 html,
@@ -402,11 +394,7 @@ fn push_number_cell(html: &mut String, value: Option<f64>, decimals: usize) {
 }
 
 fn push_charts(html: &mut String, heading: &str, members: &[usize], charts: &[Chart]) {
-    let _ = writeln!(
-        html,
-        "<h2>{}</h2>\n<div class=\"charts\">",
-        escape(heading)
-    );
+    let _ = writeln!(html, "<h2>{}</h2>\n<div class=\"charts\">", escape(heading));
     for &index in members {
         let chart = &charts[index];
         let _ = writeln!(
@@ -464,7 +452,11 @@ fn push_provenance(html: &mut String, shown: &[Shown], folder: &Path) {
                 .iter()
                 .map(|s| {
                     let p = &s.run.provenance;
-                    format!("{} <span class=\"commit\">{}</span>", escape(&p.nicsched), escape(&p.commit))
+                    format!(
+                        "{} <span class=\"commit\">{}</span>",
+                        escape(&p.nicsched),
+                        escape(&p.commit)
+                    )
                 })
                 .collect(),
         ),
@@ -474,7 +466,10 @@ fn push_provenance(html: &mut String, shown: &[Shown], folder: &Path) {
         ),
         (
             "kernel",
-            shown.iter().map(|s| escape(&s.run.provenance.kernel)).collect(),
+            shown
+                .iter()
+                .map(|s| escape(&s.run.provenance.kernel))
+                .collect(),
         ),
         (
             "settings",
@@ -486,7 +481,10 @@ fn push_provenance(html: &mut String, shown: &[Shown], folder: &Path) {
                         .settings
                         .iter()
                         .map(|(key, value)| {
-                            format!("<span class=\"setting\">{}</span>", escape(&format!("{key}={value}")))
+                            format!(
+                                "<span class=\"setting\">{}</span>",
+                                escape(&format!("{key}={value}"))
+                            )
                         })
                         .collect::<Vec<_>>()
                         .join(" ")
@@ -509,7 +507,11 @@ fn push_provenance(html: &mut String, shown: &[Shown], folder: &Path) {
     }
     html.push_str("<dl class=\"shared\">\n");
     for (name, values) in &shared {
-        let value = if values[0].is_empty() { "–" } else { &values[0] };
+        let value = if values[0].is_empty() {
+            "–"
+        } else {
+            &values[0]
+        };
         let _ = writeln!(html, "<dt>{name}</dt><dd>{value}</dd>");
     }
     html.push_str("</dl>\n<table class=\"report provenance\">\n<thead><tr><th>run</th>");
@@ -552,7 +554,7 @@ fn rate_unit(max_bps: f64) -> (&'static str, f64) {
 }
 
 fn throughput_chart(shown: &[Shown], kind: SeriesKind, name: &str, index: usize) -> Chart {
-    let mut columns: Vec<(String, &'static str, bool, bool, Vec<(f64, f64)>)> = Vec::new();
+    let mut columns: Vec<Column> = Vec::new();
     let mut ideals: Vec<Vec<(f64, f64)>> = Vec::new();
     let mut ideal_of: Vec<String> = Vec::new();
     for s in shown {
@@ -594,7 +596,13 @@ fn throughput_chart(shown: &[Shown], kind: SeriesKind, name: &str, index: usize)
         } else {
             "ideal".to_string()
         };
-        columns.push((label, IDEAL_COLOURS[i % IDEAL_COLOURS.len()], true, true, ideal));
+        columns.push((
+            label,
+            IDEAL_COLOURS[i % IDEAL_COLOURS.len()],
+            true,
+            true,
+            ideal,
+        ));
     }
     let max_bps = columns
         .iter()
@@ -727,6 +735,7 @@ fn time_key(x: f64) -> i64 {
     (x * 1e6).round() as i64
 }
 
+/// A series before alignment: label, colour, dashed, an ideal, its (x, y) points.
 type Column = (String, &'static str, bool, bool, Vec<(f64, f64)>);
 
 /// The columns' points on one x axis, the union of theirs and `domain` (the
@@ -839,14 +848,20 @@ mod tests {
     fn series_share_one_x_axis_with_gaps_where_a_run_has_no_point() {
         let (x, series) = aligned(
             vec![
-            ("a".into(), "#000", false, false, vec![(0.1, 1.0), (0.2, 2.0)]),
-            (
-                "b".into(),
-                "#000",
-                false,
-                false,
-                vec![(0.30000000000000004, 3.0), (0.2, 4.0)],
-            ),
+                (
+                    "a".into(),
+                    "#000",
+                    false,
+                    false,
+                    vec![(0.1, 1.0), (0.2, 2.0)],
+                ),
+                (
+                    "b".into(),
+                    "#000",
+                    false,
+                    false,
+                    vec![(0.30000000000000004, 3.0), (0.2, 4.0)],
+                ),
             ],
             &[0.0, 0.3],
         );
@@ -859,7 +874,10 @@ mod tests {
     fn links_are_relative_to_the_page() {
         let href = relative_href(Path::new("/r/out"), Path::new("/r/sim run/tonic"));
         assert_eq!(href, "../sim%20run/tonic/");
-        assert_eq!(relative_href(Path::new("/r"), Path::new("/r/tonic")), "tonic/");
+        assert_eq!(
+            relative_href(Path::new("/r"), Path::new("/r/tonic")),
+            "tonic/"
+        );
     }
 
     #[test]

@@ -272,10 +272,7 @@ fn hosts_run(dir: &Path, summary: HostsSummaryFile, rows: &[HostsRow]) -> Run {
         series.add(SeriesKind::Flow, &row.flow, at);
     }
     let mut series = series.finish();
-    let vms: Vec<&Series> = series
-        .iter()
-        .filter(|s| s.kind == SeriesKind::Vm)
-        .collect();
+    let vms: Vec<&Series> = series.iter().filter(|s| s.kind == SeriesKind::Vm).collect();
     // As summary.json's figures: over the VMs that send, what reached their peers.
     let fairness = interval_points(&vms);
     // A VM of one flow would get the same chart twice.
@@ -485,14 +482,8 @@ fn number(table: &Table, line: usize, record: &[String], column: usize) -> Resul
 }
 
 fn one_host_rows(table: &Table) -> Result<Vec<OneHostRow>, String> {
-    let [time, tenant, app, throughput, ideal] = [
-        "time_s",
-        "tenant",
-        "app",
-        "throughput_bps",
-        "ideal_bps",
-    ]
-    .map(|name| table.column(name));
+    let [time, tenant, app, throughput, ideal] =
+        ["time_s", "tenant", "app", "throughput_bps", "ideal_bps"].map(|name| table.column(name));
     let (time, tenant, app, throughput, ideal) = (time?, tenant?, app?, throughput?, ideal?);
     table
         .records
@@ -589,13 +580,15 @@ mod tests {
             (0.2, "t1", "b", 1e8, 2.5e8),
             (0.2, "t2", "c", 8e8, 5e8),
         ]
-        .map(|(time_s, tenant, app, throughput_bps, ideal_bps)| OneHostRow {
-            time_s,
-            tenant: tenant.into(),
-            app: app.into(),
-            throughput_bps,
-            ideal_bps,
-        });
+        .map(
+            |(time_s, tenant, app, throughput_bps, ideal_bps)| OneHostRow {
+                time_s,
+                tenant: tenant.into(),
+                app: app.into(),
+                throughput_bps,
+                ideal_bps,
+            },
+        );
         let members: Vec<Series> = {
             let mut grouped = Series::grouped();
             for r in &rows {

@@ -245,15 +245,17 @@ pub(crate) fn interval_fairness(run: &RunRecord, interval: &Interval) -> Option<
     if !interval.steady {
         return None;
     }
-    judged((0..run.tenants.len()).filter(|&tenant| has_ideal(interval, tenant)).map(
-        |tenant| {
-            (
-                tenant,
-                run.tenant_throughput_bps(interval, tenant),
-                interval.tenant_ideal_bps(tenant),
-            )
-        },
-    ))
+    judged(
+        (0..run.tenants.len())
+            .filter(|&tenant| has_ideal(interval, tenant))
+            .map(|tenant| {
+                (
+                    tenant,
+                    run.tenant_throughput_bps(interval, tenant),
+                    interval.tenant_ideal_bps(tenant),
+                )
+            }),
+    )
 }
 
 /// The one definition of an interval's fairness, for a run's record and for what

@@ -481,17 +481,35 @@ fn html_report_overlays_every_run_from_its_files_and_fetches_nothing() {
         "Jain&#39;s index of throughput / ideal, every run",
         "latency of t2-probe",
     ] {
-        assert!(html.contains(&format!("<figcaption>{chart}</figcaption>")), "missing {chart}");
+        assert!(
+            html.contains(&format!("<figcaption>{chart}</figcaption>")),
+            "missing {chart}"
+        );
     }
     // t2 has one app: its chart would be t2's again.
     assert!(!html.contains("<figcaption>app t2/default</figcaption>"));
-    for column in ["Jain mean", "rel. error max", "drops", "t2-probe p99 (µs)", "self-checks"] {
-        assert!(html.contains(&format!("<th>{column}</th>")), "missing {column}");
+    for column in [
+        "Jain mean",
+        "rel. error max",
+        "drops",
+        "t2-probe p99 (µs)",
+        "self-checks",
+    ] {
+        assert!(
+            html.contains(&format!("<th>{column}</th>")),
+            "missing {column}"
+        );
     }
     assert!(html.contains("<a href=\"run0/timeseries.csv\">timeseries.csv</a>"));
     assert!(html.contains("<a href=\"run1/summary.json\">summary.json</a>"));
     assert!(!html.contains("run1/latency_cdf.png"), "xps drew no CDF");
-    for fetch in ["src=\"http", "href=\"http", "url(http", "@import", "src=\"//"] {
+    for fetch in [
+        "src=\"http",
+        "href=\"http",
+        "url(http",
+        "@import",
+        "src=\"//",
+    ] {
         assert!(!html.contains(fetch), "the page fetches: {fetch}");
     }
 }
