@@ -50,11 +50,13 @@ pub fn write_report(path: &Path, runs: &[Run]) -> io::Result<()> {
     fs::write(path, html).map_err(at(path))
 }
 
-/// Run colours (d3's category10 without its grey, which the ideal's dark grey
-/// would be confused with); runs past the tenth repeat them dashed.
-const PALETTE: [&str; 9] = [
+/// Run colours: d3's category10 without its grey, which the ideal's dark grey
+/// would be confused with, then darker shades of category20b; runs past the
+/// eighteenth repeat them dashed.
+const PALETTE: [&str; 18] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
-    "#17becf",
+    "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d",
+    "#31a354", "#756bb1",
 ];
 const IDEAL_COLOURS: [&str; 3] = ["#222222", "#777777", "#aaaaaa"];
 
