@@ -375,25 +375,32 @@ impl Grouped {
 /// interval here: timeseries.csv does not mark which intervals summary.json
 /// leaves out as unsteady).
 fn interval_points(members: &[&Series]) -> Vec<IntervalPoint> {
-    let mut times: Vec<f64> = members.iter().flat_map(|s| s.time_s.clone()).collect();
-    times.sort_by(f64::total_cmp);
-    times.dedup();
-    times
+    // Members' rows of one interval carry the very same time, written alike: an
+    // interval by its time's bits.
+    let mut intervals: BTreeMap<u64, Vec<(usize, f64, f64)>> = BTreeMap::new();
+    for (index, member) in members.iter().enumerate() {
+        for (at, time_s) in member.time_s.iter().enumerate() {
+            intervals.entry(time_s.to_bits()).or_default().push((
+                index,
+                member.throughput_bps[at],
+                member.ideal_bps[at],
+            ));
+        }
+    }
+    let mut points: Vec<IntervalPoint> = intervals
         .into_iter()
-        .filter_map(|time_s| {
-            let shares = members.iter().enumerate().filter_map(|(index, s)| {
-                let at = s.time_s.iter().position(|&t| t == time_s)?;
-                Some((index, s.throughput_bps[at], s.ideal_bps[at]))
-            });
+        .filter_map(|(bits, shares)| {
             let figures = judged(shares)?;
             let errors = figures.rel_error.len() as f64;
             Some(IntervalPoint {
-                time_s,
+                time_s: f64::from_bits(bits),
                 jain: figures.jain,
                 rel_error: figures.rel_error.iter().map(|&(_, e)| e).sum::<f64>() / errors,
             })
         })
-        .collect()
+        .collect();
+    points.sort_by(|a, b| a.time_s.total_cmp(&b.time_s));
+    points
 }
 
 /// A CSV file with a header, as files.rs writes it (RFC 4180 quoting): each
