@@ -33,6 +33,13 @@ pub(crate) fn report(results: &[PathBuf], out: Option<PathBuf>) -> Result<(), Fa
             ));
         }
     };
+    if out.is_dir() {
+        return Err(Failure::input(format!(
+            "--out {}: a folder; give the page's file name, e.g. {}",
+            out.display(),
+            out.join("report.html").display()
+        )));
+    }
     if let Some(root) = roots.iter().find(|root| inside(&out, root)) {
         return Err(Failure::input(format!(
             "--out {}: inside the run folder {}, whose files its {} vouches for; give a path outside it, e.g. {}",

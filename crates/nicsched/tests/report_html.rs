@@ -416,7 +416,7 @@ fn a_run_across_hosts_writes_a_report_per_flow() {
 }
 
 #[test]
-fn report_refuses_a_page_inside_a_run_and_several_folders_without_out() {
+fn report_refuses_a_page_inside_a_run_a_folder_as_page_and_several_runs_without_out() {
     let scratch = Scratch::new("report-refusals");
     let sim = scratch.0.join("sim");
     let run = Command::new(env!("CARGO_BIN_EXE_nicsched"))
@@ -435,6 +435,7 @@ fn report_refuses_a_page_inside_a_run_and_several_folders_without_out() {
     succeeded(&run, "nicsched sim");
     let sim_arg = sim.to_str().unwrap();
     let inside = format!("{sim_arg}/tonic/page.html");
+    let folder = scratch.0.to_str().unwrap();
     let refusals = [
         (
             vec!["report", sim_arg, sim_arg],
@@ -446,6 +447,10 @@ fn report_refuses_a_page_inside_a_run_and_several_folders_without_out() {
                 "inside the run folder {}",
                 sim.canonicalize().unwrap().display()
             ),
+        ),
+        (
+            vec!["report", sim_arg, "--out", folder],
+            format!("--out {folder}: a folder; give the page's file name"),
         ),
     ];
     for (args, said) in &refusals {

@@ -611,11 +611,11 @@ fn throughput_chart(shown: &[Shown], kind: SeriesKind, name: &str, index: usize)
         .flat_map(|c| c.4.iter().map(|&(_, v)| v))
         .fold(0.0, f64::max);
     let (unit, divisor) = rate_unit(max_bps);
-    let (what, shown_name) = match kind {
-        SeriesKind::Tenant => ("tenant", name.to_string()),
-        SeriesKind::App => ("app", name.to_string()),
-        SeriesKind::Vm => ("VM", name.to_string()),
-        SeriesKind::Flow => ("flow", name.to_string()),
+    let what = match kind {
+        SeriesKind::Tenant => "tenant",
+        SeriesKind::App => "app",
+        SeriesKind::Vm => "VM",
+        SeriesKind::Flow => "flow",
     };
     let (x, series) = aligned(
         columns
@@ -634,7 +634,7 @@ fn throughput_chart(shown: &[Shown], kind: SeriesKind, name: &str, index: usize)
     );
     Chart {
         id: format!("chart-{index}"),
-        title: format!("{what} {shown_name}"),
+        title: format!("{what} {name}"),
         x_label: "time (s)",
         y_label: format!("throughput ({unit})"),
         unit: unit.to_string(),
