@@ -6,10 +6,11 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use policy::{Policy, PolicyError, Scenario};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Mutex;
 
+mod jobs;
 mod live;
 mod output;
+mod report_page;
 mod sweep;
 
 #[global_allocator]
@@ -141,6 +142,10 @@ enum Command {
         /// No progress bars.
         #[arg(long, short = 'q')]
         quiet: bool,
+        /// Enforcers simulated at once. Default: one per core.
+        #[arg(long, short = 'j', value_name = "N",
+              value_parser = clap::value_parser!(u16).range(1..=jobs::JOBS_MAX))]
+        jobs: Option<u16>,
         /// Print one JSON object instead of the table (docs/json.md): where the
         /// results are and every run's summary.json. Progress and notes stay on
         /// stderr; the exit status is the same (3: a self-check failed).
@@ -176,7 +181,7 @@ enum Command {
         enforcers: Vec<String>,
         /// Runs at once. Default: one per core.
         #[arg(long, short = 'j', value_name = "N",
-              value_parser = clap::value_parser!(u16).range(1..=1024))]
+              value_parser = clap::value_parser!(u16).range(1..=jobs::JOBS_MAX))]
         jobs: Option<u16>,
         /// Output directory. Default: results/SCENARIO-NAME-sweep.
         #[arg(long, value_name = "DIR")]
@@ -445,6 +450,21 @@ enum Command {
         #[arg(long, value_name = "[KIND=]X", requires = "baseline")]
         threshold: Vec<String>,
     },
+    /// Overlay runs on one report.html: sim and lab runs of a scenario, or two
+    /// seeds, each enforcer's throughput against the ideal on shared axes.
+    ///
+    /// Example: `nicsched sim S.yaml --out r/sim; nicsched lab S.yaml --out r/lab;
+    /// nicsched report r/sim r/lab --out r/sim-vs-lab.html`.
+    Report {
+        /// Results folders (the --out of sim or lab), run folders, or summary.json
+        /// files, of complete runs only (checked against their nicsched-run.json).
+        #[arg(required = true)]
+        results: Vec<PathBuf>,
+        /// The page to write; outside the runs' folders. Default, for one results
+        /// folder: FOLDER.html beside it; required for several.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// List the enforcers and the mechanism each implements.
     Enforcers {
         /// Print the Markdown table README.md carries.
@@ -479,9 +499,17 @@ fn main() -> ExitCode {
             enforcers,
             out,
             seed,
+            jobs,
             quiet,
             json,
-        } => simulate(&scenario, &enforcers, out, seed, Printing { quiet, json }),
+        } => simulate(
+            &scenario,
+            &enforcers,
+            out,
+            seed,
+            jobs.map(usize::from),
+            Printing { quiet, json },
+        ),
         Command::Sweep {
             scenario,
             sets,
@@ -600,6 +628,7 @@ fn main() -> ExitCode {
             baseline,
             threshold,
         } => compare(&results, &baseline, &threshold, markdown, json),
+        Command::Report { results, out } => report_page::report(&results, out),
         Command::Enforcers { markdown, json } => {
             let listed = listed_enforcers();
             if json {
@@ -1008,6 +1037,7 @@ fn simulate(
     enforcers: &[String],
     out: Option<PathBuf>,
     seed: Option<u64>,
+    jobs: Option<usize>,
     printing: Printing,
 ) -> Result<(), Failure> {
     let quiet = printing.quiet;
@@ -1015,7 +1045,7 @@ fn simulate(
     let mut scenario: Scenario = match load_scenario_to_run(path)? {
         policy::AnyScenario::OneHost(scenario) => scenario,
         policy::AnyScenario::Hosts(scenario) => {
-            return simulate_hosts(path, scenario, enforcers, out, seed, printing);
+            return simulate_hosts(path, scenario, enforcers, out, seed, jobs, printing);
         }
     };
     if let Some(seed) = seed {
@@ -1055,68 +1085,26 @@ fn simulate(
     let out = report::OutDir::claim(&out).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
 
-    let bars = MultiProgress::new();
-    if quiet {
-        bars.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    let style = ProgressStyle::with_template(
-        "{prefix:>11} [{bar:30}] {pos:>6}/{len} ms simulated  {elapsed}",
-    )
-    .expect("constant template")
-    .progress_chars("=> ");
-    let duration_ms = scenario.duration_ns / 1_000_000;
-    let jobs: Vec<(String, ProgressBar)> = enforcers
-        .iter()
-        .map(|name| {
-            let bar = bars.add(ProgressBar::new(duration_ms));
-            bar.set_style(style.clone());
-            bar.set_prefix(name.clone());
-            (name.clone(), bar)
-        })
-        .collect();
+    let (_bars, runs_of) = simulation_bars(&enforcers, scenario.duration_ns, quiet);
 
     // Enforcers are independent runs: spread them over the cores.
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(jobs.len())
-        .max(1);
-    let next = Mutex::new(0usize);
-    let results: Mutex<Vec<Option<Result<report::RunRecord, String>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                loop {
-                    let job = {
-                        let mut next = next.lock().expect("no worker panics holding it");
-                        let job = *next;
-                        *next += 1;
-                        job
-                    };
-                    let Some((name, bar)) = jobs.get(job) else {
-                        return;
-                    };
-                    let outcome = sim::run(&scenario, name, sim::HostModel::default(), &mut |ns| {
-                        bar.set_position(ns / 1_000_000)
-                    })
-                    .map_err(|e| e.to_string());
-                    bar.finish();
-                    results.lock().expect("no worker panics holding it")[job] = Some(outcome);
-                }
-            });
-        }
-    });
+    let results = jobs::map(
+        &runs_of,
+        jobs::threads(jobs, runs_of.len()),
+        |(name, bar)| {
+            let outcome = sim::run(&scenario, name, sim::HostModel::default(), &mut |ns| {
+                bar.set_position(ns / 1_000_000)
+            })
+            .map_err(|e| e.to_string());
+            bar.finish();
+            outcome
+        },
+    );
 
     let mut runs = Vec::new();
     let mut records = Vec::new();
-    for (record, (name, _)) in results
-        .into_inner()
-        .expect("workers are done")
-        .into_iter()
-        .zip(&jobs)
-    {
-        let mut record = record.expect("every job ran").map_err(Failure::input)?;
+    for (record, (name, _)) in results.into_iter().zip(&runs_of) {
+        let mut record = record.map_err(Failure::input)?;
         stamp(&mut record, &provenance);
         let dir = out.staging().join(name);
         let summary = report::write_run(&dir, &record).map_err(|e| unwritten(out.target(), e))?;
@@ -1132,7 +1120,7 @@ fn simulate(
         records.push(record);
     }
     overlay(&out, &records)?;
-    finish(out, &scenario.name, runs, &provenance, printing.json)
+    finish(out, runs, &provenance, printing.json)
 }
 
 /// How a command run reports: progress bars and notes on stderr unless `quiet`;
@@ -1141,6 +1129,34 @@ fn simulate(
 struct Printing {
     quiet: bool,
     json: bool,
+}
+
+/// One progress bar per enforcer to simulate, in ms of the scenario, drawn
+/// together while they run at once (hidden with `quiet`).
+fn simulation_bars(
+    enforcers: &[String],
+    duration_ns: u64,
+    quiet: bool,
+) -> (MultiProgress, Vec<(String, ProgressBar)>) {
+    let bars = MultiProgress::new();
+    if quiet {
+        bars.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let style = ProgressStyle::with_template(
+        "{prefix:>11} [{bar:30}] {pos:>6}/{len} ms simulated  {elapsed}",
+    )
+    .expect("constant template")
+    .progress_chars("=> ");
+    let runs = enforcers
+        .iter()
+        .map(|name| {
+            let bar = bars.add(ProgressBar::new(duration_ns / 1_000_000));
+            bar.set_style(style.clone());
+            bar.set_prefix(name.clone());
+            (name.clone(), bar)
+        })
+        .collect();
+    (bars, runs)
 }
 
 /// `nicsched sim` on a scenario across hosts (hosts.md): one run per enforcer,
@@ -1152,6 +1168,7 @@ fn simulate_hosts(
     enforcers: &[String],
     out: Option<PathBuf>,
     seed: Option<u64>,
+    jobs: Option<usize>,
     printing: Printing,
 ) -> Result<(), Failure> {
     let quiet = printing.quiet;
@@ -1177,26 +1194,23 @@ fn simulate_hosts(
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&scenario.name));
     let out = report::OutDir::claim(&out).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
-    let style = ProgressStyle::with_template(
-        "{prefix:>11} [{bar:30}] {pos:>6}/{len} ms simulated  {elapsed}",
-    )
-    .expect("constant template")
-    .progress_chars("=> ");
+    let (_bars, runs_of) = simulation_bars(&enforcers, scenario.duration_ns, quiet);
+    let records = jobs::map(
+        &runs_of,
+        jobs::threads(jobs, runs_of.len()),
+        |(name, bar)| {
+            let record = sim::run_hosts(&scenario, name, sim::HostModel::default(), &mut |ns| {
+                bar.set_position(ns / 1_000_000)
+            });
+            bar.finish();
+            record
+        },
+    );
     let mut failed = Vec::new();
     let mut table = Vec::new();
     let mut summaries = Vec::new();
-    for name in &enforcers {
-        let bar = ProgressBar::new(scenario.duration_ns / 1_000_000);
-        if quiet {
-            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-        }
-        bar.set_style(style.clone());
-        bar.set_prefix(name.clone());
-        let record = sim::run_hosts(&scenario, name, sim::HostModel::default(), &mut |ns| {
-            bar.set_position(ns / 1_000_000)
-        })
-        .map_err(|e| Failure::input(e.to_string()))?;
-        bar.finish();
+    for (record, name) in records.into_iter().zip(&enforcers) {
+        let record = record.map_err(|e| Failure::input(e.to_string()))?;
         let (summary, rows) =
             report::summarise_hosts(&scenario, &record, &sim::HostModel::default().path);
         let run = HostsRunOut {
@@ -1206,7 +1220,15 @@ fn simulate_hosts(
         };
         summaries.push(run.write(&out, name, &mut table, &mut failed)?);
     }
-    finish_hosts(out, &provenance, &table, &failed, &summaries, printing.json)
+    finish_hosts(
+        out,
+        &enforcers,
+        &provenance,
+        &table,
+        &failed,
+        &summaries,
+        printing.json,
+    )
 }
 
 /// One run across hosts, simulated or in the lab, with what it is written with.
@@ -1275,24 +1297,30 @@ impl HostsRunOut {
     }
 }
 
-/// Moves the runs across hosts into `--out`, prints their table (or with `json`
-/// their `summaries`) with every failed self-check beneath it, and fails with
-/// status 3 when one did.
+/// Writes report.html beside the runs across hosts of `enforcers`, moves them into
+/// `--out`, prints their table (or with `json` their `summaries`) with every failed
+/// self-check beneath it, and fails with status 3 when one did.
 fn finish_hosts(
     out: report::OutDir,
+    enforcers: &[String],
     provenance: &report::Provenance,
     table: &[Vec<String>],
     failed: &[(String, String)],
     summaries: &[serde_json::Value],
     json: bool,
 ) -> Result<(), Failure> {
+    let dirs: Vec<PathBuf> = enforcers
+        .iter()
+        .map(|name| out.staging().join(name))
+        .collect();
+    report::write_html(out.staging(), &dirs).map_err(|e| unwritten(out.target(), e))?;
     let target = out.target().to_path_buf();
     let out = out.commit(provenance).map_err(|e| unwritten(&target, e))?;
     if json {
         let failed_checks: Vec<String> = failed.iter().map(|(check, _)| check.clone()).collect();
         output::print_json(&output::Ran {
             results: out.display().to_string(),
-            report: None,
+            report: out.join(report::REPORT_HTML).display().to_string(),
             across_hosts: true,
             runs: summaries,
             failed_checks: &failed_checks,
@@ -1309,7 +1337,11 @@ fn finish_hosts(
         .map(String::from)
         .to_vec();
         println!("{}", report::aligned_table(&header, table, 3, false));
-        println!("results: {}", out.display());
+        println!(
+            "results: {}  report: {}",
+            out.display(),
+            out.join(report::REPORT_HTML).display()
+        );
     }
     if failed.is_empty() {
         Ok(())
@@ -1374,12 +1406,12 @@ fn overlay(out: &report::OutDir, records: &[report::RunRecord]) -> Result<(), Fa
 /// did: everything is written, but those figures are not vouched for.
 fn finish(
     out: report::OutDir,
-    scenario: &str,
     runs: Vec<(report::Summary, PathBuf)>,
     provenance: &report::Provenance,
     json: bool,
 ) -> Result<(), Failure> {
-    report::write_html(out.staging(), scenario, &runs).map_err(|e| unwritten(out.target(), e))?;
+    let dirs: Vec<PathBuf> = runs.iter().map(|(_, dir)| dir.clone()).collect();
+    report::write_html(out.staging(), &dirs).map_err(|e| unwritten(out.target(), e))?;
     let target = out.target().to_path_buf();
     let out = out.commit(provenance).map_err(|e| unwritten(&target, e))?;
     let summaries: Vec<report::Summary> = runs.into_iter().map(|(s, _)| s).collect();
@@ -1393,7 +1425,7 @@ fn finish(
     if json {
         output::print_json(&output::Ran {
             results: out.display().to_string(),
-            report: Some(out.join(report::REPORT_HTML).display().to_string()),
+            report: out.join(report::REPORT_HTML).display().to_string(),
             across_hosts: false,
             runs: &summaries,
             failed_checks: &failed,
@@ -1566,7 +1598,7 @@ fn run_lab(
         records.push(record);
     }
     overlay(&out, &records)?;
-    finish(out, &scenario.name, runs, &provenance, printing.json)
+    finish(out, runs, &provenance, printing.json)
 }
 
 /// The fastest host link of a lab run across hosts unless `--link-rate` says
@@ -1650,7 +1682,15 @@ fn lab_hosts(
         };
         summaries.push(run.write(&out, name, &mut table, &mut failed)?);
     }
-    finish_hosts(out, &provenance, &table, &failed, &summaries, printing.json)
+    finish_hosts(
+        out,
+        &enforcers,
+        &provenance,
+        &table,
+        &failed,
+        &summaries,
+        printing.json,
+    )
 }
 
 /// `nicsched lab --cleanup`: exits 1 if anything could not be removed.

@@ -160,8 +160,8 @@ pub struct Compared<'a> {
 #[derive(Serialize)]
 pub struct Ran<'a, S: Serialize> {
     pub results: String,
-    /// report.html; runs across hosts write none.
-    pub report: Option<String>,
+    /// The runs' report.html.
+    pub report: String,
     pub across_hosts: bool,
     /// Each enforcer's summary.json, in the order they ran.
     pub runs: &'a [S],

@@ -8,13 +8,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
-use crate::{EXIT_CHECKS_FAILED, Failure, LAB_ONLY_ENFORCER, expand_all, provenance, unwritten};
+use crate::{
+    EXIT_CHECKS_FAILED, Failure, LAB_ONLY_ENFORCER, expand_all, jobs, provenance, unwritten,
+};
 
 /// Runs of one sweep at most: a grid is the product of its axes, and a typo in
 /// `--seeds 1..10000` should not take the machine for a day.
@@ -448,42 +448,24 @@ fn run_grid(
             .expect("constant template")
             .progress_chars("=> "),
     );
-    let workers = jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, points.len().max(1));
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<report::Summary, String>>>> =
-        Mutex::new((0..points.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                loop {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(point) = points.get(index) else {
-                        return;
-                    };
-                    let mut scenario = settings[point.setting].scenario.clone();
-                    scenario.seed = point.seed;
-                    let outcome = sim::run(
-                        &scenario,
-                        &point.enforcer,
-                        sim::HostModel::default(),
-                        &mut |_| {},
-                    )
-                    .map(|record| report::summarize(&record))
-                    .map_err(|e| e.to_string());
-                    bar.inc(1);
-                    results.lock().expect("no worker panics holding it")[index] = Some(outcome);
-                }
-            });
-        }
+    let results = jobs::map(points, jobs::threads(jobs, points.len()), |point| {
+        let mut scenario = settings[point.setting].scenario.clone();
+        scenario.seed = point.seed;
+        let outcome = sim::run(
+            &scenario,
+            &point.enforcer,
+            sim::HostModel::default(),
+            &mut |_| {},
+        )
+        .map(|record| report::summarize(&record))
+        .map_err(|e| e.to_string());
+        bar.inc(1);
+        outcome
     });
     bar.finish_and_clear();
     results
-        .into_inner()
-        .expect("workers are done")
         .into_iter()
-        .map(|outcome| outcome.expect("every point ran").map_err(Failure::input))
+        .map(|outcome| outcome.map_err(Failure::input))
         .collect()
 }
 

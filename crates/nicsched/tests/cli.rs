@@ -14,8 +14,8 @@ fn nicsched(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
-/// Two enforcers for 200 ms: everything it writes (measured: 0.86 MB, of which
-/// report.html 380 kB, each PNG 35 to 80 kB, summary.json 3.2 kB, each CSV 0.4 to
+/// Two enforcers for 200 ms: everything it writes (measured: 0.57 MB, of which
+/// report.html 69 kB, each PNG 35 to 79 kB, summary.json 3.2 kB, each CSV 0.4 to
 /// 2.9 kB) in well under a second.
 const SHORT: &str = "name: short\npolicy:\n  link: { rate: 1Gbit, queues: 4 }\n  tenants:\n    - { name: a, cores: [0, 1] }\n    - { name: b, cores: [2, 3] }\nduration: 200ms\ninterval: 50ms\nenforcers: [hash, tonic]\ntraffic:\n  - { tenant: a, kind: bulk, flows: 2 }\n  - { tenant: b, kind: rpc, response: 2KiB }\n";
 
@@ -758,14 +758,15 @@ fn a_run_that_fills_the_disk_fails_naming_the_file_and_leaves_nothing_compare_ta
     // Sizes against SHORT's files, written in this order per enforcer: summary.json,
     // the CSVs, the PNGs, then the overlay PNGs and report.html. In one page of 4 KiB
     // only summary.json fits; in 64 KiB the CSVs do too but not every plot; in
-    // 640 KiB every enforcer's files and the overlays (475 kB) but not report.html.
+    // 540 KiB every enforcer's files and the overlays (about 505 kB with their
+    // pages) but not report.html (69 kB).
     for (size, among) in [
         ("4k", &["timeseries.csv", "latency.csv"][..]),
         (
             "64k",
             &["throughput.png", "fairness.png", "latency_cdf.png"],
         ),
-        ("640k", &["report.html", "overlay_latency_cdf.png"]),
+        ("540k", &["report.html", "overlay_latency_cdf.png"]),
     ] {
         let disk = SmallDisk::mount(&scratch.0.join(format!("disk-{size}")), size);
         let out = disk.dir.join("out");
@@ -799,9 +800,9 @@ fn a_run_that_fills_the_disk_fails_naming_the_file_and_leaves_nothing_compare_ta
         }
     }
 
-    // A disk with room for one run (0.86 MB) but not two: the second, which needs its
+    // A disk with room for one run (0.57 MB) but not two: the second, which needs its
     // own room before it replaces the first, fails and leaves the first whole.
-    let disk = SmallDisk::mount(&scratch.0.join("disk-1200k"), "1200k");
+    let disk = SmallDisk::mount(&scratch.0.join("disk-900k"), "900k");
     let out = disk.dir.join("out");
     let first = disk.nicsched(&["sim", &scenario, "-q", "--out", out.to_str().unwrap()]);
     assert!(
@@ -835,8 +836,9 @@ fn a_run_that_fills_the_disk_fails_naming_the_file_and_leaves_nothing_compare_ta
 #[test]
 fn a_run_killed_at_its_file_size_limit_leaves_a_folder_compare_refuses_and_the_next_run_clears() {
     use std::os::unix::process::{CommandExt, ExitStatusExt};
-    // Below report.html (380 kB), above every other file SHORT writes (at most 80 kB).
-    const LIMIT_BYTES: u64 = 192 * 1024;
+    // Below hash's fairness.png (67 kB), above every file SHORT writes before it
+    // (at most 36 kB).
+    const LIMIT_BYTES: u64 = 48 * 1024;
     let scratch = Scratch::new("fsize");
     let scenario = scratch.file("short.yaml", SHORT);
     let out = scratch.0.join("out");
@@ -867,7 +869,7 @@ fn a_run_killed_at_its_file_size_limit_leaves_a_folder_compare_refuses_and_the_n
     assert_eq!(staging.len(), 1, "{staging:?}");
     let staging = &staging[0];
     assert_eq!(
-        std::fs::metadata(staging.join("report.html"))
+        std::fs::metadata(staging.join("hash").join("fairness.png"))
             .unwrap()
             .len(),
         LIMIT_BYTES,

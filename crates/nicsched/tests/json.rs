@@ -322,7 +322,10 @@ fn sim_json_is_every_summary_one_host_and_across_hosts() {
     let json = document(&out);
     assert_valid("sim.schema.json", &json);
     assert_eq!(json["across_hosts"], true);
-    assert!(json["report"].is_null());
+    assert_eq!(
+        json["report"],
+        out_dir.join("report.html").to_str().unwrap()
+    );
     assert_runs_are_the_summaries(&json, &["picnic", "wheel"]);
     for run in json["runs"].as_array().unwrap() {
         assert_valid("hosts-summary.schema.json", run);

@@ -91,16 +91,20 @@ impl Outcome {
                 self.stderr
             );
             assert!(
-                self.html.contains(&format!(
-                    "<tr class=\"failed\"><td>{name}</td><td>FAILED</td>"
-                )),
-                "report.html does not flag {name}"
+                self.html
+                    .contains(&format!("<li class=\"failed\">✗ {name}: ")),
+                "report.html does not list {name} as failed"
             );
         }
+        let label = format!("{}/{enforcer}", self.summary.mode.as_str());
         assert!(
             self.html
-                .contains(&format!("Self-checks failed for {enforcer}:")),
+                .contains(&format!("Self-checks failed for {label}:")),
             "report.html carries no warning"
+        );
+        assert!(
+            self.html.contains("<tr class=\"failed\">"),
+            "report.html's summary does not mark the run"
         );
     }
 

@@ -16,6 +16,23 @@ use crate::summary::Summary;
 /// enforcer's run, or every `ENFORCER/summary.json` of a run's folder (the `--out`
 /// of sim or lab), by enforcer name.
 pub fn load_summaries(path: &Path) -> io::Result<Vec<Summary>> {
+    complete_summaries(path)?
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(file).map_err(at(file))?;
+            serde_json::from_str(&text).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: not a nicsched summary.json: {e}", file.display()),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The summary.json files `path` names, as [`load_summaries`] takes them, checked
+/// to lie in a complete run; by enforcer name.
+pub(crate) fn complete_summaries(path: &Path) -> io::Result<Vec<PathBuf>> {
     let found = path.canonicalize().map_err(at(path))?;
     let root = run_folder(path, &found)?;
     let files = complete_run_files(&root)?;
@@ -58,19 +75,10 @@ pub fn load_summaries(path: &Path) -> io::Result<Vec<Summary>> {
             ),
         ));
     }
-    summaries
+    Ok(summaries
         .iter()
-        .map(|relative| {
-            let file = root.join(relative);
-            let text = std::fs::read_to_string(&file).map_err(at(&file))?;
-            serde_json::from_str(&text).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{}: not a nicsched summary.json: {e}", file.display()),
-                )
-            })
-        })
-        .collect()
+        .map(|relative| root.join(relative))
+        .collect())
 }
 
 /// The run `found` (`path`, canonical) lies in: the nearest folder at or above it

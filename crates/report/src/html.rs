@@ -1,257 +1,821 @@
-//! report.html: every enforcer of a scenario side by side on one self-contained page
-//! (plots inlined), so it can be mailed or archived as a single file.
+//! report.html: runs of a scenario overlaid on one self-contained page, read back
+//! from their folders' files ([`crate::runs`]): the same page for `nicsched sim`,
+//! `nicsched lab` and `nicsched report` over runs of both worlds.
+//!
+//! Charts are drawn in the browser by uPlot (MIT, assets/LICENSE-uPlot.txt), which
+//! the page embeds with the figures as JSON: it fetches nothing and can be mailed
+//! or archived as one file. Every chart's series are aligned here on one x axis
+//! and put in units chosen from the data, so the script only draws.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
-use crate::files::{FAIRNESS_PNG, LATENCY_CDF_PNG, THROUGHPUT_PNG, at};
-use crate::summary::Summary;
-use crate::table::comparison;
+use serde::Serialize;
+
+use crate::files::at;
+use crate::runs::{Run, SeriesKind, read_run};
 
 pub const REPORT_HTML: &str = "report.html";
 
-const PLOTS: [(&str, &str); 3] = [
-    (THROUGHPUT_PNG, "throughput per tenant over time"),
-    (FAIRNESS_PNG, "Jain's index and relative error over time"),
-    (LATENCY_CDF_PNG, "latency CDF"),
+/// uPlot 1.6.32 (MIT), see assets/LICENSE-uPlot.txt; from its npm package's dist/.
+const UPLOT_JS: &str = include_str!("../assets/uPlot.iife.min.js");
+const UPLOT_CSS: &str = include_str!("../assets/uPlot.min.css");
+const REPORT_JS: &str = include_str!("../assets/report.js");
+const REPORT_CSS: &str = include_str!("../assets/report.css");
+
+/// Writes `dir/report.html` over the runs in `run_dirs`, read from their files.
+/// An error names the file it happened at.
+pub fn write_html(dir: &Path, run_dirs: &[PathBuf]) -> io::Result<PathBuf> {
+    let runs = run_dirs
+        .iter()
+        .map(|run_dir| read_run(run_dir))
+        .collect::<io::Result<Vec<Run>>>()?;
+    let path = dir.join(REPORT_HTML);
+    write_report(&path, &runs)?;
+    Ok(path)
+}
+
+/// Writes the report of `runs` to the file `path`, its links to the runs' files
+/// relative to the folder it is in.
+pub fn write_report(path: &Path, runs: &[Run]) -> io::Result<()> {
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    fs::create_dir_all(folder).map_err(at(folder))?;
+    let html = render(runs, folder);
+    fs::write(path, html).map_err(at(path))
+}
+
+/// Run colours: d3's category10 without its grey, which the ideal's dark grey
+/// would be confused with, then darker shades of category20b; runs past the
+/// eighteenth repeat them dashed.
+const PALETTE: [&str; 18] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+    "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d",
+    "#31a354", "#756bb1",
 ];
+const IDEAL_COLOURS: [&str; 3] = ["#222222", "#777777", "#aaaaaa"];
 
-const STYLE: &str = "
-body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2rem; color: #222; background: #fafafa; }
-h1 { margin-bottom: 0.2rem; }
-h2 { margin: 0 0 0.4rem; }
-.meta { color: #666; margin: 0 0 1rem; }
-table { border-collapse: collapse; margin-bottom: 1.2rem; background: #fff; }
-th, td { padding: 0.3rem 0.7rem; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }
-th { background: #f0f0f0; }
-th:first-child, td:first-child { text-align: left; }
-tr.app td:first-child { padding-left: 1.6rem; color: #555; }
-.grid { display: grid; gap: 1.5rem; align-items: start; overflow-x: auto; }
-.run { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 1rem; min-width: 0; overflow-x: auto; }
-.run table { width: 100%; }
-.failed { color: #a40000; font-weight: 600; }
-.warning { background: #fde8e8; border: 1px solid #a40000; border-radius: 6px; padding: 0.6rem 1rem; margin-bottom: 1rem; }
-.checks td { white-space: normal; text-align: left; }
-img { width: 100%; height: auto; display: block; margin-bottom: 1rem; }
-";
+/// The page: what the script draws.
+#[derive(Serialize)]
+struct PageData {
+    charts: Vec<Chart>,
+}
 
-/// Writes `dir/report.html` from the runs' summaries and the plots in each run's folder.
-/// A plot that a run did not produce (no latency data) is simply absent. An error
-/// names the file it happened at.
-pub fn write_html(dir: &Path, scenario: &str, runs: &[(Summary, PathBuf)]) -> io::Result<PathBuf> {
+#[derive(Serialize)]
+struct Chart {
+    id: String,
+    title: String,
+    x_label: &'static str,
+    y_label: String,
+    /// The unit of the values, for the legend.
+    unit: String,
+    x_log: bool,
+    /// `zero`: y from 0; `jain`: up to just above 1; `fraction`: 0 to 1.
+    y_range: &'static str,
+    x: Vec<f64>,
+    series: Vec<ChartSeries>,
+}
+
+#[derive(Serialize)]
+struct ChartSeries {
+    label: String,
+    color: &'static str,
+    dash: bool,
+    ideal: bool,
+    values: Vec<Option<f64>>,
+}
+
+/// One run as the page shows it.
+struct Shown<'a> {
+    run: &'a Run,
+    label: String,
+    color: &'static str,
+    dash: bool,
+    /// Its rates are drawn multiplied by this: the reference link over its own.
+    scale: f64,
+}
+
+fn render(runs: &[Run], folder: &Path) -> String {
+    let reference_bps = runs.iter().map(|r| r.link_rate_bps).fold(0.0, f64::max);
+    let labels = labels(runs);
+    let shown: Vec<Shown> = runs
+        .iter()
+        .zip(labels)
+        .enumerate()
+        .map(|(i, (run, label))| Shown {
+            run,
+            label,
+            color: PALETTE[i % PALETTE.len()],
+            dash: i >= PALETTE.len(),
+            scale: if run.link_rate_bps > 0.0 {
+                reference_bps / run.link_rate_bps
+            } else {
+                1.0
+            },
+        })
+        .collect();
+
+    let mut charts = Vec::new();
+    let mut sections: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (kind, heading) in [
+        (SeriesKind::Tenant, "Throughput per tenant"),
+        (SeriesKind::App, "Throughput per app"),
+        (SeriesKind::Vm, "Throughput per sending VM"),
+        (SeriesKind::Flow, "Throughput per flow"),
+    ] {
+        let mut names: Vec<&str> = Vec::new();
+        for s in shown.iter().flat_map(|s| &s.run.series) {
+            if s.kind == kind && !names.contains(&s.name.as_str()) {
+                names.push(&s.name);
+            }
+        }
+        if names.is_empty() {
+            continue;
+        }
+        let mut members = Vec::new();
+        for name in names {
+            members.push(charts.len());
+            charts.push(throughput_chart(&shown, kind, name, charts.len()));
+        }
+        sections.push((heading, members));
+    }
+    let fairness = vec![charts.len(), charts.len() + 1];
+    charts.push(fairness_chart(&shown, true, charts.len()));
+    charts.push(fairness_chart(&shown, false, charts.len()));
+    let mut traffics: Vec<&str> = Vec::new();
+    for cdf in shown.iter().flat_map(|s| &s.run.latency) {
+        if !traffics.contains(&cdf.traffic.as_str()) {
+            traffics.push(&cdf.traffic);
+        }
+    }
+    let latency: Vec<usize> = traffics
+        .iter()
+        .map(|traffic| {
+            charts.push(latency_chart(&shown, traffic, charts.len()));
+            charts.len() - 1
+        })
+        .collect();
+
+    let mut scenarios: Vec<&str> = Vec::new();
+    for run in runs {
+        if !scenarios.contains(&run.scenario.as_str()) {
+            scenarios.push(&run.scenario);
+        }
+    }
+    let title = format!("nicsched: {}", scenarios.join(", "));
     let mut html = String::new();
-    let title = escape(&format!("nicsched: {scenario}"));
     // Writing into a String cannot fail.
     let _ = write!(
         html,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n"
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{UPLOT_CSS}\n{REPORT_CSS}</style>\n\
+         <script>{}</script>\n</head>\n<body>\n<h1>{}</h1>\n",
+        escape(&title),
+        ERROR_TRAP,
+        escape(&title),
     );
-    if let Some((first, _)) = runs.first() {
-        let _ = writeln!(html, "<p class=\"meta\">{}</p>", escape(&run_meta(first)));
+    let _ = writeln!(html, "<p class=\"meta\">{}</p>", escape(&overview(runs)));
+    push_notes(&mut html, &shown, reference_bps);
+    push_summary_table(&mut html, &shown);
+
+    for (heading, members) in &sections {
+        push_charts(&mut html, heading, members, &charts);
     }
-    let summaries: Vec<Summary> = runs.iter().map(|(summary, _)| summary.clone()).collect();
-    let untrusted: Vec<&str> = summaries
+    push_charts(&mut html, "Fairness per interval", &fairness, &charts);
+    if !latency.is_empty() {
+        push_charts(&mut html, "Latency CDF", &latency, &charts);
+    }
+    push_checks(&mut html, &shown);
+    push_provenance(&mut html, &shown, folder);
+
+    let data = serde_json::to_string(&PageData { charts }).expect("finite figures serialize");
+    // Inside <script>, "</script>" or "<!--" in a name would end or break it.
+    let data = data.replace('<', "\\u003c");
+    let _ = write!(
+        html,
+        "<pre id=\"page-status\" hidden></pre>\n\
+         <script type=\"application/json\" id=\"report-data\">{data}</script>\n\
+         <script>{UPLOT_JS}</script>\n<script>{REPORT_JS}</script>\n</body>\n</html>\n"
+    );
+    html
+}
+
+/// Registered first, so that an error anywhere on the page is kept for its
+/// status (which the headless browser test reads) and shown to the reader.
+const ERROR_TRAP: &str = "window.reportErrors=[];\
+window.addEventListener('error',function(e){window.reportErrors.push(String(e.message||e));});\
+window.addEventListener('unhandledrejection',function(e){window.reportErrors.push('unhandled rejection: '+String(e.reason));});";
+
+/// `mode/enforcer`; where two runs would share one, the results folder they came
+/// from too, and then their place in the list.
+fn labels(runs: &[Run]) -> Vec<String> {
+    let base: Vec<String> = runs
         .iter()
-        .filter(|s| s.failed_checks().next().is_some())
-        .map(|s| s.enforcer.as_str())
+        .map(|r| format!("{}/{}", r.mode, r.enforcer))
+        .collect();
+    let with_folder: Vec<String> = runs
+        .iter()
+        .zip(&base)
+        .map(|(run, label)| {
+            if base.iter().filter(|b| *b == label).count() < 2 {
+                return label.clone();
+            }
+            let folder = run
+                .dir
+                .parent()
+                .and_then(Path::file_name)
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("{label} ({folder})")
+        })
+        .collect();
+    with_folder
+        .iter()
+        .enumerate()
+        .map(|(i, label)| {
+            if with_folder.iter().filter(|l| *l == label).count() < 2 {
+                label.clone()
+            } else {
+                format!("{label} #{}", i + 1)
+            }
+        })
+        .collect()
+}
+
+fn overview(runs: &[Run]) -> String {
+    let mut worlds: BTreeMap<&str, usize> = BTreeMap::new();
+    for run in runs {
+        *worlds.entry(run.mode.as_str()).or_default() += 1;
+    }
+    let worlds: Vec<String> = worlds
+        .iter()
+        .map(|(mode, n)| format!("{n} {mode}"))
+        .collect();
+    format!(
+        "{} run{} ({}) · drawn by nicsched {} · drag across a chart to zoom, double-click to zoom out, click a legend entry to hide or show it",
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" },
+        worlds.join(", "),
+        env!("CARGO_PKG_VERSION"),
+    )
+}
+
+fn push_notes(html: &mut String, shown: &[Shown], reference_bps: f64) {
+    let untrusted: Vec<&str> = shown
+        .iter()
+        .filter(|s| s.run.failed_checks().next().is_some())
+        .map(|s| s.label.as_str())
         .collect();
     if !untrusted.is_empty() {
         let _ = writeln!(
             html,
-            "<p class=\"warning\">Self-checks failed for {}: their figures below are not vouched for (see each run's checks).</p>",
+            "<p class=\"warning\">Self-checks failed for {}: their figures are not vouched for (see <a href=\"#checks\">Self-checks</a>).</p>",
             escape(&untrusted.join(", "))
         );
     }
-    let table = comparison(&summaries);
-    let rows: Vec<Row> = table
-        .rows
-        .into_iter()
-        .zip(&summaries)
-        .map(|(cells, s)| (s.failed_checks().next().map(|_| "failed"), cells))
-        .collect();
-    push_table(&mut html, "comparison", &table.header, &rows);
-
-    let _ = writeln!(
-        html,
-        "<div class=\"grid\" style=\"grid-template-columns: repeat({}, minmax(28rem, 1fr))\">",
-        runs.len().max(1)
-    );
-    for (summary, run_dir) in runs {
-        let _ = writeln!(
-            html,
-            "<section class=\"run\">\n<h2>{}</h2>\n<p class=\"meta\">{}</p>",
-            escape(&summary.enforcer),
-            escape(&format!(
-                "{}, seed {}, {} frames sent",
-                run_meta(summary),
-                summary.seed,
-                summary.frames_sent
-            ))
-        );
-        push_table(&mut html, "tenants", &TENANT_HEADER, &tenant_rows(summary));
-        push_table(&mut html, "checks", &CHECKS_HEADER, &check_rows(summary));
-        if !summary.latency.is_empty() {
-            push_table(
-                &mut html,
-                "latency",
-                &LATENCY_HEADER,
-                &latency_rows(summary),
-            );
-        }
-        for (file, description) in PLOTS {
-            let plot = run_dir.join(file);
-            let png = match fs::read(&plot) {
-                Ok(png) => png,
-                Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
-                Err(error) => return Err(at(&plot)(error)),
-            };
-            let _ = writeln!(
-                html,
-                "<img src=\"data:image/png;base64,{}\" alt=\"{}\">",
-                base64(&png),
-                escape(&format!("{}: {description}", summary.enforcer))
-            );
-        }
-        html.push_str("</section>\n");
-    }
-    html.push_str("</div>\n</body>\n</html>\n");
-
-    fs::create_dir_all(dir).map_err(at(dir))?;
-    let path = dir.join(REPORT_HTML);
-    fs::write(&path, html).map_err(at(&path))?;
-    Ok(path)
-}
-
-fn run_meta(summary: &Summary) -> String {
-    format!(
-        "{}, {} s, link {} Gbit/s",
-        summary.mode.as_str(),
-        summary.duration_s,
-        summary.link_rate_bps as f64 / 1e9
-    )
-}
-
-fn gbps(bps: f64) -> String {
-    format!("{:.3}", bps / 1e9)
-}
-
-/// A table row: the CSS class of the row, if any, and its cells.
-type Row = (Option<&'static str>, Vec<String>);
-
-const TENANT_HEADER: [&str; 6] = [
-    "tenant / app",
-    "throughput (Gbit/s)",
-    "ideal (Gbit/s)",
-    "rel_error_mean",
-    "rel_error_max",
-    "drops",
-];
-
-/// Tenants with their apps beneath, indented.
-fn tenant_rows(summary: &Summary) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for tenant in &summary.tenants {
-        let cells = vec![
-            tenant.name.clone(),
-            gbps(tenant.throughput_bps),
-            gbps(tenant.ideal_bps),
-            format!("{:.4}", tenant.rel_error_mean),
-            format!("{:.4}", tenant.rel_error_max),
-            tenant.drops.to_string(),
-        ];
-        rows.push((None, cells));
-        for app in &tenant.apps {
-            let cells = vec![
-                app.name.clone(),
-                gbps(app.throughput_bps),
-                gbps(app.ideal_bps),
-                String::new(),
-                String::new(),
-                String::new(),
-            ];
-            rows.push((Some("app"), cells));
-        }
-    }
-    rows
-}
-
-const CHECKS_HEADER: [&str; 3] = ["check", "result", "detail"];
-
-fn check_rows(summary: &Summary) -> Vec<Row> {
-    summary
-        .checks
+    let scaled: Vec<String> = shown
         .iter()
-        .map(|check| {
-            let (class, result) = if check.ok {
-                (None, "ok")
-            } else {
-                (Some("failed"), "FAILED")
-            };
-            (
-                class,
-                vec![check.name.clone(), result.to_string(), check.detail.clone()],
+        .filter(|s| (s.scale - 1.0).abs() > 1e-9)
+        .map(|s| {
+            format!(
+                "{} ran on a {} link, drawn ×{}",
+                s.label,
+                policy::format_rate(s.run.link_rate_bps),
+                trim_number(s.scale)
             )
         })
-        .collect()
+        .collect();
+    if !scaled.is_empty() {
+        let _ = writeln!(
+            html,
+            "<p class=\"note\">Rates are drawn on the {} link of the fastest run, so that runs compare: {}. \
+             The lab runs a scenario scaled to its emulated link; the table keeps each run's measured figures.</p>",
+            escape(&policy::format_rate(reference_bps)),
+            escape(&scaled.join("; "))
+        );
+    }
+    let _ = writeln!(
+        html,
+        "<p class=\"note\">The per-interval fairness charts are derived from each run's timeseries.csv, \
+         over every interval (summary.json, and the table, leave out intervals in which traffic started or stopped). \
+         Jain's index is of throughput / ideal over the tenants (across hosts: the sending VMs) with an ideal; \
+         relative error is their mean |throughput − ideal| / ideal.</p>"
+    );
 }
 
-const LATENCY_HEADER: [&str; 9] = [
-    "traffic (µs)",
-    "count",
-    "mean",
-    "min",
-    "p50",
-    "p90",
-    "p99",
-    "p99.9",
-    "max",
-];
-
-fn latency_rows(summary: &Summary) -> Vec<Row> {
-    summary
-        .latency
-        .iter()
-        .map(|(traffic, latency)| {
-            let mut row = vec![traffic.clone(), latency.count.to_string()];
-            row.extend(
-                [
-                    latency.mean_us,
-                    latency.min_us,
-                    latency.p50_us,
-                    latency.p90_us,
-                    latency.p99_us,
-                    latency.p999_us,
-                    latency.max_us,
-                ]
-                .map(|us| format!("{us:.1}")),
-            );
-            (None, row)
-        })
-        .collect()
-}
-
-fn push_table(html: &mut String, class: &str, header: &[impl AsRef<str>], rows: &[Row]) {
-    let _ = write!(html, "<table class=\"{class}\">\n<thead><tr>");
-    for cell in header {
-        let _ = write!(html, "<th>{}</th>", escape(cell.as_ref()));
+fn push_summary_table(html: &mut String, shown: &[Shown]) {
+    let mut traffics: Vec<&str> = Vec::new();
+    for s in shown {
+        for traffic in s.run.figures.p99_us.keys() {
+            if !traffics.contains(&traffic.as_str()) {
+                traffics.push(traffic);
+            }
+        }
+    }
+    html.push_str("<h2 id=\"summary\">Summary</h2>\n<p class=\"hint\">Click a column's header to sort by it.</p>\n<table class=\"report sortable summary\">\n<thead><tr>");
+    let mut header: Vec<String> = [
+        "run",
+        "link",
+        "utilization",
+        "Jain mean",
+        "Jain min",
+        "rel. error mean",
+        "rel. error max",
+        "drops",
+    ]
+    .map(String::from)
+    .to_vec();
+    header.extend(traffics.iter().map(|t| format!("{t} p99 (µs)")));
+    header.push("self-checks".to_string());
+    for cell in &header {
+        let _ = write!(html, "<th>{}</th>", escape(cell));
     }
     html.push_str("</tr></thead>\n<tbody>\n");
-    for (row_class, cells) in rows {
-        match row_class {
-            Some(row_class) => {
-                let _ = write!(html, "<tr class=\"{row_class}\">");
-            }
-            None => html.push_str("<tr>"),
+    for s in shown {
+        let figures = &s.run.figures;
+        let failed: Vec<&str> = s.run.failed_checks().map(|c| c.name.as_str()).collect();
+        let _ = write!(
+            html,
+            "<tr{}><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td>",
+            if failed.is_empty() {
+                ""
+            } else {
+                " class=\"failed\""
+            },
+            s.color,
+            escape(&s.label)
+        );
+        let _ = write!(
+            html,
+            "<td data-v=\"{}\">{}</td>",
+            s.run.link_rate_bps,
+            escape(&policy::format_rate(s.run.link_rate_bps))
+        );
+        for value in [
+            figures.utilization,
+            figures.jain_mean,
+            figures.jain_min,
+            figures.rel_error_mean,
+            figures.rel_error_max,
+        ] {
+            push_number_cell(html, value, 4);
         }
-        for cell in cells {
-            let _ = write!(html, "<td>{}</td>", escape(cell));
+        push_number_cell(html, figures.drops.map(|d| d as f64), 0);
+        for traffic in &traffics {
+            push_number_cell(html, figures.p99_us.get(*traffic).copied(), 1);
+        }
+        if failed.is_empty() {
+            let _ = write!(html, "<td data-v=\"0\">✓ {} ok</td>", s.run.checks.len());
+        } else {
+            let _ = write!(
+                html,
+                "<td data-v=\"{}\"><a href=\"#checks\">✗ {} failed</a>: {}</td>",
+                failed.len(),
+                failed.len(),
+                escape(&failed.join(", "))
+            );
         }
         html.push_str("</tr>\n");
     }
     html.push_str("</tbody>\n</table>\n");
+}
+
+fn push_number_cell(html: &mut String, value: Option<f64>, decimals: usize) {
+    match value {
+        Some(value) => {
+            let _ = write!(html, "<td data-v=\"{value}\">{value:.decimals$}</td>");
+        }
+        None => html.push_str("<td data-v=\"\">–</td>"),
+    }
+}
+
+fn push_charts(html: &mut String, heading: &str, members: &[usize], charts: &[Chart]) {
+    let _ = writeln!(html, "<h2>{}</h2>\n<div class=\"charts\">", escape(heading));
+    for &index in members {
+        let chart = &charts[index];
+        let _ = writeln!(
+            html,
+            "<figure class=\"card\"><figcaption>{}</figcaption><div class=\"chart\" id=\"{}\"></div></figure>",
+            escape(&chart.title),
+            chart.id
+        );
+    }
+    html.push_str("</div>\n");
+}
+
+fn push_checks(html: &mut String, shown: &[Shown]) {
+    html.push_str("<h2 id=\"checks\">Self-checks</h2>\n<ul class=\"checks\">\n");
+    for s in shown {
+        let failed: Vec<_> = s.run.failed_checks().collect();
+        let passed: Vec<&str> = s
+            .run
+            .checks
+            .iter()
+            .filter(|c| c.ok)
+            .map(|c| c.name.as_str())
+            .collect();
+        let _ = write!(html, "<li><strong>{}</strong>: ", escape(&s.label));
+        if passed.is_empty() && failed.is_empty() {
+            html.push_str("none recorded");
+        } else if !passed.is_empty() {
+            let _ = write!(html, "ok: {}", escape(&passed.join(", ")));
+        }
+        if !failed.is_empty() {
+            html.push_str("<ul>");
+            for check in failed {
+                let _ = write!(
+                    html,
+                    "<li class=\"failed\">✗ {}: {}</li>",
+                    escape(&check.name),
+                    escape(&check.detail)
+                );
+            }
+            html.push_str("</ul>");
+        }
+        html.push_str("</li>\n");
+    }
+    html.push_str("</ul>\n");
+}
+
+/// What made each run, and links to its files: what every run shares once, above
+/// a table of what differs.
+fn push_provenance(html: &mut String, shown: &[Shown], folder: &Path) {
+    html.push_str("<h2 id=\"provenance\">Provenance and files</h2>\n");
+    let fields: Vec<(&str, Vec<String>)> = vec![
+        (
+            "nicsched",
+            shown
+                .iter()
+                .map(|s| {
+                    let p = &s.run.provenance;
+                    format!(
+                        "{} <span class=\"commit\">{}</span>",
+                        escape(&p.nicsched),
+                        escape(&p.commit)
+                    )
+                })
+                .collect(),
+        ),
+        (
+            "seed",
+            shown.iter().map(|s| s.run.seed.to_string()).collect(),
+        ),
+        (
+            "kernel",
+            shown
+                .iter()
+                .map(|s| escape(&s.run.provenance.kernel))
+                .collect(),
+        ),
+        (
+            "settings",
+            shown
+                .iter()
+                .map(|s| {
+                    s.run
+                        .provenance
+                        .settings
+                        .iter()
+                        .map(|(key, value)| {
+                            format!(
+                                "<span class=\"setting\">{}</span>",
+                                escape(&format!("{key}={value}"))
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect(),
+        ),
+        (
+            "command",
+            shown
+                .iter()
+                .map(|s| format!("<code>{}</code>", escape(&s.run.provenance.command)))
+                .collect(),
+        ),
+    ];
+    let (shared, differing): (Vec<_>, Vec<_>) = fields
+        .into_iter()
+        .partition(|(_, values)| values.iter().all(|v| *v == values[0]));
+    if shown.len() > 1 && !shared.is_empty() {
+        html.push_str("<p class=\"hint\">Shared by every run:</p>\n");
+    }
+    html.push_str("<dl class=\"shared\">\n");
+    for (name, values) in &shared {
+        let value = if values[0].is_empty() {
+            "–"
+        } else {
+            &values[0]
+        };
+        let _ = writeln!(html, "<dt>{name}</dt><dd>{value}</dd>");
+    }
+    html.push_str("</dl>\n<table class=\"report provenance\">\n<thead><tr><th>run</th>");
+    for (name, _) in &differing {
+        let _ = write!(html, "<th>{name}</th>");
+    }
+    html.push_str("<th>files</th></tr></thead>\n<tbody>\n");
+    for (i, s) in shown.iter().enumerate() {
+        let href = relative_href(folder, &s.run.dir);
+        let files: Vec<String> = s
+            .run
+            .files
+            .iter()
+            .map(|name| {
+                format!(
+                    "<a href=\"{}\">{}</a>",
+                    escape(&format!("{href}{name}")),
+                    escape(name)
+                )
+            })
+            .collect();
+        let _ = write!(html, "<tr><td>{}</td>", escape(&s.label));
+        for (_, values) in &differing {
+            let _ = write!(html, "<td>{}</td>", values[i]);
+        }
+        let _ = writeln!(html, "<td>{}</td></tr>", files.join(" "));
+    }
+    html.push_str("</tbody>\n</table>\n");
+}
+
+/// kbit/s, Mbit/s or Gbit/s, whichever keeps the largest value below 1000.
+fn rate_unit(max_bps: f64) -> (&'static str, f64) {
+    if max_bps >= 1e9 {
+        ("Gbit/s", 1e9)
+    } else if max_bps >= 1e6 {
+        ("Mbit/s", 1e6)
+    } else {
+        ("kbit/s", 1e3)
+    }
+}
+
+fn throughput_chart(shown: &[Shown], kind: SeriesKind, name: &str, index: usize) -> Chart {
+    let mut columns: Vec<Column> = Vec::new();
+    let mut ideals: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut ideal_of: Vec<String> = Vec::new();
+    for s in shown {
+        let Some(series) = s
+            .run
+            .series
+            .iter()
+            .find(|x| x.kind == kind && x.name == name)
+        else {
+            continue;
+        };
+        let points = |values: &[f64]| -> Vec<(f64, f64)> {
+            series
+                .time_s
+                .iter()
+                .zip(values)
+                .map(|(&t, &v)| (t, v * s.scale))
+                .collect()
+        };
+        columns.push((
+            s.label.clone(),
+            s.color,
+            s.dash,
+            false,
+            points(&series.throughput_bps),
+        ));
+        let ideal = points(&series.ideal_bps);
+        // One ideal for the runs whose ideals agree, as a scenario's runs' do
+        // unless a lab run's generators fell short of what they were asked.
+        if !ideals.iter().any(|known| same_curve(known, &ideal)) {
+            ideals.push(ideal);
+            ideal_of.push(s.label.clone());
+        }
+    }
+    let many = ideals.len() > 1;
+    for (i, (ideal, of)) in ideals.into_iter().zip(ideal_of).enumerate() {
+        let label = if many {
+            format!("ideal ({of})")
+        } else {
+            "ideal".to_string()
+        };
+        columns.push((
+            label,
+            IDEAL_COLOURS[i % IDEAL_COLOURS.len()],
+            true,
+            true,
+            ideal,
+        ));
+    }
+    let max_bps = columns
+        .iter()
+        .flat_map(|c| c.4.iter().map(|&(_, v)| v))
+        .fold(0.0, f64::max);
+    let (unit, divisor) = rate_unit(max_bps);
+    let what = match kind {
+        SeriesKind::Tenant => "tenant",
+        SeriesKind::App => "app",
+        SeriesKind::Vm => "VM",
+        SeriesKind::Flow => "flow",
+    };
+    let (x, series) = aligned(
+        columns
+            .into_iter()
+            .map(|(label, color, dash, ideal, points)| {
+                (
+                    label,
+                    color,
+                    dash,
+                    ideal,
+                    points.into_iter().map(|(t, v)| (t, v / divisor)).collect(),
+                )
+            })
+            .collect(),
+        &time_domain(shown),
+    );
+    Chart {
+        id: format!("chart-{index}"),
+        title: format!("{what} {name}"),
+        x_label: "time (s)",
+        y_label: format!("throughput ({unit})"),
+        unit: unit.to_string(),
+        x_log: false,
+        y_range: "zero",
+        x,
+        series,
+    }
+}
+
+/// Whether two ideals are one curve: the same times, values within 1% of the
+/// larger's peak (less than a line's width apart on the chart).
+fn same_curve(a: &[(f64, f64)], b: &[(f64, f64)]) -> bool {
+    let peak = a.iter().chain(b).map(|&(_, v)| v.abs()).fold(0.0, f64::max);
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(p, q)| time_key(p.0) == time_key(q.0) && (p.1 - q.1).abs() <= 0.01 * peak)
+}
+
+fn fairness_chart(shown: &[Shown], jain: bool, index: usize) -> Chart {
+    let columns = shown
+        .iter()
+        .map(|s| {
+            let points = s
+                .run
+                .fairness
+                .iter()
+                .map(|p| (p.time_s, if jain { p.jain } else { p.rel_error }))
+                .collect();
+            (s.label.clone(), s.color, s.dash, false, points)
+        })
+        .collect();
+    let (x, series) = aligned(columns, &time_domain(shown));
+    let (title, y_label) = if jain {
+        (
+            "Jain's index of throughput / ideal, every run",
+            "Jain's index",
+        )
+    } else {
+        (
+            "mean relative error against the ideal, every run",
+            "relative error",
+        )
+    };
+    Chart {
+        id: format!("chart-{index}"),
+        title: title.to_string(),
+        x_label: "time (s)",
+        y_label: y_label.to_string(),
+        unit: String::new(),
+        x_log: false,
+        y_range: if jain { "jain" } else { "zero" },
+        x,
+        series,
+    }
+}
+
+fn latency_chart(shown: &[Shown], traffic: &str, index: usize) -> Chart {
+    let columns = shown
+        .iter()
+        .filter_map(|s| {
+            let cdf = s.run.latency.iter().find(|c| c.traffic == traffic)?;
+            // A log axis has no 0; a latency is never below a microsecond's tenth.
+            let points = cdf
+                .points
+                .iter()
+                .map(|&(quantile, us)| (us.max(0.1), quantile))
+                .collect();
+            Some((s.label.clone(), s.color, s.dash, false, points))
+        })
+        .collect();
+    let (x, series) = aligned(columns, &[]);
+    Chart {
+        id: format!("chart-{index}"),
+        title: format!("latency of {traffic}"),
+        x_label: "latency (µs)",
+        y_label: "fraction of requests".to_string(),
+        unit: String::new(),
+        x_log: true,
+        y_range: "fraction",
+        x,
+        series,
+    }
+}
+
+/// Time charts span the whole of the longest run, so that a traffic that ran for
+/// part of it is seen where it ran.
+fn time_domain(shown: &[Shown]) -> [f64; 2] {
+    let end_s = shown
+        .iter()
+        .flat_map(|s| &s.run.series)
+        .filter_map(|series| series.time_s.last().copied())
+        .fold(0.0, f64::max);
+    [0.0, end_s]
+}
+
+/// A time or latency as a key that equal values written by different runs share.
+fn time_key(x: f64) -> i64 {
+    (x * 1e6).round() as i64
+}
+
+/// A series before alignment: label, colour, dashed, an ideal, its (x, y) points.
+type Column = (String, &'static str, bool, bool, Vec<(f64, f64)>);
+
+/// The columns' points on one x axis, the union of theirs and `domain` (the
+/// ends the axis is to span): a column has no value (null: the line spans it)
+/// at an x of another's; of several values at one x (a CDF's step), the last.
+fn aligned(columns: Vec<Column>, domain: &[f64]) -> (Vec<f64>, Vec<ChartSeries>) {
+    let mut xs: BTreeMap<i64, f64> = domain.iter().map(|&x| (time_key(x), x)).collect();
+    for (_, _, _, _, points) in &columns {
+        for &(x, _) in points {
+            xs.entry(time_key(x)).or_insert(x);
+        }
+    }
+    let position: BTreeMap<i64, usize> = xs.keys().enumerate().map(|(i, &k)| (k, i)).collect();
+    let series = columns
+        .into_iter()
+        .map(|(label, color, dash, ideal, points)| {
+            let mut values = vec![None; xs.len()];
+            for (x, y) in points {
+                values[position[&time_key(x)]] = Some(y);
+            }
+            ChartSeries {
+                label,
+                color,
+                dash,
+                ideal,
+                values,
+            }
+        })
+        .collect();
+    (xs.into_values().collect(), series)
+}
+
+/// `to`'s folder relative to `from`, ending in `/`, for an href; absolute where
+/// they share no root.
+fn relative_href(from: &Path, to: &Path) -> String {
+    let from = from.canonicalize().unwrap_or_else(|_| from.to_path_buf());
+    let to = to.canonicalize().unwrap_or_else(|_| to.to_path_buf());
+    let from: Vec<Component> = from.components().collect();
+    let to_parts: Vec<Component> = to.components().collect();
+    let shared = from
+        .iter()
+        .zip(&to_parts)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut href = String::new();
+    if shared == 0 {
+        href.push_str("file://");
+        href.push_str(&percent_encode(&to.to_string_lossy()));
+        href.push('/');
+        return href;
+    }
+    for _ in shared..from.len() {
+        href.push_str("../");
+    }
+    for part in &to_parts[shared..] {
+        href.push_str(&percent_encode(&part.as_os_str().to_string_lossy()));
+        href.push('/');
+    }
+    href
+}
+
+/// Percent-encodes what a URL path may not hold as is.
+fn percent_encode(text: &str) -> String {
+    let mut encoded = String::new();
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
+            encoded.push(char::from(byte));
+        } else {
+            let _ = write!(encoded, "%{byte:02X}");
+        }
+    }
+    encoded
+}
+
+/// A factor as a reader writes it: 10, 2.5, 3.333.
+fn trim_number(value: f64) -> String {
+    let text = format!("{value:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Escapes text for both element content and quoted attribute values.
@@ -270,48 +834,9 @@ fn escape(text: &str) -> String {
     escaped
 }
 
-/// Standard base64 with padding (RFC 4648), for data URIs; a few lines beat a dependency.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut encoded = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let triple = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
-        for position in 0..4 {
-            if position <= chunk.len() {
-                let sextet = (triple >> (18 - 6 * position)) & 0x3f;
-                encoded.push(char::from(ALPHABET[sextet as usize]));
-            } else {
-                encoded.push('=');
-            }
-        }
-    }
-    encoded
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_rfc_4648_vectors() {
-        let vectors = [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ];
-        for (plain, encoded) in vectors {
-            assert_eq!(base64(plain.as_bytes()), encoded, "{plain:?}");
-        }
-    }
 
     #[test]
     fn escape_covers_markup_and_quotes() {
@@ -319,5 +844,50 @@ mod tests {
             escape(r#"<a href="x">&'</a>"#),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;"
         );
+    }
+
+    #[test]
+    fn series_share_one_x_axis_with_gaps_where_a_run_has_no_point() {
+        let (x, series) = aligned(
+            vec![
+                (
+                    "a".into(),
+                    "#000",
+                    false,
+                    false,
+                    vec![(0.1, 1.0), (0.2, 2.0)],
+                ),
+                (
+                    "b".into(),
+                    "#000",
+                    false,
+                    false,
+                    vec![(0.30000000000000004, 3.0), (0.2, 4.0)],
+                ),
+            ],
+            &[0.0, 0.3],
+        );
+        assert_eq!(x, [0.0, 0.1, 0.2, 0.3]);
+        assert_eq!(series[0].values, [None, Some(1.0), Some(2.0), None]);
+        assert_eq!(series[1].values, [None, None, Some(4.0), Some(3.0)]);
+    }
+
+    #[test]
+    fn links_are_relative_to_the_page() {
+        let href = relative_href(Path::new("/r/out"), Path::new("/r/sim run/tonic"));
+        assert_eq!(href, "../sim%20run/tonic/");
+        assert_eq!(
+            relative_href(Path::new("/r"), Path::new("/r/tonic")),
+            "tonic/"
+        );
+    }
+
+    #[test]
+    fn units_keep_the_largest_value_below_a_thousand() {
+        assert_eq!(rate_unit(9.9e9).0, "Gbit/s");
+        assert_eq!(rate_unit(999e6).0, "Mbit/s");
+        assert_eq!(rate_unit(928e3).0, "kbit/s");
+        assert_eq!(trim_number(10.0), "10");
+        assert_eq!(trim_number(2.5), "2.5");
     }
 }

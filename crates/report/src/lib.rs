@@ -15,8 +15,11 @@
 //! - `files` and `plot`: `write_run` leaves summary.json, timeseries.csv, latency.csv
 //!   and the PNG plots in a run's folder; `OutDir` owns that folder for one run
 //!   (locked, staged, marked complete with `nicsched-run.json` as it moves in);
-//! - `table` and `html`: the enforcers of a scenario side by side, as a terminal table
-//!   (`comparison_table`) and as a self-contained report.html (`write_html`);
+//! - `table`: the enforcers of a scenario side by side as a terminal table
+//!   (`comparison_table`);
+//! - [`runs`] and `html`: runs read back from their folders' files (`read_run`,
+//!   `load_runs`) and overlaid on one self-contained report.html (`write_html`,
+//!   `write_report`), for sim, lab and `nicsched report` alike;
 //! - `compare`: runs of one scenario from any world (sim, lab) side by side, read
 //!   back from their summary.json (`load_summaries`, `side_by_side`), from complete
 //!   runs only; `baseline`: runs against a baseline's, figure by figure, with the
@@ -32,6 +35,7 @@ mod html;
 pub mod measure;
 mod plot;
 mod record;
+pub mod runs;
 mod summary;
 mod table;
 

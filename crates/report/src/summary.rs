@@ -245,16 +245,36 @@ pub(crate) fn interval_fairness(run: &RunRecord, interval: &Interval) -> Option<
     if !interval.steady {
         return None;
     }
-    let mut shares = Vec::new();
+    judged(
+        (0..run.tenants.len())
+            .filter(|&tenant| has_ideal(interval, tenant))
+            .map(|tenant| {
+                (
+                    tenant,
+                    run.tenant_throughput_bps(interval, tenant),
+                    interval.tenant_ideal_bps(tenant),
+                )
+            }),
+    )
+}
+
+/// The one definition of an interval's fairness, for a run's record and for what
+/// report.html reads back from timeseries.csv: Jain's index of throughput / ideal
+/// and each one's relative error, over the `(index, throughput_bps, ideal_bps)`
+/// given that have an ideal; None when none has.
+pub(crate) fn judged(
+    shares: impl IntoIterator<Item = (usize, f64, f64)>,
+) -> Option<IntervalFairness> {
+    let mut ratios = Vec::new();
     let mut errors = Vec::new();
-    for tenant in (0..run.tenants.len()).filter(|&tenant| has_ideal(interval, tenant)) {
-        let throughput_bps = run.tenant_throughput_bps(interval, tenant);
-        let ideal_bps = interval.tenant_ideal_bps(tenant);
-        shares.push(throughput_bps / ideal_bps);
-        errors.push((tenant, rel_error(throughput_bps, ideal_bps)));
+    for (index, throughput_bps, ideal_bps) in shares {
+        if ideal_bps > 0.0 {
+            ratios.push(throughput_bps / ideal_bps);
+            errors.push((index, rel_error(throughput_bps, ideal_bps)));
+        }
     }
-    (!shares.is_empty()).then(|| IntervalFairness {
-        jain: jain_index(&shares),
+    (!ratios.is_empty()).then(|| IntervalFairness {
+        jain: jain_index(&ratios),
         rel_error: errors,
     })
 }

@@ -451,42 +451,66 @@ fn write_run_survives_degenerate_records() {
 }
 
 #[test]
-fn html_report_holds_every_enforcer_with_inline_plots() {
+fn html_report_overlays_every_run_from_its_files_and_fetches_nothing() {
     let temp = TempDir::new("html");
     let tonic = two_tenants();
     let mut xps = two_tenants();
     xps.enforcer = "<xps & co>".into();
     xps.latency.clear();
-    let runs: Vec<(Summary, PathBuf)> = [tonic, xps]
+    let dirs: Vec<PathBuf> = [tonic, xps]
         .iter()
         .enumerate()
         .map(|(index, run)| {
             let dir = temp.0.join(format!("run{index}"));
-            (write_run(&dir, run).unwrap(), dir)
+            write_run(&dir, run).unwrap();
+            dir
         })
         .collect();
-    let path = write_html(&temp.0, "two <tenants>", &runs).unwrap();
+    let path = write_html(&temp.0, &dirs).unwrap();
     assert_eq!(path, temp.0.join("report.html"));
     let html = fs::read_to_string(&path).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
-    assert!(html.contains("two &lt;tenants&gt;"));
-    assert!(html.contains("&lt;xps &amp; co&gt;"));
-    assert!(!html.contains("<xps"));
-    // tonic: three plots; xps without latency: two.
-    assert_eq!(
-        html.matches("src=\"data:image/png;base64,iVBORw0KGgo")
-            .count(),
-        5
-    );
-    for column in [
-        "jain_mean",
-        "jain_min",
-        "rel_error_mean",
-        "rel_error_max",
-        "drops",
-        "p99 t2-probe",
+    assert!(html.contains("nicsched: two-tenants"));
+    assert!(html.contains("sim/&lt;xps &amp; co&gt;"));
+    assert!(!html.contains("<xps"), "names are escaped, in the data too");
+    for chart in [
+        "tenant t1",
+        "tenant t2",
+        "app t1/a",
+        "app t1/b",
+        "Jain&#39;s index of throughput / ideal, every run",
+        "latency of t2-probe",
     ] {
-        assert!(html.contains(column), "missing {column}");
+        assert!(
+            html.contains(&format!("<figcaption>{chart}</figcaption>")),
+            "missing {chart}"
+        );
+    }
+    // t2 has one app: its chart would be t2's again.
+    assert!(!html.contains("<figcaption>app t2/default</figcaption>"));
+    for column in [
+        "Jain mean",
+        "rel. error max",
+        "drops",
+        "t2-probe p99 (µs)",
+        "self-checks",
+    ] {
+        assert!(
+            html.contains(&format!("<th>{column}</th>")),
+            "missing {column}"
+        );
+    }
+    assert!(html.contains("<a href=\"run0/timeseries.csv\">timeseries.csv</a>"));
+    assert!(html.contains("<a href=\"run1/summary.json\">summary.json</a>"));
+    assert!(!html.contains("run1/latency_cdf.png"), "xps drew no CDF");
+    for fetch in [
+        "src=\"http",
+        "href=\"http",
+        "url(http",
+        "@import",
+        "src=\"//",
+    ] {
+        assert!(!html.contains(fetch), "the page fetches: {fetch}");
     }
 }
 
@@ -547,10 +571,12 @@ fn a_file_that_cannot_be_written_is_named_in_the_error() {
         );
     }
     let dir = temp.0.join("html");
-    let runs = vec![(write_run(&dir, &run).unwrap(), dir.clone())];
+    write_run(&dir, &run).unwrap();
     let blocked = dir.join("report.html");
     fs::create_dir_all(&blocked).unwrap();
-    let error = write_html(&dir, "two", &runs).unwrap_err().to_string();
+    let error = write_html(&dir, std::slice::from_ref(&dir))
+        .unwrap_err()
+        .to_string();
     assert!(
         error.starts_with(&format!("{}: ", blocked.display())),
         "{error}"
