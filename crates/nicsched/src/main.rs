@@ -1379,11 +1379,17 @@ fn provenance(scenario: &Path, seed: u64) -> Result<report::Provenance, Failure>
         command: std::env::args().collect::<Vec<_>>().join(" "),
         scenario_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
         seed,
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|k| k.trim().to_string())
-            .unwrap_or_else(|_| "unknown".to_string()),
+        kernel: proc_line("/proc/sys/kernel/osrelease"),
+        host: proc_line("/proc/sys/kernel/hostname"),
         settings: Default::default(),
     })
+}
+
+/// One line the kernel reports about the machine, or `unknown` where it cannot be read.
+fn proc_line(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|line| line.trim().to_string())
+        .unwrap_or_else(|_| "unknown".to_string())
 }
 
 /// The command's provenance on a run, which keeps its own seed and settings.

@@ -38,6 +38,10 @@ pub struct Provenance {
     pub seed: u64,
     /// The kernel release of the machine that ran it.
     pub kernel: String,
+    /// The machine's host name: runs of one scenario on two machines differ.
+    /// Empty in summaries written before it was recorded.
+    #[serde(default)]
+    pub host: String,
     /// The world's settings that shape the figures (host model, lab limits).
     pub settings: BTreeMap<String, String>,
 }

@@ -474,6 +474,13 @@ fn push_provenance(html: &mut String, shown: &[Shown], folder: &Path) {
                 .collect(),
         ),
         (
+            "host",
+            shown
+                .iter()
+                .map(|s| escape(&s.run.provenance.host))
+                .collect(),
+        ),
+        (
             "settings",
             shown
                 .iter()
