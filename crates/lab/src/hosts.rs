@@ -1138,16 +1138,19 @@ fn checks(
             .iter()
             .map(|c| c.delivered_payload_bytes[p.traffic])
             .sum();
-        match crate::checks::iperf3_received(p) {
-            Ok(bytes) => {
-                if metered.abs_diff(bytes) as f64 > crate::checks::TOLERANCE * bytes as f64 {
-                    bad.push(format!(
-                        "{}: payload delivered {metered} B, iperf3 servers received {bytes} B",
-                        scenario.traffic[p.traffic].traffic.name
-                    ));
-                }
-            }
-            Err(why) => bad.push(format!("{}: {why}", p.label)),
+        let count = match scenario.traffic[p.traffic].traffic.kind {
+            TrafficKind::Bulk { .. } => crate::checks::iperf3_tcp_count(p),
+            _ => crate::checks::iperf3_count(p),
+        };
+        let name = &scenario.traffic[p.traffic].traffic.name;
+        match count.agrees(metered) {
+            Some(true) => {}
+            Some(false) => bad.push(format!(
+                "{name}: payload delivered {}, {}",
+                crate::checks::bytes_text(metered),
+                count.text()
+            )),
+            None => bad.push(format!("{}: {}", p.label, count.text())),
         }
     }
     vec![report::Check {
@@ -1155,7 +1158,7 @@ fn checks(
         ok: bad.is_empty(),
         detail: if bad.is_empty() {
             format!(
-                "every traffic's payload delivered within {:.0}% of what iperf3 received",
+                "every traffic's payload delivered within {:.0}% of what its iperf3 programs counted (TCP: between what the servers read and what the clients wrote)",
                 crate::checks::TOLERANCE * 100.0
             )
         } else {
