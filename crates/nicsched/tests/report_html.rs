@@ -246,6 +246,15 @@ fn five_enforcers_of_a_sim_run_draw_in_chromium_without_overflow() {
             assert_eq!(labels, &runs, "{title}");
         }
     }
+    // The overlay PNGs beside the page, for papers, are linked from it.
+    let html = std::fs::read_to_string(&page).unwrap();
+    for png in ["overlay_throughput.png", "overlay_fairness.png"] {
+        assert!(out.join(png).is_file(), "{png}");
+        assert!(
+            html.contains(&format!("href=\"{png}\"")),
+            "{png} not linked"
+        );
+    }
 }
 
 /// A lab run's folder made from a sim run's, as the lab would have written it on

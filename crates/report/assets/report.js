@@ -27,8 +27,13 @@
 
   const height = 280;
   const plots = [];
+  // Runs that agree draw the same line: each run is drawn narrower than the one
+  // before, so lines that coincide show as nested bands, every colour visible,
+  // with the ideal dashed on top.
+  const runWidth = (i, runs) => (runs > 1 ? 5 - (3.5 * i) / (runs - 1) : 2);
   for (const chart of page.charts) {
     const box = document.getElementById(chart.id);
+    const runs = chart.series.filter((s) => !s.ideal).length;
     const unit = chart.unit ? " " + chart.unit : "";
     const options = {
       width: Math.max(200, box.clientWidth),
@@ -44,10 +49,10 @@
       cursor: { drag: { x: true, y: false } },
       legend: { live: true },
       series: [{ label: chart.x_label, value: (u, v) => number(v) }].concat(
-        chart.series.map((s) => ({
+        chart.series.map((s, i) => ({
           label: s.label,
           stroke: s.color,
-          width: s.ideal ? 1.5 : 2,
+          width: s.ideal ? 1.5 : runWidth(i, runs),
           dash: s.dash ? (s.ideal ? [6, 4] : [2, 3]) : undefined,
           spanGaps: true,
           points: { show: false },

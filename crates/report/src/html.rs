@@ -16,6 +16,13 @@ use std::path::{Component, Path, PathBuf};
 use serde::Serialize;
 
 use crate::files::at;
+use crate::plot::{OVERLAY_FAIRNESS_PNG, OVERLAY_LATENCY_CDF_PNG, OVERLAY_THROUGHPUT_PNG};
+
+const OVERLAY_PNGS: [&str; 3] = [
+    OVERLAY_THROUGHPUT_PNG,
+    OVERLAY_FAIRNESS_PNG,
+    OVERLAY_LATENCY_CDF_PNG,
+];
 use crate::runs::{Run, SeriesKind, read_run};
 
 pub const REPORT_HTML: &str = "report.html";
@@ -549,16 +556,39 @@ fn push_provenance(html: &mut String, shown: &[Shown], folder: &Path) {
         let _ = writeln!(html, "<td>{}</td></tr>", files.join(" "));
     }
     html.push_str("</tbody>\n</table>\n");
+    push_overlay_links(html, shown, folder);
 }
 
-/// kbit/s, Mbit/s or Gbit/s, whichever keeps the largest value below 1000.
-fn rate_unit(max_bps: f64) -> (&'static str, f64) {
-    if max_bps >= 1e9 {
-        ("Gbit/s", 1e9)
-    } else if max_bps >= 1e6 {
-        ("Mbit/s", 1e6)
-    } else {
-        ("kbit/s", 1e3)
+/// Links to the overlay PNGs (every run of one results folder on shared axes, for
+/// papers) of each results folder the runs come from.
+fn push_overlay_links(html: &mut String, shown: &[Shown], folder: &Path) {
+    let mut results: Vec<&Path> = shown.iter().filter_map(|s| s.run.dir.parent()).collect();
+    results.dedup();
+    for dir in results {
+        let href = relative_href(folder, dir);
+        let links: Vec<String> = OVERLAY_PNGS
+            .into_iter()
+            .filter(|name| dir.join(name).is_file())
+            .map(|name| {
+                format!(
+                    "<a href=\"{}\">{}</a>",
+                    escape(&format!("{href}{name}")),
+                    escape(name)
+                )
+            })
+            .collect();
+        if !links.is_empty() {
+            let of = if href.is_empty() {
+                "this folder".to_string()
+            } else {
+                format!("<code>{}</code>", escape(&href))
+            };
+            let _ = writeln!(
+                html,
+                "<p>Every run of {of} on shared axes, as PNG (for papers): {}</p>",
+                links.join(" ")
+            );
+        }
     }
 }
 
@@ -617,7 +647,10 @@ fn throughput_chart(shown: &[Shown], kind: SeriesKind, name: &str, index: usize)
         .iter()
         .flat_map(|c| c.4.iter().map(|&(_, v)| v))
         .fold(0.0, f64::max);
-    let (unit, divisor) = rate_unit(max_bps);
+    let crate::checks::RateUnit {
+        name: unit,
+        bps: divisor,
+    } = crate::checks::rate_unit(max_bps);
     let what = match kind {
         SeriesKind::Tenant => "tenant",
         SeriesKind::App => "app",
@@ -890,10 +923,7 @@ mod tests {
     }
 
     #[test]
-    fn units_keep_the_largest_value_below_a_thousand() {
-        assert_eq!(rate_unit(9.9e9).0, "Gbit/s");
-        assert_eq!(rate_unit(999e6).0, "Mbit/s");
-        assert_eq!(rate_unit(928e3).0, "kbit/s");
+    fn numbers_lose_trailing_zeros() {
         assert_eq!(trim_number(10.0), "10");
         assert_eq!(trim_number(2.5), "2.5");
     }

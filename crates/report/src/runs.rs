@@ -16,7 +16,8 @@ use serde::Deserialize;
 use crate::checks::{Check, Provenance};
 use crate::compare::complete_summaries;
 use crate::files::{
-    FAIRNESS_PNG, LATENCY_CDF_PNG, LATENCY_CSV, SUMMARY_JSON, THROUGHPUT_PNG, TIMESERIES_CSV, at,
+    FAIRNESS_PNG, LATENCY_CDF_PNG, LATENCY_CSV, SUMMARY_JSON, THROUGHPUT_APPS_PNG, THROUGHPUT_PNG,
+    TIMESERIES_CSV, at,
 };
 use crate::summary::{Summary, judged};
 
@@ -102,11 +103,12 @@ impl Run {
     }
 }
 
-const LINKED_FILES: [&str; 6] = [
+const LINKED_FILES: [&str; 7] = [
     SUMMARY_JSON,
     TIMESERIES_CSV,
     LATENCY_CSV,
     THROUGHPUT_PNG,
+    THROUGHPUT_APPS_PNG,
     FAIRNESS_PNG,
     LATENCY_CDF_PNG,
 ];
