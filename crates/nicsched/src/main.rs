@@ -1209,6 +1209,7 @@ fn simulate_hosts(
     let mut failed = Vec::new();
     let mut table = Vec::new();
     let mut summaries = Vec::new();
+    let mut plotted = Vec::new();
     for (record, name) in records.into_iter().zip(&enforcers) {
         let record = record.map_err(|e| Failure::input(e.to_string()))?;
         let (summary, rows) =
@@ -1218,8 +1219,12 @@ fn simulate_hosts(
             rows,
             provenance: provenance.clone(),
         };
-        summaries.push(run.write(&out, name, &mut table, &mut failed)?);
+        let (summary, rows) = run.write(&out, name, &mut table, &mut failed)?;
+        summaries.push(summary);
+        plotted.push((name.clone(), rows));
     }
+    report::write_hosts_overlay_plot(out.staging(), &scenario.name, &plotted)
+        .map_err(|e| unwritten(out.target(), e))?;
     finish_hosts(
         out,
         &enforcers,
@@ -1249,7 +1254,7 @@ impl HostsRunOut {
         name: &str,
         table: &mut Vec<Vec<String>>,
         failed: &mut Vec<(String, String)>,
-    ) -> Result<serde_json::Value, Failure> {
+    ) -> Result<(serde_json::Value, Vec<report::HostsRow>), Failure> {
         let HostsRunOut {
             summary,
             rows,
@@ -1265,14 +1270,7 @@ impl HostsRunOut {
                 dir.join("summary.json"),
                 serde_json::to_string_pretty(&json).map_err(std::io::Error::other)? + "\n",
             )?;
-            let mut csv = String::from("time_s,host,tenant,app,flow,throughput_bps,ideal_bps\n");
-            for r in &rows {
-                csv += &format!(
-                    "{},{},{},{},{},{:.0},{:.0}\n",
-                    r.time_s, r.host, r.tenant, r.app, r.flow, r.throughput_bps, r.ideal_bps
-                );
-            }
-            std::fs::write(dir.join("timeseries.csv"), csv)?;
+            report::write_hosts_timeseries(&dir.join(report::TIMESERIES_CSV), &rows)?;
             Ok(json)
         };
         let json = write().map_err(|e| unwritten(out.target(), e))?;
@@ -1293,7 +1291,7 @@ impl HostsRunOut {
                 .filter(|c| !c.ok)
                 .map(|c| (format!("{name}/{}", c.name), c.detail.clone())),
         );
-        Ok(json)
+        Ok((json, rows))
     }
 }
 
@@ -1665,6 +1663,7 @@ fn lab_hosts(
     let mut table = Vec::new();
     let mut failed = Vec::new();
     let mut summaries = Vec::new();
+    let mut plotted = Vec::new();
     for name in &enforcers {
         if lab::interrupted() {
             return Err(Failure::lab(name, lab::LabError::Interrupted));
@@ -1686,8 +1685,12 @@ fn lab_hosts(
                 ..provenance.clone()
             },
         };
-        summaries.push(run.write(&out, name, &mut table, &mut failed)?);
+        let (summary, rows) = run.write(&out, name, &mut table, &mut failed)?;
+        summaries.push(summary);
+        plotted.push((name.clone(), rows));
     }
+    report::write_hosts_overlay_plot(out.staging(), &scenario.name, &plotted)
+        .map_err(|e| unwritten(out.target(), e))?;
     finish_hosts(
         out,
         &enforcers,

@@ -413,6 +413,15 @@ fn a_run_across_hosts_writes_a_report_per_flow() {
             "no chart {flow}"
         );
     }
+    // The PNG overlay of every flow, for papers, beside the page and linked from it.
+    let png = page.with_file_name("overlay_throughput.png");
+    let bytes = fs::read(&png).unwrap();
+    assert!(
+        bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "{} is no PNG",
+        png.display()
+    );
+    assert!(html.contains("href=\"overlay_throughput.png\""));
     if !chromium_runnable("a_run_across_hosts_writes_a_report_per_flow") {
         return;
     }

@@ -23,6 +23,8 @@ pub const FAIRNESS_PNG: &str = "fairness.png";
 pub const LATENCY_CDF_PNG: &str = "latency_cdf.png";
 
 pub const TIMESERIES_HEADER: &str = "time_s,tenant,app,throughput_bps,ideal_bps";
+/// timeseries.csv of a run across hosts (hosts.md): one row per interval and flow.
+pub const HOSTS_TIMESERIES_HEADER: &str = "time_s,host,tenant,app,flow,throughput_bps,ideal_bps";
 pub const LATENCY_HEADER: &str = "traffic,quantile,latency_us";
 
 /// `error` with the path it happened at in front: "No space left on device" alone
@@ -98,6 +100,29 @@ fn write_latency(path: &Path, run: &RunRecord) -> io::Result<()> {
         }
     }
     out.flush()
+}
+
+/// Writes timeseries.csv of a run across hosts: a row per interval and flow.
+pub fn write_hosts_timeseries(path: &Path, rows: &[crate::hosts::HostsRow]) -> io::Result<()> {
+    let mut out = BufWriter::new(File::create(path).map_err(at(path))?);
+    let mut write = || -> io::Result<()> {
+        writeln!(out, "{HOSTS_TIMESERIES_HEADER}")?;
+        for r in rows {
+            writeln!(
+                out,
+                "{},{},{},{},{},{:.0},{:.0}",
+                r.time_s,
+                csv_field(&r.host),
+                csv_field(&r.tenant),
+                csv_field(&r.app),
+                csv_field(&r.flow),
+                r.throughput_bps,
+                r.ideal_bps
+            )?;
+        }
+        out.flush()
+    };
+    write().map_err(at(path))
 }
 
 /// Names come from scenario files and may hold anything; quote them the RFC 4180 way

@@ -56,7 +56,8 @@ pub use hosts::{
 pub use html::*;
 pub use plot::{
     AppPanel, OVERLAY_FAIRNESS_PNG, OVERLAY_LATENCY_CDF_PNG, OVERLAY_THROUGHPUT_PNG, SweepLine,
-    SweepPoint, app_panels, cdf_ticks_us, write_overlay_plots, write_sweep_plot,
+    SweepPoint, app_panels, cdf_ticks_us, write_hosts_overlay_plot, write_overlay_plots,
+    write_sweep_plot,
 };
 pub use record::*;
 pub use summary::{AppSummary, Fairness, PacingSummary, Summary, TenantSummary, summarize};

@@ -19,6 +19,7 @@ use plotters::prelude::*;
 
 use crate::checks::{RateUnit, rate_unit};
 use crate::figures::latency_us_at;
+use crate::hosts::HostsRow;
 use crate::record::{LatencyRecord, RunRecord};
 use crate::summary::interval_fairness;
 
@@ -869,6 +870,93 @@ pub fn write_overlay_plots(dir: &Path, runs: &[&RunRecord]) -> io::Result<()> {
             },
         )
     }
+}
+
+/// The throughput of one flow of a run across hosts as steps: each row holds its
+/// rate over the interval that ends at its `time_s`, the first of which ends at
+/// the interval's length.
+fn flow_steps(rows: &[HostsRow], flow: &str, value: impl Fn(&HostsRow) -> f64) -> Curve {
+    let interval_s = rows
+        .iter()
+        .map(|row| row.time_s)
+        .fold(f64::INFINITY, f64::min);
+    rows.iter()
+        .filter(|row| row.flow == flow)
+        .flat_map(|row| {
+            let v = value(row);
+            [(row.time_s - interval_s, v), (row.time_s, v)]
+        })
+        .collect()
+}
+
+/// overlay_throughput.png of runs across hosts (hosts.md), written into `dir`
+/// beside report.html: a panel per flow (VM to VM), every run (`runs`: its name and
+/// its timeseries rows) and its ideal on shared axes. Runs are matched by flow name.
+pub fn write_hosts_overlay_plot(
+    dir: &Path,
+    scenario: &str,
+    runs: &[(String, Vec<HostsRow>)],
+) -> io::Result<()> {
+    let Some((_, first)) = runs.first() else {
+        return Ok(());
+    };
+    let mut flows: Vec<&HostsRow> = Vec::new();
+    for row in first {
+        if !flows.iter().any(|f| f.flow == row.flow) {
+            flows.push(row);
+        }
+    }
+    let all = flows.len();
+    flows.truncate(PANELS_MAX);
+    let mut panels: Vec<Panel> = flows
+        .iter()
+        .map(|flow| {
+            let mut lines: Vec<Line> = runs
+                .iter()
+                .enumerate()
+                .map(|(index, (name, rows))| Line {
+                    name: name.clone(),
+                    colour: colour(index),
+                    stroke: Stroke::Measured,
+                    width: nested_width(index, runs.len(), 3),
+                    segments: vec![flow_steps(rows, &flow.flow, |r| r.throughput_bps)],
+                })
+                .collect();
+            lines.extend(runs.iter().map(|(_, rows)| Line {
+                name: "ideal".into(),
+                colour: IDEAL_COLOUR,
+                stroke: Stroke::Ideal,
+                width: 2,
+                segments: vec![flow_steps(rows, &flow.flow, |r| r.ideal_bps)],
+            }));
+            rate_panel(
+                format!("flow {} ({}/{})", flow.flow, flow.host, flow.tenant),
+                lines,
+            )
+        })
+        .collect();
+    in_unit(&mut panels);
+    share_y(&mut panels);
+    let mut title = format!("{scenario}: throughput of every run (dashed: ideal)");
+    if all > panels.len() {
+        title.push_str(&format!(", first {} of {all} flows", panels.len()));
+    }
+    let end_s = runs
+        .iter()
+        .flat_map(|(_, rows)| rows.iter().map(|row| row.time_s))
+        .fold(0.0, f64::max);
+    let x_axis = 0.0..end_s.max(1e-3);
+    let path = dir.join(OVERLAY_THROUGHPUT_PNG);
+    figure(
+        &path,
+        OVERLAY_WIDTH_PX,
+        &title,
+        &legend_of(&panels),
+        panels.len(),
+        panels.len().min(2),
+        |index, area| draw_line_panel(area, x_axis.clone(), "time (s)", &panels[index]),
+    )
+    .map_err(crate::files::at(&path))
 }
 
 fn position(names: &[String], name: &str) -> Option<usize> {

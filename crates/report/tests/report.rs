@@ -582,3 +582,28 @@ fn a_file_that_cannot_be_written_is_named_in_the_error() {
         "{error}"
     );
 }
+
+#[test]
+fn names_across_hosts_that_hold_commas_or_quotes_stay_one_field_each() {
+    let temp = TempDir::new("hosts-csv");
+    fs::create_dir_all(&temp.0).unwrap();
+    let path = temp.0.join(report::TIMESERIES_CSV);
+    let row = report::HostsRow {
+        time_s: 0.25,
+        host: "h1".into(),
+        tenant: "a,b".into(),
+        app: "say \"hi\"".into(),
+        flow: "f".into(),
+        throughput_bps: 1e9,
+        ideal_bps: 2e9,
+    };
+    report::write_hosts_timeseries(&path, &[row]).unwrap();
+    let text = fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "{}\n0.25,h1,\"a,b\",\"say \"\"hi\"\"\",f,1000000000,2000000000\n",
+            report::HOSTS_TIMESERIES_HEADER
+        )
+    );
+}
