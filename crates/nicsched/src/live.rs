@@ -55,12 +55,7 @@ impl LiveOptions {
 
 /// `--interval SECONDS`.
 pub fn line_every(text: &str) -> Result<u64, String> {
-    match text.parse::<f64>() {
-        Ok(s) if s > 0.0 && s <= LINE_EVERY_S_MAX => Ok((s * 1e9).round() as u64),
-        _ => Err(format!(
-            "seconds are a number above 0 and at most {LINE_EVERY_S_MAX}"
-        )),
-    }
+    crate::seconds_up_to(text, LINE_EVERY_S_MAX).map(|s| (s * 1e9).round() as u64)
 }
 
 /// `--metrics-listen ADDR`: a loopback address only, since anyone who reaches the

@@ -62,11 +62,14 @@ fn lab_link_rate(text: &str) -> Result<u64, String> {
 }
 
 fn measured_seconds(text: &str) -> Result<f64, String> {
+    seconds_up_to(text, MEASURED_SECONDS_MAX)
+}
+
+/// A flag's seconds: a number above 0 and at most `max`.
+fn seconds_up_to(text: &str, max: f64) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(s) if s > 0.0 && s <= MEASURED_SECONDS_MAX => Ok(s),
-        _ => Err(format!(
-            "seconds are a number above 0 and at most {MEASURED_SECONDS_MAX}"
-        )),
+        Ok(s) if s > 0.0 && s <= max => Ok(s),
+        _ => Err(format!("seconds are a number above 0 and at most {max}")),
     }
 }
 
@@ -1206,10 +1209,7 @@ fn simulate_hosts(
             record
         },
     );
-    let mut failed = Vec::new();
-    let mut table = Vec::new();
-    let mut summaries = Vec::new();
-    let mut plotted = Vec::new();
+    let mut results = HostsResults::default();
     for (record, name) in records.into_iter().zip(&enforcers) {
         let record = record.map_err(|e| Failure::input(e.to_string()))?;
         let (summary, rows) =
@@ -1219,21 +1219,9 @@ fn simulate_hosts(
             rows,
             provenance: provenance.clone(),
         };
-        let (summary, rows) = run.write(&out, name, &mut table, &mut failed)?;
-        summaries.push(summary);
-        plotted.push((name.clone(), rows));
+        run.write(&out, name, &mut results)?;
     }
-    report::write_hosts_overlay_plot(out.staging(), &scenario.name, &plotted)
-        .map_err(|e| unwritten(out.target(), e))?;
-    finish_hosts(
-        out,
-        &enforcers,
-        &provenance,
-        &table,
-        &failed,
-        &summaries,
-        printing.json,
-    )
+    finish_hosts(out, &scenario.name, &provenance, &results, printing.json)
 }
 
 /// One run across hosts, simulated or in the lab, with what it is written with.
@@ -1244,17 +1232,14 @@ struct HostsRunOut {
 }
 
 impl HostsRunOut {
-    /// Writes summary.json and timeseries.csv under the enforcer's folder, adds
-    /// its flows to `table` and its failed checks (`ENFORCER/CHECK`, detail) to
-    /// `failed`, and returns what
-    /// summary.json holds.
+    /// Writes summary.json and timeseries.csv under the enforcer's folder and adds
+    /// the run to `results`.
     fn write(
         self,
         out: &report::OutDir,
         name: &str,
-        table: &mut Vec<Vec<String>>,
-        failed: &mut Vec<(String, String)>,
-    ) -> Result<(serde_json::Value, Vec<report::HostsRow>), Failure> {
+        results: &mut HostsResults,
+    ) -> Result<(), Failure> {
         let HostsRunOut {
             summary,
             rows,
@@ -1275,7 +1260,7 @@ impl HostsRunOut {
         };
         let json = write().map_err(|e| unwritten(out.target(), e))?;
         for flow in &summary.flows {
-            table.push(vec![
+            results.table.push(vec![
                 name.to_string(),
                 flow.name.clone(),
                 format!("{}→{}", flow.from, flow.to),
@@ -1284,32 +1269,54 @@ impl HostsRunOut {
                 format!("{:.3}", flow.rel_error_mean),
             ]);
         }
-        failed.extend(
+        results.failed.extend(
             summary
                 .checks
                 .iter()
                 .filter(|c| !c.ok)
                 .map(|c| (format!("{name}/{}", c.name), c.detail.clone())),
         );
-        Ok((json, rows))
+        results.summaries.push(json);
+        results.runs.push((name.to_string(), rows));
+        Ok(())
     }
 }
 
-/// Writes report.html beside the runs across hosts of `enforcers`, moves them into
-/// `--out`, prints their table (or with `json` their `summaries`) with every failed
-/// self-check beneath it, and fails with status 3 when one did.
+/// The runs across hosts of one command, as they are written.
+#[derive(Default)]
+struct HostsResults {
+    /// A row per flow of every run.
+    table: Vec<Vec<String>>,
+    /// `ENFORCER/CHECK` and its detail of every failed self-check.
+    failed: Vec<(String, String)>,
+    /// What each run's summary.json holds.
+    summaries: Vec<serde_json::Value>,
+    /// Each run's enforcer and timeseries rows.
+    runs: Vec<(String, Vec<report::HostsRow>)>,
+}
+
+/// Writes the overlay PNG and report.html beside the runs across hosts of
+/// `scenario`, moves them into `--out`, prints their table (or with `json` their
+/// summaries) with every failed self-check beneath it, and fails with status 3
+/// when one did.
 fn finish_hosts(
     out: report::OutDir,
-    enforcers: &[String],
+    scenario: &str,
     provenance: &report::Provenance,
-    table: &[Vec<String>],
-    failed: &[(String, String)],
-    summaries: &[serde_json::Value],
+    results: &HostsResults,
     json: bool,
 ) -> Result<(), Failure> {
-    let dirs: Vec<PathBuf> = enforcers
+    let HostsResults {
+        table,
+        failed,
+        summaries,
+        runs,
+    } = results;
+    report::write_hosts_overlay_plot(out.staging(), scenario, runs)
+        .map_err(|e| unwritten(out.target(), e))?;
+    let dirs: Vec<PathBuf> = runs
         .iter()
-        .map(|name| out.staging().join(name))
+        .map(|(name, _)| out.staging().join(name))
         .collect();
     report::write_html(out.staging(), &dirs).map_err(|e| unwritten(out.target(), e))?;
     let target = out.target().to_path_buf();
@@ -1660,10 +1667,7 @@ fn lab_hosts(
         ..options
     };
     let _signals = lab::StopSignals::install();
-    let mut table = Vec::new();
-    let mut failed = Vec::new();
-    let mut summaries = Vec::new();
-    let mut plotted = Vec::new();
+    let mut results = HostsResults::default();
     for name in &enforcers {
         if lab::interrupted() {
             return Err(Failure::lab(name, lab::LabError::Interrupted));
@@ -1685,21 +1689,9 @@ fn lab_hosts(
                 ..provenance.clone()
             },
         };
-        let (summary, rows) = run.write(&out, name, &mut table, &mut failed)?;
-        summaries.push(summary);
-        plotted.push((name.clone(), rows));
+        run.write(&out, name, &mut results)?;
     }
-    report::write_hosts_overlay_plot(out.staging(), &scenario.name, &plotted)
-        .map_err(|e| unwritten(out.target(), e))?;
-    finish_hosts(
-        out,
-        &enforcers,
-        &provenance,
-        &table,
-        &failed,
-        &summaries,
-        printing.json,
-    )
+    finish_hosts(out, &scenario.name, &provenance, &results, printing.json)
 }
 
 /// `nicsched lab --cleanup`: exits 1 if anything could not be removed.

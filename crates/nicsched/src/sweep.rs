@@ -510,14 +510,6 @@ fn file_name(name: &str) -> String {
         .collect()
 }
 
-fn csv_field(field: &str) -> String {
-    if field.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", field.replace('"', "\"\""))
-    } else {
-        field.to_string()
-    }
-}
-
 impl Sweep<'_> {
     /// Tenants and latency traffics of any run, in the order first met.
     fn names(&self) -> (Vec<String>, Vec<String>) {
@@ -653,7 +645,11 @@ impl Sweep<'_> {
 
     fn csv(&self) -> String {
         let (tenants, traffics) = self.names();
-        let mut header: Vec<String> = self.axes.iter().map(|a| csv_field(&a.key)).collect();
+        let mut header: Vec<String> = self
+            .axes
+            .iter()
+            .map(|a| report::csv_field(&a.key))
+            .collect();
         header.extend(
             [
                 "seed",
@@ -669,11 +665,11 @@ impl Sweep<'_> {
         );
         for tenant in &tenants {
             for column in ["throughput_bps", "ideal_bps", "share"] {
-                header.push(csv_field(&format!("{column}.{tenant}")));
+                header.push(report::csv_field(&format!("{column}.{tenant}")));
             }
         }
         for traffic in &traffics {
-            header.push(csv_field(&format!("p99_us.{traffic}")));
+            header.push(report::csv_field(&format!("p99_us.{traffic}")));
         }
         header.push("checks_failed".to_string());
         let mut text = header.join(",") + "\n";
@@ -681,12 +677,12 @@ impl Sweep<'_> {
             let mut row: Vec<String> = self.settings[point.setting]
                 .values
                 .iter()
-                .map(|v| csv_field(v))
+                .map(|v| report::csv_field(v))
                 .collect();
             let f = &summary.fairness;
             row.extend([
                 point.seed.to_string(),
-                csv_field(&point.enforcer),
+                report::csv_field(&point.enforcer),
                 summary.utilization.to_string(),
                 f.jain_mean.to_string(),
                 f.jain_min.to_string(),
@@ -718,7 +714,7 @@ impl Sweep<'_> {
                 );
             }
             let failed: Vec<&str> = summary.failed_checks().map(|c| c.name.as_str()).collect();
-            row.push(csv_field(&failed.join(";")));
+            row.push(report::csv_field(&failed.join(";")));
             text.push_str(&row.join(","));
             text.push('\n');
         }

@@ -82,6 +82,13 @@ fn ns_to_us(ns: u64) -> f64 {
     ns as f64 / 1e3
 }
 
+/// `value` with at most `decimals` decimals and no trailing zeros (`10`, `2.5`),
+/// as an axis tick or a scale factor reads.
+pub(crate) fn trimmed(value: f64, decimals: usize) -> String {
+    let text = format!("{value:.decimals$}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -127,7 +127,7 @@ pub fn write_hosts_timeseries(path: &Path, rows: &[crate::hosts::HostsRow]) -> i
 
 /// Names come from scenario files and may hold anything; quote them the RFC 4180 way
 /// when they would break the row.
-fn csv_field(field: &str) -> String {
+pub fn csv_field(field: &str) -> String {
     if field.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", field.replace('"', "\"\""))
     } else {

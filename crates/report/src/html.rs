@@ -294,7 +294,7 @@ fn push_notes(html: &mut String, shown: &[Shown], reference_bps: f64) {
                 "{} ran on a {} link, drawn ×{}",
                 s.label,
                 policy::format_rate(s.run.link_rate_bps),
-                trim_number(s.scale)
+                crate::figures::trimmed(s.scale, 3)
             )
         })
         .collect();
@@ -853,11 +853,6 @@ fn percent_encode(text: &str) -> String {
 }
 
 /// A factor as a reader writes it: 10, 2.5, 3.333.
-fn trim_number(value: f64) -> String {
-    let text = format!("{value:.3}");
-    text.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
 /// Escapes text for both element content and quoted attribute values.
 fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
@@ -924,7 +919,7 @@ mod tests {
 
     #[test]
     fn numbers_lose_trailing_zeros() {
-        assert_eq!(trim_number(10.0), "10");
-        assert_eq!(trim_number(2.5), "2.5");
+        assert_eq!(crate::figures::trimmed(10.0, 3), "10");
+        assert_eq!(crate::figures::trimmed(2.5, 3), "2.5");
     }
 }

@@ -705,8 +705,7 @@ pub fn cdf_ticks_us(low_us: f64, high_us: f64) -> Vec<f64> {
 
 /// A tick's number without trailing zeros: `2`, `0.25`, `1500`.
 fn tick_text(value: f64) -> String {
-    let text = format!("{value:.4}");
-    text.trim_end_matches('0').trim_end_matches('.').to_string()
+    crate::figures::trimmed(value, 4)
 }
 
 fn latency_axis(curves: &[&Curve]) -> Range<f64> {
