@@ -94,10 +94,12 @@ pub fn ideal_allocation(policy: &Policy, app_flow_demands_bps: &[Vec<f64>]) -> A
             // A split class is capped on its own, so the app's demand is the sum of
             // the capped flows; without split the flows simply add up.
             let split_cap = app.split.map_or(f64::INFINITY, |s| s.max_rate_bps as f64);
+            // Folded from +0: a float sum of no flows is -0, which an idle app's
+            // ideal would carry into every figure and print as "-0.0%".
             let sum: f64 = flows
                 .iter()
                 .map(|&d| if d > 0.0 { d.min(split_cap) } else { 0.0 })
-                .sum();
+                .fold(0.0, |sum, d| sum + d);
             sum.min(rate(app.max_rate_bps))
         })
         .collect();
@@ -185,6 +187,16 @@ mod tests {
         // Idle tenants leave their part to the others.
         let a = ideal_allocation(&p, &backlogged(&p, &[0, 2]));
         assert_close(&a.tenant_bps, &[3e9, 0.0, 9e9]);
+    }
+
+    #[test]
+    fn an_idle_app_gets_plus_zero_even_with_a_guarantee() {
+        let p = policy(
+            "link: {rate: 2Gbit}\ntenants:\n- name: a\n  apps:\n  - {name: x, min_rate: 400Mbit, match: {ports: [9000]}}\n  - {name: y}\n",
+        );
+        let a = ideal_allocation(&p, &backlogged(&p, &[1]));
+        assert_eq!(a.app_bps[0].to_bits(), 0f64.to_bits(), "{}", a.app_bps[0]);
+        assert_close(&a.app_bps, &[0.0, 2e9]);
     }
 
     #[test]
