@@ -6,10 +6,15 @@
 //!   ideal allocation with every app of every tenant backlogged (guarantees
 //!   included, so weights become rates); ceil = `max_rate`, else the link; `prio` =
 //!   its priority (HTB lends spare bandwidth to lower `prio` first); quantum =
-//!   weight x (MTU + 14 B), so spare bandwidth is lent in proportion to the weights;
+//!   weight x (MTU + 14 B), which the kernel keeps but never reads (below);
 //! - right after the tenants' classes, one leaf per app in the policy's order, under
 //!   its tenant, the same way one level down, each with a `pfifo` of 1000 packets
-//!   whose handle is the leaf's minor (`1:9` queues in `9:`);
+//!   whose handle is the leaf's minor (`1:9` queues in `9:`). HTB lends by the
+//!   quantum of leaves alone: a parent's children take turns, and a child's turn is
+//!   one quantum of the leaf it reaches, so a tenant of two apps of quantum q would
+//!   take 2q a round against one app's q. A leaf's quantum is therefore its part of
+//!   the whole tree's weight, tenant weight x app weight / the tenant's apps'
+//!   weights ([`leaf_quanta`]), scaled so the smallest is one frame;
 //! - `1:fffe` the qdisc's `default`: what no filter matches (ARP, other hosts'
 //!   traffic) shares the link at the lowest `prio` instead of leaving unshaped by
 //!   HTB's direct queue;
@@ -275,6 +280,81 @@ pub(crate) fn sh_script(dev: &str, batch: &str) -> String {
     )
 }
 
+/// What the kernel's HTB, given [`tc_batch`]'s tree, holds of `policy`
+/// (`nicsched check -e linux-htb`).
+pub fn approximation(policy: &Policy) -> sched::Approximation {
+    let mut approximate = vec![
+        "weights: every class is assured its ideal with everything backlogged (its HTB rate), and what an idle class leaves is lent round-robin by leaves' quanta, each leaf's its part of the tree's weight; a tenant with some of its apps idle borrows by its backlogged apps' part only".to_string(),
+        "rates counted in Ethernet frames (14 B more per frame than nicsched's L3 bytes): at full-sized frames ~0.9% below each rate".to_string(),
+        "bursts: tc's default burst, rate / HZ + MTU, of each class".to_string(),
+    ];
+    approximate.extend(policy.tenants.iter().filter(|t| t.match_src.is_none()).map(|t| {
+        format!(
+            "{}: no match.src, so u32 filters cannot single its traffic out on a real host (the lab gives it an address of its own)",
+            t.name
+        )
+    }));
+    let mut ignored = Vec::new();
+    if policy.buffer_bytes.is_some() || policy.tenants.iter().any(|t| t.buffer_bytes.is_some()) {
+        ignored.push(format!(
+            "buffer caps: each leaf queues in a pfifo of {LEAF_PACKETS} packets"
+        ));
+    }
+    ignored.extend(policy.apps.iter().filter(|a| a.split.is_some()).map(|a| {
+        format!(
+            "{}/{}: split (per-destination limits): its leaf is one class",
+            policy.tenant(a.tenant).name,
+            a.name
+        )
+    }));
+    sched::Approximation {
+        exact: vec![
+            "max_rate of tenants and apps (HTB ceil)".to_string(),
+            "priorities: HTB lends to the lowest prio first, and the assured rates follow the ideal's priority by subtraction".to_string(),
+            "guarantees with everything backlogged (HTB rate at least min_rate)".to_string(),
+        ],
+        approximate,
+        ignored,
+        // All backlogged every class sends at its assured rate, the ideal, counted
+        // with Ethernet headers: 14 B in a 1514 B frame, and HTB's clock.
+        share_error_max: Some(0.02),
+    }
+}
+
+/// Each app's leaf quantum, by app index: its part of the tree's weight (tenant
+/// weight x app weight / the weights of the tenant's apps), in Ethernet frames of
+/// the link's MTU with the smallest part one frame, at most
+/// [`sched::htb::QUANTUM_BYTES_MAX`] (a tree whose parts differ more is scaled down,
+/// to a byte at the least). A tenant's implicit `default` app beside declared ones
+/// carries only what no rule matches: it takes no part of its tenant's weight, and
+/// the smallest quantum.
+pub fn leaf_quanta(policy: &Policy) -> Vec<u32> {
+    let counted = |app: &policy::App| !app.implicit || policy.tenant(app.tenant).apps.len() == 1;
+    let part: Vec<Option<f64>> = policy
+        .apps
+        .iter()
+        .map(|app| {
+            let tenant = policy.tenant(app.tenant);
+            let weights: f64 = tenant
+                .apps
+                .iter()
+                .map(|&a| policy.app(a))
+                .filter(|a| counted(a))
+                .map(|a| f64::from(a.weight))
+                .sum();
+            counted(app).then(|| f64::from(tenant.weight) * f64::from(app.weight) / weights)
+        })
+        .collect();
+    let smallest = part.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+    let largest = part.iter().flatten().copied().fold(0.0, f64::max);
+    let frame = f64::from(policy.link.mtu_bytes + 14);
+    let max = sched::htb::QUANTUM_BYTES_MAX as f64;
+    let bytes_per_part = (frame / smallest).min(max / largest);
+    part.iter()
+        .map(|p| (p.unwrap_or(smallest) * bytes_per_part).round().max(1.0) as u32)
+        .collect()
+}
+
 /// The tree of [`tc_script`] as `tc -batch` commands, for a device that has no root
 /// qdisc of its own yet (the lab's, just made), each tenant matched by the source
 /// prefix given (the lab assigns one where the policy has none).
@@ -289,6 +369,7 @@ pub(crate) fn tc_batch(
     let all_backlogged: Vec<Vec<f64>> = vec![vec![f64::INFINITY]; policy.apps.len()];
     let ideal = ideal_allocation(policy, &all_backlogged);
     let quantum = |weight: u32| sched::htb::quantum_bytes(policy.link.mtu_bytes, weight);
+    let leaf_quantum = leaf_quanta(policy);
     let mut s = String::new();
     s.push_str(&format!(
         "# nicsched policy as Linux HTB on {dev}: link {}, {} tenants, {} apps\n",
@@ -343,7 +424,7 @@ pub(crate) fn tc_batch(
                 rate(app_bps),
                 rate(ceil),
                 app.priority.min(7),
-                quantum(app.weight)
+                leaf_quantum[a.index()]
             ));
             s.push_str(&format!(
                 "qdisc add dev {dev} parent 1:{m:x} handle {m:x}: pfifo limit {LEAF_PACKETS}\n",
@@ -499,6 +580,25 @@ tenants:
     }
 
     #[test]
+    fn a_leaf_quantum_is_its_part_of_the_whole_trees_weight() {
+        // t1 (weight 1) lends through one leaf, t2 (weight 3) through two of its
+        // three: HTB's turns go by leaves' quanta, so t2's two leaves hold 3/2 of
+        // a frame each, and its implicit default, idle beside declared apps, the
+        // smallest; t3's one leaf holds its tenant's whole weight.
+        let p = policy();
+        assert_eq!(leaf_quanta(&p), vec![1514, 2271, 2271, 1514, 1514]);
+        let names: Vec<&str> = p.apps.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["default", "probe", "bulk", "default", "default"]);
+        // Weights past what one quantum's range holds are scaled down together.
+        let wide = policy::parse_policy(
+            "link: {rate: 1Gbit}\ntenants:\n  - {name: a, weight: 1}\n  - {name: b, weight: 1000}\n",
+            "p.yaml",
+        )
+        .unwrap();
+        assert_eq!(leaf_quanta(&wide), vec![200, 200_000]);
+    }
+
+    #[test]
     fn compiles_the_tree_rates_and_filters() {
         let script = tc_script(&policy(), "up0").unwrap();
         let lines = commands(&script);
@@ -528,7 +628,9 @@ tenants:
         assert!(script.contains("parent 1:1 classid 1:4 htb rate 280mbit ceil 1gbit"));
         // The apps' leaves follow the tenants' classes. t2's: probe (priority 0) takes
         // the tenant's whole rate when backlogged; bulk and default borrow.
-        assert!(script.contains("parent 1:3 classid 1:6 htb rate 540mbit ceil 800mbit prio 0"));
+        assert!(script.contains(
+            "parent 1:3 classid 1:6 htb rate 540mbit ceil 800mbit prio 0 quantum 2271\n"
+        ));
         assert!(script.contains("parent 1:3 classid 1:7 htb rate 8kbit ceil 500mbit prio 1"));
         assert!(
             lines.contains(&"tc qdisc add dev up0 parent 1:6 handle 6: pfifo limit 1000".into())

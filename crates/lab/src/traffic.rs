@@ -583,6 +583,10 @@ pub fn sockperf_round_trips_ns(log: &str) -> Vec<u64> {
 pub struct Iperf3Result {
     pub received_bytes: u64,
     pub sent_bytes: u64,
+    /// A TCP client's retransmitted segments times its MSS: at most the payload
+    /// its TCP sent again, which crosses the link again. 0 where iperf3 reports
+    /// neither (UDP, a server's log).
+    pub retransmitted_bytes: u64,
     pub sent_datagrams: u64,
     pub sent_seconds: f64,
 }
@@ -604,6 +608,15 @@ pub fn iperf3_result(log: &str) -> Option<Iperf3Result> {
     Some(Iperf3Result {
         received_bytes: u64_at(&["sum_received", "bytes"])?,
         sent_bytes: u64_at(&["sum_sent", "bytes"])?,
+        retransmitted_bytes: u64_at(&["sum_sent", "retransmits"])
+            .unwrap_or(0)
+            .saturating_mul(
+                value
+                    .get("start")
+                    .and_then(|start| start.get("tcp_mss_default"))
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0),
+            ),
         sent_datagrams: u64_at(&["sum", "packets"]).unwrap_or(0),
         sent_seconds: end.get("sum_sent")?.get("seconds")?.as_f64()?,
     })
@@ -645,6 +658,12 @@ mod tests {
             ),
             (5_049_920, 78_906, 1.531127)
         );
+        let tcp_client = r#"{ "start": { "tcp_mss_default": 1448 },
+            "end": { "sum_sent": { "seconds": 4.0, "bytes": 36100000, "retransmits": 2300 },
+            "sum_received": { "bytes": 36000000 } } }"#;
+        let result = iperf3_result(tcp_client).unwrap();
+        assert_eq!(result.retransmitted_bytes, 2300 * 1448);
+        assert_eq!(iperf3_result(client).unwrap().retransmitted_bytes, 0);
         assert_eq!(iperf3_result("iperf3: error - unable to connect"), None);
         assert_eq!(iperf3_result(r#"{"start": {}}"#), None);
         let sockperf = "sockperf: Test end (interrupted by timer)\n\

@@ -929,21 +929,7 @@ fn checked(path: &Path, enforcers: &[String]) -> Result<output::Checked, Failure
     let mut checked = Vec::new();
     for name in enforcers {
         let approximation = if name == LAB_ONLY_ENFORCER {
-            sched::Approximation {
-                exact: vec![
-                    "the whole policy, by the kernel's HTB (lab only; `nicsched tc FILE --dev DEV` prints the script)".to_string(),
-                ],
-                approximate: policy
-                    .tenants
-                    .iter()
-                    .filter(|t| t.match_src.is_none())
-                    .map(|t| format!(
-                        "{}: no match.src, so u32 filters cannot single its traffic out on a real host (the lab gives it an address of its own)",
-                        t.name
-                    ))
-                    .collect(),
-                ..sched::Approximation::default()
-            }
+            lab::htb_approximation(&policy)
         } else {
             sched::approximation(name, &policy).map_err(|e| Failure::input(e.to_string()))?
         };

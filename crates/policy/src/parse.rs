@@ -1010,6 +1010,13 @@ impl Draft<'_> {
             ),
         ];
         for (key, min_of, min_at, hint) in directions {
+            // The message gives the whole sum; the span, the guarantee that first
+            // takes the running sum past the link.
+            let total: u128 = self
+                .tenants
+                .iter()
+                .map(|tenant| u128::from(min_of(tenant).unwrap_or(0)))
+                .sum();
             let mut sum: u128 = 0;
             for (tenant, at) in self.tenants.iter().zip(min_at) {
                 sum += u128::from(min_of(tenant).unwrap_or(0));
@@ -1020,7 +1027,7 @@ impl Draft<'_> {
                         at,
                         format!(
                             "the tenants' {key} add up to {}, above link.rate {}",
-                            units::format_rate(sum as f64),
+                            units::format_rate(total as f64),
                             units::format_rate(link_rate as f64)
                         ),
                         hint.into(),
@@ -1034,9 +1041,13 @@ impl Draft<'_> {
                 (None, Some(max)) => (max, "the tenant's max_rate"),
                 (None, None) => (link_rate, "link.rate"),
             };
+            let app_min = |app: &crate::model::AppId| {
+                u128::from(self.apps[app.index()].min_rate_bps.unwrap_or(0))
+            };
+            let total: u128 = tenant.apps.iter().map(app_min).sum();
             let mut sum: u128 = 0;
-            for &app in &tenant.apps {
-                sum += u128::from(self.apps[app.index()].min_rate_bps.unwrap_or(0));
+            for app in &tenant.apps {
+                sum += app_min(app);
                 if sum > u128::from(bound)
                     && let Some(at) = self.app_min_at[app.index()]
                 {
@@ -1045,7 +1056,7 @@ impl Draft<'_> {
                         format!(
                             "the apps' min_rate of tenant `{}` add up to {}, above {bound_name} {}",
                             tenant.name,
-                            units::format_rate(sum as f64),
+                            units::format_rate(total as f64),
                             units::format_rate(bound as f64)
                         ),
                         "an app's guarantee comes out of its tenant's".into(),

@@ -157,19 +157,40 @@ pub(crate) fn rate_bps(text: &str) -> Result<u64, UnitError> {
     if unit.is_empty() {
         return Err(missing_unit(text, "rate", RATE_NAMES, "10Gbit"));
     }
-    if unit.to_ascii_lowercase().ends_with("bps") || unit.eq_ignore_ascii_case("b/s") {
-        let number = &text[..text.len() - unit.len()];
+    if let Some(hint) = bytes_per_second_hint(value, &unit) {
         return Err(UnitError::new(
             format!("rate unit `{unit}` is refused in `{text}`"),
-            Some(format!(
-                "tc reads `{unit}` as bytes per second, a factor-of-8 mistake; write bits, e.g. `{number}Gbit`"
-            )),
+            Some(hint),
         ));
     }
     match RATE_UNITS.iter().find(|(name, _)| *name == unit) {
         Some(&(_, factor)) => scale(text, "rate", value, factor, "bit/s"),
         None => Err(unknown_unit(text, &unit, "rate", RATE_NAMES)),
     }
+}
+
+/// The hint for a rate written in `bps`, `Mbps`, `kb/s` and the like, which
+/// people read as bits and tc as bytes per second: both readings, written in the
+/// unit of the same magnitude, so that neither is a factor of 1000 away.
+fn bytes_per_second_hint(value: f64, unit: &str) -> Option<String> {
+    let lower = unit.to_ascii_lowercase();
+    let prefix = lower
+        .strip_suffix("bps")
+        .or_else(|| lower.strip_suffix("b/s"))?;
+    let bits = match prefix {
+        "" => "bit",
+        "k" => "kbit",
+        "m" => "Mbit",
+        "g" => "Gbit",
+        "t" => "Tbit",
+        _ => return None,
+    };
+    let number = |x: f64| format!("{}", (x * 1e6).round() / 1e6);
+    Some(format!(
+        "tc reads `{unit}` as bytes per second, people as bits, a factor-of-8 mistake either way: write `{}{bits}` for bits per second, or `{}{bits}` for bytes per second",
+        number(value),
+        number(value * 8.0)
+    ))
 }
 
 pub(crate) fn size_bytes(text: &str) -> Result<u64, UnitError> {
@@ -301,6 +322,13 @@ mod tests {
                 "{e}"
             );
         }
+        // The hint keeps the magnitude the user wrote: both readings, never 1000x off.
+        let e = parse_rate("100Mbps").unwrap_err();
+        assert!(e.contains("`100Mbit`") && e.contains("`800Mbit`"), "{e}");
+        let e = parse_rate("5kbps").unwrap_err();
+        assert!(e.contains("`5kbit`") && e.contains("`40kbit`"), "{e}");
+        let e = parse_rate("2.5Gb/s").unwrap_err();
+        assert!(e.contains("`2.5Gbit`") && e.contains("`20Gbit`"), "{e}");
         assert!(parse_rate("10").unwrap_err().contains("Mbit"));
         assert!(parse_rate("10GB").unwrap_err().contains("unknown"));
         assert!(parse_rate("").unwrap_err().contains("empty"));

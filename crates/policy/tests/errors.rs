@@ -414,3 +414,21 @@ fn overlapping_source_prefixes() {
     );
     assert!(parse_policy(&disjoint, "p.yaml").is_ok());
 }
+
+#[test]
+fn a_guarantee_sum_is_reported_whole() {
+    // Blamed where the running sum first passes the link, but the message gives
+    // what all the guarantees add up to, not the running sum at that node.
+    fails(
+        "link: {rate: 500Mbit}\ntenants:\n  - {name: a, min_rate: 300Mbit}\n  - {name: b, min_rate: 300Mbit}\n  - {name: c, min_rate: 400Mbit}\n",
+        4,
+        25,
+        "the tenants' min_rate add up to 1Gbit, above link.rate 500Mbit",
+    );
+    fails(
+        "link: {rate: 1Gbit}\ntenants:\n  - name: a\n    min_rate: 100Mbit\n    apps:\n      - {name: x, min_rate: 80Mbit, match: {proto: udp}}\n      - {name: y, min_rate: 80Mbit, match: {proto: tcp}}\n      - {name: z, min_rate: 40Mbit}\n",
+        7,
+        29,
+        "the apps' min_rate of tenant `a` add up to 200Mbit, above the tenant's min_rate 100Mbit",
+    );
+}
