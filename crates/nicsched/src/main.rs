@@ -21,7 +21,8 @@ const EXIT_INPUT: u8 = 2;
 const EXIT_FAILURE: u8 = 1;
 /// Everything was written, but a run's self-checks failed: its figures are flagged.
 const EXIT_CHECKS_FAILED: u8 = 3;
-/// `compare --baseline`: a figure got worse than the baseline's beyond its threshold.
+/// `compare --baseline`: a figure got worse than the baseline's beyond its threshold,
+/// or something the baseline had is missing or silent.
 const EXIT_REGRESSED: u8 = 4;
 /// 128 + SIGINT, as a shell reports a command a signal stopped.
 const EXIT_INTERRUPTED: u8 = 130;

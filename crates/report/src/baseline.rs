@@ -353,7 +353,7 @@ fn run_delta(
             threshold,
             // A figure that cannot be judged (NaN, from a summary.json holding
             // values no run gives) fails the comparison rather than passing it.
-            regressed: !(worse_by <= threshold),
+            regressed: worse_by.is_nan() || worse_by > threshold,
         });
     };
     let none = (0.0, 0.0);
