@@ -21,7 +21,8 @@ const EXIT_INPUT: u8 = 2;
 const EXIT_FAILURE: u8 = 1;
 /// Everything was written, but a run's self-checks failed: its figures are flagged.
 const EXIT_CHECKS_FAILED: u8 = 3;
-/// `compare --baseline`: a figure got worse than the baseline's beyond its threshold.
+/// `compare --baseline`: a figure got worse than the baseline's beyond its threshold,
+/// or something the baseline had is missing or silent.
 const EXIT_REGRESSED: u8 = 4;
 /// 128 + SIGINT, as a shell reports a command a signal stopped.
 const EXIT_INTERRUPTED: u8 = 130;
@@ -428,8 +429,11 @@ enum Command {
     /// utilization down in absolute fractions, a tenant's throughput
     /// (`throughput`) further from its ideal by that fraction of the ideal, a
     /// latency p99 (`p99`) or the drops (`drops`) up relative to the baseline.
-    /// Exit status 4 when any figure regressed; runs or figures only one side has
-    /// are listed, not judged (docs/json.md, "compare").
+    /// What the baseline had and NEW lacks regresses too: a run, tenant, app or
+    /// traffic missing, or silent (0 bit/s, no request answered) where the
+    /// baseline's was not, unless named with `--expect-missing`. Exit status 4
+    /// when anything regressed; what only NEW has is listed, not judged
+    /// (docs/json.md, "Against a baseline").
     ///
     /// Example: `nicsched sim S.yaml --out old; (change the policy or the code);
     /// nicsched sim S.yaml --out new; nicsched compare new --baseline old`.
@@ -452,6 +456,12 @@ enum Command {
         /// p99, drops; may repeat, later ones win. Default: 0.05 for each.
         #[arg(long, value_name = "[KIND=]X", requires = "baseline")]
         threshold: Vec<String>,
+        /// Something the baseline had that NEW may lack or leave silent, as the
+        /// change intends: a tenant (and its apps), `TENANT/APP`, a traffic, or a
+        /// run as `SCENARIO/ENFORCER/MODE`; may repeat. Anything else missing or
+        /// silent is a regression.
+        #[arg(long, value_name = "NAME", requires = "baseline")]
+        expect_missing: Vec<String>,
     },
     /// Overlay runs on one report.html: sim and lab runs of a scenario, or two
     /// seeds, each enforcer's throughput against the ideal on shared axes.
@@ -630,7 +640,15 @@ fn main() -> ExitCode {
             json,
             baseline,
             threshold,
-        } => compare(&results, &baseline, &threshold, markdown, json),
+            expect_missing,
+        } => compare(
+            &results,
+            &baseline,
+            &threshold,
+            &expect_missing,
+            markdown,
+            json,
+        ),
         Command::Report { results, out } => report_page::report(&results, out),
         Command::Enforcers { markdown, json } => {
             let listed = listed_enforcers();
@@ -770,6 +788,7 @@ fn compare(
     results: &[PathBuf],
     baseline: &[PathBuf],
     thresholds: &[String],
+    expect_missing: &[String],
     markdown: bool,
     json: bool,
 ) -> Result<(), Failure> {
@@ -792,7 +811,7 @@ fn compare(
             .map_err(|e| Failure::input(format!("--threshold {setting}: {e}")))?;
     }
     let baseline_runs = load_all_summaries(baseline)?;
-    let compared = report::against_baseline(&runs, &baseline_runs, &limits);
+    let compared = report::against_baseline(&runs, &baseline_runs, &limits, expect_missing);
     if compared.runs.is_empty() {
         return Err(Failure::input(
             "nicsched compare --baseline: no run matches a baseline run by scenario, enforcer and mode; give the --out of the same scenario's sim (or lab) for both",
@@ -809,7 +828,7 @@ fn compare(
     if compared.regressed() {
         return Err(Failure {
             message: format!(
-                "regressed beyond the threshold against the baseline: {}",
+                "regressed against the baseline (worse beyond the threshold, or missing or silent; --expect-missing NAME for what is meant to be): {}",
                 compared.regressions.join(", ")
             ),
             status: EXIT_REGRESSED,
