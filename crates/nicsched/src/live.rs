@@ -12,12 +12,21 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use report::RunRecord;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::header::{ALLOW, CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
+use tokio::task::AbortHandle;
 
 /// `--interval` when not given: iperf3's.
 pub const LINE_EVERY_NS_DEFAULT: u64 = 1_000_000_000;
@@ -327,57 +336,135 @@ impl Metrics {
     }
 }
 
+/// How long one connection to `--metrics-listen` may last, from its accept to the
+/// last byte of its answer: Prometheus's default scrape timeout, past which nobody
+/// waits for the answer anyway. A client that sends or reads slowly costs its own
+/// connection for that long and no more.
+const CONNECTION_DEADLINE: Duration = Duration::from_secs(10);
+/// Connections held at once. One more closes the one held longest, so that clients
+/// that connect and say nothing never keep a scrape out, and a flood of them costs
+/// the lab no file descriptors beyond these.
+const CONNECTIONS_MAX: usize = 64;
+/// The request head read at most; a scrape's is a few hundred bytes. hyper's least.
+const REQUEST_BYTES_MAX: usize = 8192;
+/// The wait before accepting again when accepting failed for want of resources
+/// (file descriptors, memory), which an immediate retry would not find either.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// What one client may cost the endpoint.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    deadline: Duration,
+    connections: usize,
+}
+
 /// Serves `metrics` on `listener` (GET /metrics) from a thread of its own until
-/// the process exits; answers one request at a time.
+/// the process exits.
 pub fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    serve_within(
+        listener,
+        metrics,
+        Limits {
+            deadline: CONNECTION_DEADLINE,
+            connections: CONNECTIONS_MAX,
+        },
+    );
+}
+
+fn serve_within(listener: TcpListener, metrics: Arc<Metrics>, limits: Limits) {
     std::thread::Builder::new()
         .name("nicsched-metrics".into())
         .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                // A client that goes away mid-request costs it nothing more.
-                let _ = answer(stream, &metrics);
+            let served = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .enable_time()
+                .build()
+                .and_then(|runtime| runtime.block_on(accept(listener, metrics, limits)));
+            if let Err(e) = served {
+                eprintln!("metrics: no longer served: {e}");
             }
         })
         .expect("a thread can be started");
 }
 
-/// The request head read at most; a scrape's is a few hundred bytes.
-const REQUEST_BYTES_MAX: usize = 8192;
-
-fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < REQUEST_BYTES_MAX {
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            break;
+/// Accepts connections for ever, each answered by a task of its own within
+/// `limits`.
+async fn accept(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    limits: Limits,
+) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let mut held: VecDeque<AbortHandle> = VecDeque::new();
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) if is_the_clients(&e) => continue,
+            Err(_) => {
+                tokio::time::sleep(ACCEPT_RETRY).await;
+                continue;
+            }
+        };
+        held.retain(|connection| !connection.is_finished());
+        if held.len() >= limits.connections
+            && let Some(longest) = held.pop_front()
+        {
+            longest.abort();
         }
-        head.extend_from_slice(&buf[..n]);
+        let connection = tokio::spawn(answer_within(stream, metrics.clone(), limits.deadline));
+        held.push_back(connection.abort_handle());
     }
-    let head = String::from_utf8_lossy(&head);
-    let mut words = head.lines().next().unwrap_or("").split(' ');
-    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let (status, content_type, body) = match (method, path) {
-        ("GET", "/metrics") => ("200 OK", METRICS_CONTENT_TYPE, metrics.encode()),
-        ("GET", _) => (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
+}
+
+/// An error of accepting that one client caused, gone with it.
+fn is_the_clients(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+    )
+}
+
+/// One request on `stream`, answered, or the connection dropped (which closes it)
+/// at `deadline`.
+async fn answer_within(stream: tokio::net::TcpStream, metrics: Arc<Metrics>, deadline: Duration) {
+    let connection = http1::Builder::new()
+        .keep_alive(false)
+        .max_buf_size(REQUEST_BYTES_MAX)
+        .serve_connection(
+            TokioIo::new(stream),
+            service_fn(move |request| {
+                std::future::ready(Ok::<_, Infallible>(answer(&request, &metrics)))
+            }),
+        );
+    // The connection's own errors (a client gone mid-request, a malformed head,
+    // which hyper answered with 400) end that connection only.
+    let _ = tokio::time::timeout(deadline, connection).await;
+}
+
+fn answer<B>(request: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    let (status, content_type, body) = match (request.method(), request.uri().path()) {
+        (&Method::GET, "/metrics") => (StatusCode::OK, METRICS_CONTENT_TYPE, metrics.encode()),
+        (&Method::GET, _) => (
+            StatusCode::NOT_FOUND,
+            TEXT,
             "nicsched serves /metrics only\n".to_string(),
         ),
         _ => (
-            "405 Method Not Allowed",
-            "text/plain; charset=utf-8",
+            StatusCode::METHOD_NOT_ALLOWED,
+            TEXT,
             "GET /metrics\n".to_string(),
         ),
     };
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    stream.flush()
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        headers.insert(ALLOW, HeaderValue::from_static("GET"));
+    }
+    response
 }
 
 /// One enforcer's run watched: the progress bar, the lines printed above it, the
