@@ -5,13 +5,6 @@
 //! each measured interval, the ideal the record holds for it, the engine's drops so
 //! far. Nothing here measures; a line's Mbit/s are the bytes the run's figures get.
 
-use indicatif::ProgressBar;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
-use report::RunRecord;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{ALLOW, CONTENT_TYPE, HeaderValue};
@@ -19,6 +12,13 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use indicatif::ProgressBar;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use report::RunRecord;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener};
@@ -574,6 +574,8 @@ impl lab::Watch for Watching<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     fn record() -> RunRecord {
         let scenario = policy::parse_scenario(
@@ -711,5 +713,175 @@ mod tests {
                 && text.contains("# TYPE nicsched_tenant_throughput_bits_per_second gauge\n"),
             "{text}"
         );
+    }
+
+    /// The endpoint of a run under way, served within `limits`.
+    fn serving(limits: Limits) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        metrics.started("tonic", 4_000_000_000);
+        serve_within(listener, metrics, limits);
+        addr
+    }
+
+    /// Long enough that no test sees a connection reach it.
+    const NO_DEADLINE: Limits = Limits {
+        deadline: Duration::from_secs(3600),
+        connections: CONNECTIONS_MAX,
+    };
+
+    /// How long a test's client waits for an answer or a close before it fails:
+    /// a server that never answers fails the test rather than hanging it.
+    const HANG_GUARD: Duration = Duration::from_secs(120);
+
+    fn connect(addr: SocketAddr) -> TcpStream {
+        let stream = TcpStream::connect(addr).expect("the endpoint accepts");
+        stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
+        stream
+    }
+
+    /// `method path` asked of `addr`: the status line, the head, the body.
+    fn ask(addr: SocketAddr, method: &str, path: &str) -> (String, String, String) {
+        let mut stream = connect(addr);
+        write!(stream, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .expect("an answer, then the connection closed");
+        let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+        let status = head.lines().next().unwrap().to_string();
+        (status, head.to_lowercase(), body.to_string())
+    }
+
+    /// A scrape answered in full: 200, OpenMetrics, the run's metrics.
+    fn assert_scraped(addr: SocketAddr) {
+        let (status, head, body) = ask(addr, "GET", "/metrics");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        assert!(
+            head.contains(&format!("content-type: {METRICS_CONTENT_TYPE}")),
+            "{head}"
+        );
+        assert!(
+            samples(&body).contains(&(
+                "nicsched_run_duration_seconds{enforcer=\"tonic\"}".into(),
+                4.0
+            )),
+            "{body}"
+        );
+    }
+
+    /// Closed by the server: the end of the stream, or a reset where the server
+    /// left what the client sent unread. Waits for it.
+    fn closed_by_server(stream: &mut TcpStream) -> Vec<u8> {
+        let mut got = Vec::new();
+        match stream.read_to_end(&mut got) {
+            Ok(_) => got,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => got,
+            Err(e) => panic!("not closed: {e}"),
+        }
+    }
+
+    /// Still open: nothing to read, and no end of the stream.
+    fn still_open(stream: &TcpStream) -> bool {
+        stream.set_nonblocking(true).unwrap();
+        let open = matches!(
+            (&*stream).read(&mut [0u8; 1]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        );
+        stream.set_nonblocking(false).unwrap();
+        open
+    }
+
+    #[test]
+    fn the_endpoint_answers_get_metrics_only() {
+        let addr = serving(NO_DEADLINE);
+        assert_scraped(addr);
+        let (status, head, body) = ask(addr, "GET", "/metrics/../x?y");
+        assert_eq!(status, "HTTP/1.1 404 Not Found");
+        assert!(
+            head.contains("content-type: text/plain; charset=utf-8"),
+            "{head}"
+        );
+        assert_eq!(body, "nicsched serves /metrics only\n");
+        let (status, head, _) = ask(addr, "POST", "/metrics");
+        assert_eq!(status, "HTTP/1.1 405 Method Not Allowed");
+        assert!(head.contains("\r\nallow: get"), "{head}");
+        // A query string is the scraper's business.
+        assert_eq!(ask(addr, "GET", "/metrics?x=1").0, "HTTP/1.1 200 OK");
+    }
+
+    /// A byte a second, the way that held the endpoint for hours when each read
+    /// had a timeout of its own.
+    #[test]
+    fn a_scrape_is_answered_while_another_client_trickles_its_request() {
+        let addr = serving(NO_DEADLINE);
+        let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        let whole = request.len();
+        let (sent_some, scraped) = (std::sync::mpsc::channel(), std::sync::mpsc::channel());
+        let trickler = std::thread::spawn(move || {
+            let mut stream = connect(addr);
+            for (n, byte) in request.bytes().enumerate() {
+                stream.write_all(&[byte]).unwrap();
+                if n + 1 == 2 {
+                    sent_some.0.send(()).unwrap();
+                }
+                // The pace of the load, not a wait for anything.
+                if scraped.1.recv_timeout(Duration::from_secs(1)).is_ok() {
+                    return (n + 1, still_open(&stream));
+                }
+            }
+            (whole, still_open(&stream))
+        });
+        sent_some.1.recv().unwrap();
+        assert_scraped(addr);
+        scraped.0.send(()).unwrap();
+        let (sent, open) = trickler.join().unwrap();
+        assert!(
+            sent < whole,
+            "the scrape was answered only once the trickler had sent its whole request"
+        );
+        assert!(open, "the trickler's connection was closed");
+    }
+
+    #[test]
+    fn connections_that_say_nothing_past_the_bound_do_not_keep_a_scrape_out() {
+        let addr = serving(NO_DEADLINE);
+        let mut idle: Vec<TcpStream> = (0..200).map(|_| connect(addr)).collect();
+        assert_scraped(addr);
+        // The one held longest made room; the last one is still held.
+        assert_eq!(closed_by_server(&mut idle[0]), b"");
+        assert!(still_open(idle.last().unwrap()));
+    }
+
+    #[test]
+    fn a_client_is_cut_off_at_the_deadline_though_it_keeps_sending() {
+        let deadline = Duration::from_millis(250);
+        let addr = serving(Limits {
+            deadline,
+            ..NO_DEADLINE
+        });
+        let request = format!(
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: a byte every tenth of the deadline\r\n\r\n"
+        );
+        let mut stream = connect(addr);
+        let mut writer = stream.try_clone().unwrap();
+        let trickler = std::thread::spawn(move || {
+            for byte in request.bytes() {
+                if writer.write_all(&[byte]).is_err() {
+                    break;
+                }
+                // The pace of the load: no read ever waits a whole deadline.
+                std::thread::sleep(deadline / 10);
+            }
+        });
+        assert_eq!(
+            String::from_utf8_lossy(&closed_by_server(&mut stream)),
+            "",
+            "answered"
+        );
+        drop(stream);
+        trickler.join().unwrap();
+        assert_scraped(addr);
     }
 }
