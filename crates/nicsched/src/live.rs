@@ -808,7 +808,15 @@ mod tests {
         assert_eq!(status, "HTTP/1.1 405 Method Not Allowed");
         assert!(head.contains("\r\nallow: get"), "{head}");
         // A query string is the scraper's business.
-        assert_eq!(ask(addr, "GET", "/metrics?x=1").0, "HTTP/1.1 200 OK");
+        let (status, head, _) = ask(addr, "GET", "/metrics?x=1");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        assert!(head.contains("\r\nconnection: close"), "{head}");
+        assert_eq!(ask(addr, "GET", "not a path").0, "HTTP/1.1 400 Bad Request");
+        let long = format!("/metrics?{}", "x".repeat(REQUEST_BYTES_MAX));
+        assert_eq!(
+            ask(addr, "GET", &long).0,
+            "HTTP/1.1 431 Request Header Fields Too Large"
+        );
     }
 
     /// A byte a second, the way that held the endpoint for hours when each read
