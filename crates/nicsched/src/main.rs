@@ -1085,7 +1085,7 @@ fn simulate(
         sched::build(name, &scenario.policy).map_err(|e| Failure::input(e.to_string()))?;
     }
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&scenario.name));
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
 
     let (_bars, runs_of) = simulation_bars(&enforcers, scenario.duration_ns, quiet);
@@ -1195,7 +1195,7 @@ fn simulate_hosts(
         }
     }
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&scenario.name));
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
     let (_bars, runs_of) = simulation_bars(&enforcers, scenario.duration_ns, quiet);
     let records = jobs::map(
@@ -1569,7 +1569,7 @@ fn run_lab(
     let out =
         out.unwrap_or_else(|| PathBuf::from("results").join(format!("{}-lab", scenario.name)));
     let live = live.start(quiet)?;
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
     if !quiet {
         eprintln!(
@@ -1649,7 +1649,7 @@ fn lab_hosts(
     }
     let out =
         out.unwrap_or_else(|| PathBuf::from("results").join(format!("{}-lab", scenario.name)));
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
     if !quiet {
         eprintln!(
