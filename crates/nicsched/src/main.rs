@@ -463,8 +463,9 @@ enum Command {
         /// files, of complete runs only (checked against their nicsched-run.json).
         #[arg(required = true)]
         results: Vec<PathBuf>,
-        /// The page to write; outside the runs' folders. Default, for one results
-        /// folder: FOLDER.html beside it; required for several.
+        /// The page to write: outside every run's folder, over no file but a page
+        /// nicsched wrote. Default, for one results folder: FOLDER.html beside
+        /// it; required for several.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
