@@ -473,8 +473,9 @@ enum Command {
         /// files, of complete runs only (checked against their nicsched-run.json).
         #[arg(required = true)]
         results: Vec<PathBuf>,
-        /// The page to write; outside the runs' folders. Default, for one results
-        /// folder: FOLDER.html beside it; required for several.
+        /// The page to write: outside every run's folder, over no file but a page
+        /// nicsched wrote. Default, for one results folder: FOLDER.html beside
+        /// it; required for several.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
@@ -1090,7 +1091,7 @@ fn simulate(
         sched::build(name, &scenario.policy).map_err(|e| Failure::input(e.to_string()))?;
     }
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&scenario.name));
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
 
     let (_bars, runs_of) = simulation_bars(&enforcers, scenario.duration_ns, quiet);
@@ -1200,7 +1201,7 @@ fn simulate_hosts(
         }
     }
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&scenario.name));
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
     let (_bars, runs_of) = simulation_bars(&enforcers, scenario.duration_ns, quiet);
     let records = jobs::map(
@@ -1574,7 +1575,7 @@ fn run_lab(
     let out =
         out.unwrap_or_else(|| PathBuf::from("results").join(format!("{}-lab", scenario.name)));
     let live = live.start(quiet)?;
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
     if !quiet {
         eprintln!(
@@ -1654,7 +1655,7 @@ fn lab_hosts(
     }
     let out =
         out.unwrap_or_else(|| PathBuf::from("results").join(format!("{}-lab", scenario.name)));
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
     if !quiet {
         eprintln!(

@@ -339,7 +339,7 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(format!("{}-sweep", base.name)));
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path.as_path()]).map_err(Failure::input)?;
     let provenance = provenance(path, base.seed)?;
 
     let summaries = run_grid(&settings, &points, args.jobs, args.quiet)?;

@@ -394,7 +394,7 @@ mod tests {
         let temp = TempDir::new("unfinished");
         let complete = temp.0.join("complete");
         two_enforcers(&complete);
-        let out = OutDir::claim(&temp.0.join("run")).unwrap();
+        let out = OutDir::claim(&temp.0.join("run"), &[]).unwrap();
         let summary = out.staging().join("tonic").join(SUMMARY_JSON);
         fs::create_dir_all(summary.parent().unwrap()).unwrap();
         fs::copy(complete.join("tonic").join(SUMMARY_JSON), &summary).unwrap();

@@ -26,6 +26,21 @@ const OVERLAY_PNGS: [&str; 3] = [
 use crate::runs::{Run, SeriesKind, read_run};
 
 pub const REPORT_HTML: &str = "report.html";
+/// In the head of every page nicsched writes: what tells a page `nicsched report --out` may
+/// overwrite from a file of someone else's.
+pub const REPORT_PAGE_MARK: &str = "<meta name=\"generator\" content=\"nicsched report\">";
+/// How far into a page [`REPORT_PAGE_MARK`] is looked for.
+const REPORT_PAGE_HEAD_BYTES: u64 = 512;
+
+/// Whether the file `path` is a page nicsched wrote: [`REPORT_PAGE_MARK`] in its head.
+pub fn is_report_page(path: &Path) -> io::Result<bool> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    fs::File::open(path)?
+        .take(REPORT_PAGE_HEAD_BYTES)
+        .read_to_end(&mut head)?;
+    Ok(String::from_utf8_lossy(&head).contains(REPORT_PAGE_MARK))
+}
 
 /// uPlot 1.6.32 (MIT), see assets/LICENSE-uPlot.txt; from its npm package's dist/.
 const UPLOT_JS: &str = include_str!("../assets/uPlot.iife.min.js");
@@ -181,7 +196,7 @@ fn render(runs: &[Run], folder: &Path) -> String {
         html,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{UPLOT_CSS}\n{REPORT_CSS}</style>\n\
+         {REPORT_PAGE_MARK}\n<title>{}</title>\n<style>{UPLOT_CSS}\n{REPORT_CSS}</style>\n\
          <script>{}</script>\n</head>\n<body>\n<h1>{}</h1>\n",
         escape(&title),
         ERROR_TRAP,
