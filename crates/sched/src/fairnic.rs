@@ -38,10 +38,12 @@
 //! follow additive increase / multiplicative decrease, once a period for every
 //! tenant that stole or asked: while each got its allowance, each gains an eighth
 //! of their mean allowance per weight times its weight; when one was passed over
-//! below its allowance, each halves. Increases by weight and common decreases
+//! below its allowance, each loses an eighth. Increases by weight and common decreases
 //! bring the allowances to the proportions of the weights (Chiu and Jain's
-//! argument), so stealers converge to weighted shares of what idle tenants leave; a tenant with `max_rate` steals at most `max_rate − base` per
-//! period (a packet past it counts against the next), so it never exceeds its cap.
+//! argument), so stealers converge to weighted shares of what idle tenants leave.
+//! A tenant with `max_rate` steals at most `max_rate − base` per period (a packet
+//! past it counts against the next), so it never exceeds its cap; nor does one
+//! whose every app is capped exceed their sum.
 //!
 //! Base rates are policy.md's ideal with every app backlogged
 //! ([`tree::backlogged_rates_bps`]): weights, guarantees and caps of tenants.
@@ -81,7 +83,7 @@
 
 use crate::classes::{ClassId, Classes};
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters, tree};
-use policy::wire::bytes_in;
+use policy::wire::{TSO_BYTES_MAX, bytes_in};
 use policy::{Policy, TenantId, format_rate, format_time};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -520,8 +522,11 @@ pub struct Steal {
     pub short: Vec<bool>,
     /// Asked for the pool this period with its allowance used up.
     pub wanted_more: Vec<bool>,
-    /// Most a tenant steals per period: `(max_rate − base) × P`, or
-    /// [`BURST_PERIODS`] periods of link for an uncapped tenant.
+    /// Whether some tenant was short this period: until the period ends, tenants
+    /// past their allowance wait for a full pool.
+    pub someone_short: bool,
+    /// Most a tenant steals per period: what it would get alone (the link, its
+    /// `max_rate`, or its apps' caps together) less its base rate, times P.
     pub ceiling: Vec<u64>,
     pub weight: Vec<u64>,
     /// Least allowance per unit of weight.
@@ -540,6 +545,11 @@ impl Steal {
         self.over_ceiling[t] + self.stolen[t] < self.ceiling[t]
     }
 
+    /// Whether `t` has not used up its allowance.
+    pub fn within(&self, t: usize) -> bool {
+        self.used(t) < self.allowance[t]
+    }
+
     /// Whether the pool goes to `a` before `b`: `a` used less of its allowance.
     pub fn before(&self, a: usize, b: usize) -> bool {
         u128::from(self.used(a)) * u128::from(self.allowance[b])
@@ -552,12 +562,13 @@ impl Steal {
             self.wanted_more[t] = true;
         } else if !served {
             self.short[t] = true;
+            self.someone_short = true;
         }
     }
 
     /// The end of a period, for the tenants that asked for the pool or stole from
     /// it. If one of them was passed over and ended the period below its allowance,
-    /// the allowances add up to more than the pool gave: each halves. Otherwise each
+    /// the allowances add up to more than the pool gave: each loses an eighth. Otherwise each
     /// gains an eighth of their mean allowance per weight, times its weight. All
     /// get the same signal, as Chiu and Jain's users do, so their allowances tend
     /// to the proportions of the increases, the weights. Then turns carry over:
@@ -565,6 +576,14 @@ impl Steal {
     pub fn end_period(&mut self) {
         let tenants = self.allowance.len();
         let asked = |s: &Self, t: usize| s.short[t] || s.wanted_more[t] || s.stolen[t] > 0;
+        self.someone_short = false;
+        if !(0..tenants).any(|t| asked(self, t)) {
+            // A period without stealers: turns carry on as they were.
+            for t in 0..tenants {
+                self.over_ceiling[t] = self.over_ceiling[t].saturating_sub(self.ceiling[t]);
+            }
+            return;
+        }
         let congested = (0..tenants).any(|t| self.short[t] && self.used(t) < self.allowance[t]);
         let (asking, weights) =
             (0..tenants)
@@ -591,7 +610,7 @@ impl Steal {
             let asked = asked(self, t);
             let new = match (asked, congested) {
                 (false, _) => old,
-                (true, true) => old / 2,
+                (true, true) => old - old / 8,
                 (true, false) => old.saturating_add(self.weight[t].saturating_mul(step_per_weight)),
             };
             let floor = self.weight[t].saturating_mul(self.floor_per_weight).max(1);
@@ -662,6 +681,19 @@ pub fn base_rates_bps(policy: &Policy) -> Vec<u64> {
         .collect()
 }
 
+/// Each tenant's ideal rate were it alone: the link, or less where its `max_rate`,
+/// or the caps of all its apps, say so.
+fn alone_rates_bps(policy: &Policy) -> Vec<u64> {
+    let layout = tree::Layout::new(policy);
+    (0..policy.tenants.len())
+        .map(|t| {
+            let tenant = TenantId(t as u16);
+            tree::rates_for_bps(policy, |app| app.tenant == tenant)[layout.tenant(tenant)].floor()
+                as u64
+        })
+        .collect()
+}
+
 /// Each tenant's rate per core of its mask: its base rate divided over them.
 fn lane_rates_bps(policy: &Policy, mask: &[Vec<u16>]) -> Vec<u64> {
     base_rates_bps(policy)
@@ -673,7 +705,7 @@ fn lane_rates_bps(policy: &Policy, mask: &[Vec<u16>]) -> Vec<u64> {
 
 /// The pools, empty: the link's refilled at what the local buckets do not
 /// reserve, holding two periods of the link; each tenant's holding two periods of
-/// what its local buckets reserve.
+/// what its local buckets reserve and one largest send.
 fn overflow_pool(policy: &Policy) -> Pool {
     let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
     let mask = core_mask(policy);
@@ -687,11 +719,18 @@ fn overflow_pool(policy: &Policy) -> Pool {
         period_ns,
     );
     bucket.cap = BURST_PERIODS * i128::from(policy.link.rate_bps) * i128::from(period_ns);
+    // Beyond its two periods, a tenant's pool holds one largest send: a slow
+    // tenant's sends are larger than its buckets, which would otherwise pass its
+    // tokens on to the link's pool while its send waits for the link.
     let tenants = reserved
         .iter()
-        .map(|&rate| Bucket {
-            rate_bps: 0,
-            ..Bucket::new(rate, period_ns)
+        .map(|&rate| {
+            let bucket = Bucket::new(rate, period_ns);
+            Bucket {
+                rate_bps: 0,
+                cap: bucket.cap + i128::from(TSO_BYTES_MAX) * UNITS_PER_BYTE,
+                ..bucket
+            }
         })
         .collect();
     Pool { bucket, tenants }
@@ -771,17 +810,12 @@ impl<P: Overflow> FairNic<P> {
         let weight: Vec<u64> = policy.tenants.iter().map(|t| u64::from(t.weight)).collect();
         let weights: u64 = weight.iter().sum::<u64>().max(1);
         let floor_per_weight = link_period_bytes / (FLOOR_DIVISOR * weights);
-        let ceiling: Vec<u64> = policy
-            .tenants
-            .iter()
+        let ceiling: Vec<u64> = alone_rates_bps(policy)
+            .into_iter()
             .zip(base_rates_bps(policy))
             .enumerate()
-            .map(|(t, (tenant, b))| {
-                let whole = match tenant.max_rate_bps {
-                    Some(max) => bytes_in(max.saturating_sub(b), period_ns),
-                    None => BURST_PERIODS as u64 * link_period_bytes,
-                };
-                whole / shards_of(t)
+            .map(|(t, (alone, base))| {
+                bytes_in(alone.saturating_sub(base), period_ns) / shards_of(t)
             })
             .collect();
         let tenants = policy.tenants.len();
@@ -804,6 +838,7 @@ impl<P: Overflow> FairNic<P> {
                 over_ceiling: vec![0; tenants],
                 short: vec![false; tenants],
                 wanted_more: vec![false; tenants],
+                someone_short: false,
                 ceiling,
                 weight,
                 floor_per_weight,
@@ -923,27 +958,30 @@ impl<P: Overflow> Enforcer for FairNic<P> {
             }
         }
         // Then the link's pool, to the lane whose tenant is furthest below its
-        // allowance (the first in turn of those as far).
+        // allowance (the first in turn of those as far). Once a tenant within its
+        // allowance went short this period, one past its allowance takes only
+        // what a full pool would lose.
+        let pool = self.pool.bucket();
+        let full = !self.steal.someone_short || pool.tokens >= pool.cap;
         let mut best: Option<(usize, usize, u32)> = None;
         for k in 0..self.lanes {
             let flat = (self.cursor + k) % self.lanes;
             if let Some((t, len)) = self.stealer_at(flat)
+                && (full || self.steal.within(t))
                 && best.is_none_or(|(_, b, _)| self.steal.before(t, b))
             {
                 best = Some((flat, t, len));
             }
         }
-        let (flat, winner, len) = best?;
-        let served = self.pool.take(len);
+        let served = best.filter(|&(_, _, len)| self.pool.take(len));
         for (tenant, queue, _) in self.cores.iter().flat_map(|core| &core.lanes) {
             let t = tenant.index();
             if !queue.is_empty() && self.steal.may_steal(t) {
-                self.steal.asked(t, served && t == winner);
+                self.steal
+                    .asked(t, served.is_some_and(|(_, winner, _)| winner == t));
             }
         }
-        if !served {
-            return None;
-        }
+        let (flat, winner, len) = served?;
         self.steal.stolen[winner] += u64::from(len);
         let (c, l) = self.lane_at(flat);
         Some(self.pop(c, l, flat))
@@ -960,6 +998,7 @@ impl<P: Overflow> Enforcer for FairNic<P> {
         let link = self.pool.bucket();
         let mut link_inflow_bps = link.rate_bps;
         let mut link_wanted = None;
+        let mut link_wanted_past = false;
         for (t, places) in self.places.iter().enumerate() {
             let mut own_inflow_bps = 0;
             let mut own_wanted = None;
@@ -972,8 +1011,12 @@ impl<P: Overflow> Enforcer for FairNic<P> {
                         }
                         let len = packet.len_bytes;
                         own_wanted = Some(own_wanted.unwrap_or(u32::MAX).min(len));
-                        if self.steal.may_steal(t) {
+                        if self.steal.may_steal(t)
+                            && (self.steal.within(t) || !self.steal.someone_short)
+                        {
                             link_wanted = Some(link_wanted.unwrap_or(u32::MAX).min(len));
+                        } else if self.steal.may_steal(t) {
+                            link_wanted_past = true;
                         }
                     }
                     None if bucket.tokens >= bucket.cap => own_inflow_bps += bucket.rate_bps,
@@ -984,38 +1027,31 @@ impl<P: Overflow> Enforcer for FairNic<P> {
                     }
                 }
             }
-            let own = self.pool.own(t);
-            if let Some(len) = own_wanted {
-                let own = Bucket {
-                    rate_bps: own_inflow_bps,
-                    ..own
-                };
-                if let Some(ready) = own.covers_at_ns(len) {
-                    at = at.min(ready);
-                }
+            // A tenant's pool has no clock of its own: it holds what the spills
+            // brought up to now, and gains what its idle full buckets spill.
+            let own = Bucket {
+                rate_bps: own_inflow_bps,
+                stamp_ns: now_ns,
+                ..self.pool.own(t)
+            };
+            if let Some(ready) = own_wanted.and_then(|len| own.covers_at_ns(len)) {
+                at = at.min(ready);
             }
             if own.tokens >= own.cap {
                 link_inflow_bps += own_inflow_bps;
-            } else if own_inflow_bps > 0
-                && let Some(full) = (Bucket {
-                    rate_bps: own_inflow_bps,
-                    ..own
-                })
-                .full_at_ns()
-            {
+            } else if let Some(full) = own.full_at_ns() {
                 at = at.min(full);
             }
         }
-        if let Some(len) = link_wanted
-            && link_inflow_bps > 0
-        {
-            let link = Bucket {
-                rate_bps: link_inflow_bps,
-                ..link
-            };
-            if let Some(ready) = link.covers_at_ns(len) {
-                at = at.min(ready);
-            }
+        let link = Bucket {
+            rate_bps: link_inflow_bps,
+            ..link
+        };
+        if let Some(ready) = link_wanted.and_then(|len| link.covers_at_ns(len)) {
+            at = at.min(ready);
+        }
+        if link_wanted_past && let Some(full) = link.full_at_ns() {
+            at = at.min(full);
         }
         Some(at.max(now_ns))
     }
@@ -1037,36 +1073,100 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
     Ok(Box::new(FairNic::new(policy, capacity)))
 }
 
+/// Worst relative error of a tenant's throughput against its ideal over a steady
+/// interval of at least [`CLAIM_PERIODS`] periods with every tenant backlogged,
+/// from the second such interval after a tenant starts or stops.
+pub const SHARE_ERROR_MAX: f64 = 0.01;
+/// The same while some tenants are idle and the others steal what they leave.
+pub const STEAL_SHARE_ERROR_MAX: f64 = 0.1;
+/// While stealing, a tenant may also be off by one largest send per this many
+/// periods: allowances below a send still let a whole send through.
+pub const STEAL_GRAIN_PERIODS: f64 = 1.0;
+/// The intervals the bounds are over, in periods.
+pub const CLAIM_PERIODS: u64 = 100;
+
+/// How far a tenant's throughput over a steady interval of `interval_s` (at least
+/// [`CLAIM_PERIODS`] periods) may be from its ideal `ideal_bps`, in bit/s: the
+/// relative bound (`stealing`: while some tenants idle), or one largest send and
+/// four periods of the ideal rate where that is more: a bucket sends a packet
+/// whole once it covers a burst, and a tenant's buckets (two periods on each core
+/// and in its pool) start empty and may run full.
+pub fn share_error_allowed_bps(
+    policy: &Policy,
+    ideal_bps: f64,
+    interval_s: f64,
+    stealing: bool,
+) -> f64 {
+    let relative = if stealing {
+        STEAL_SHARE_ERROR_MAX
+    } else {
+        SHARE_ERROR_MAX
+    };
+    let period_s = crate::valve::update_interval_ns(policy.link.rate_bps) as f64 / 1e9;
+    let grain_bits =
+        f64::from(TSO_BYTES_MAX) * 8.0 + 2.0 * BURST_PERIODS as f64 * period_s * ideal_bps;
+    // The pool is handed out in whole sends, a few a period at most rates: a
+    // stealer whose share of it is near a send a period is off by part of one.
+    let steal_grain_bps = if stealing {
+        f64::from(TSO_BYTES_MAX) * 8.0 / STEAL_GRAIN_PERIODS / period_s
+    } else {
+        0.0
+    };
+    (relative * ideal_bps)
+        .max(grain_bits / interval_s)
+        .max(steal_grain_bps)
+}
+
 /// What `check` says for `fairnic`.
 pub fn approximation(policy: &Policy) -> Approximation {
     let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
+    // Whole milliseconds up: a bound over a longer interval holds too.
+    let over = format_time((CLAIM_PERIODS * period_ns).div_ceil(1_000_000) * 1_000_000);
+    let grain = format!(
+        "or within a {} send and four periods of its rate where that is more: its buckets, two periods on each core and in its pool, start empty and may run full",
+        policy::format_size(u64::from(TSO_BYTES_MAX))
+    );
+    let cores = policy.engine.cores.max(1);
+    let tenants = policy.tenants.len();
+    let shared_cores = if usize::from(cores) < tenants {
+        format!(
+            "; with {cores} cores for {tenants} tenants masks share cores, each shared among its tenants by `engine.cpu` (`weighted`: by weight; `fifo`: in arrival order, so one tenant's costly packets hold up the others on its core)"
+        )
+    } else {
+        String::new()
+    };
     let mut out = Approximation {
         exact: vec![
-            "max_rate of tenants (local tokens at most the base rate, stolen tokens at most max_rate − base per period)".into(),
+            "max_rate of tenants, and the sum of a tenant's app caps where every app of it is capped (local tokens at most the base rate, stolen tokens at most the rest per period; a packet past it counts against the next period)".into(),
             "packet accounting (tenant and host buffers)".into(),
         ],
         approximate: vec![
             format!(
-                "weights and guarantees of tenants: base rates of local tokens per engine core (policy.md's ideal with all backlogged); what an idle tenant leaves goes to a shared pool, shared by AIMD allowances over periods of {}",
-                format_time(period_ns)
+                "weights and guarantees of tenants with every tenant backlogged: local tokens per engine core at base rates (policy.md's ideal with all backlogged); a tenant's cores without traffic leave theirs to its cores with traffic, so its flow count does not matter: each tenant within {:.0}% of its ideal over any steady interval of {over} or more, from the second after a tenant starts or stops ({grain})",
+                SHARE_ERROR_MAX * 100.0
+            ),
+            format!(
+                "what idle tenants leave: a shared pool, handed to the backlogged tenants by weight (capped ones up to their caps) through AIMD allowances over periods of {}: each tenant within {:.0}% of its ideal over any steady interval of {over} or more, from the second after a tenant starts or stops: the allowances take up to one to converge, and a returning tenant takes back what its full buckets hold ({grain}; and since the pool goes in whole sends, within a send per period, {}, where that is more: a stealer whose share of the pool is a few sends a period or less gets up to that much more or less, as a weight-2 tenant beside weights 44 to 807 did, 359 Mbit/s against 148)",
+                format_time(period_ns),
+                STEAL_SHARE_ERROR_MAX * 100.0,
+                format_rate(f64::from(TSO_BYTES_MAX) * 8.0 / STEAL_GRAIN_PERIODS / (period_ns as f64 / 1e9)),
             ),
             format!(
                 "bursts: a core's tokens hold two periods of its rate ({} for a tenant at the link rate)",
                 policy::format_size(bytes_in(policy.link.rate_bps, 2 * period_ns))
             ),
             format!(
-                "a tenant's packets are processed only on its engine cores (a mask by weight over {} cores); a tenant with fewer flows than cores leaves some of its local tokens to the pool",
-                policy.engine.cores
+                "engine cores: a tenant's packets are processed only on its cores (a mask by weight over {cores} engine cores){shared_cores}. A tenant whose traffic's `cost` needs more of the cores than its mask gives it gets what they process, below its ideal (which counts only the link), and the others take what it leaves as they take an idle tenant's: the bounds above hold for the tenants the cores do not limit"
             ),
         ],
         ignored: vec![
-            "priorities of tenants and apps (no strict priority: a tenant's base rate is its ideal share, and the pool is shared by AIMD)".into(),
+            "priorities of tenants and apps (no strict priority: a tenant's base rate is its ideal share with all backlogged, and what an idle tenant leaves goes by weight whatever the priorities)".into(),
             "weights, caps and guarantees of apps within a tenant: its packets leave in arrival order per core".into(),
         ],
-        // All backlogged, every tenant lives on its own tokens: the error is the
-        // rounding of base rates to whole bits per second per core, and a burst
-        // bucket's worth at start-up; 1% covers both on runs of many periods.
-        share_error_max: Some(0.01),
+        // With every tenant backlogged each lives on its own tokens: the error is the
+        // rounding of base rates per core, and the first two periods filling the
+        // buckets; the simulator's generated runs hold it (crates/sim/tests/fairnic.rs).
+        share_error_max: Some(SHARE_ERROR_MAX),
     };
     for t in &policy.tenants {
         if let Some(min) = t.min_rate_bps {
@@ -1227,7 +1327,11 @@ mod tests {
         let pool = overflow_pool(&policy);
         assert_eq!(pools.link.snapshot(), pool.bucket);
         assert_eq!(pools.tenants[0].snapshot(), pool.tenants[0]);
-        assert_eq!(pool.tenants[0].cap, pool.bucket.cap, "a's base is the link");
+        assert_eq!(
+            pool.tenants[0].cap,
+            pool.bucket.cap + i128::from(TSO_BYTES_MAX) * U,
+            "a's base is the link"
+        );
     }
 
     /// Weights 1 and 3; the second tenant may steal 4000 bytes per period.
@@ -1239,6 +1343,7 @@ mod tests {
             over_ceiling: vec![0, 0],
             short: vec![false, false],
             wanted_more: vec![false, false],
+            someone_short: false,
             ceiling: vec![100_000, 4000],
             weight: vec![1, 3],
             floor_per_weight: 10,
@@ -1269,7 +1374,7 @@ mod tests {
     }
 
     #[test]
-    fn aimd_adds_by_weight_while_the_pool_suffices_and_halves_when_it_does_not() {
+    fn aimd_adds_by_weight_while_the_pool_suffices_and_cuts_when_it_does_not() {
         let mut s = steal([1000, 3000], [1500, 3000]);
         s.asked(0, true);
         s.asked(1, false);
@@ -1288,22 +1393,22 @@ mod tests {
         s.asked(1, false);
         assert!(s.short[1]);
         s.end_period();
-        assert_eq!(s.allowance, vec![562, 1687]);
+        assert_eq!(s.allowance, vec![985, 2954]);
         // a got (562 + 600) / 1125 of its allowance, b 1000 / 3375: a's lead,
         // scaled to its new allowance.
-        assert_eq!(s.ahead, vec![413, 0]);
-        // Only those that asked halve, never below their floor by weight; one that
+        assert_eq!(s.ahead, vec![725, 0]);
+        // Only those that asked are cut, never below their floor by weight; one that
         // did not ask starts afresh.
-        for _ in 0..20 {
+        for _ in 0..60 {
             s.stolen = vec![0, 10];
             s.short[1] = true;
             s.end_period();
         }
-        assert_eq!(s.allowance, vec![562, 30]);
+        assert_eq!(s.allowance, vec![985, 30]);
         assert_eq!(s.ahead, vec![0, 0]);
         // No increase without asking for more.
         s.end_period();
-        assert_eq!(s.allowance, vec![562, 30]);
+        assert_eq!(s.allowance, vec![985, 30]);
     }
 
     #[test]

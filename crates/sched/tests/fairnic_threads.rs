@@ -52,7 +52,7 @@ fn serialisation_ns(bytes: u32, rate_bps: u64) -> u64 {
 fn one_shard_of_one_core_decides_as_the_whole_enforcer() {
     // c comes and goes for longer than its buckets take to fill (two periods of
     // 8.4 ms at 1 Gbit/s), so they spill and a and b compete for the pool: their
-    // allowances grow while it suffices and halve when it does not.
+    // allowances grow while it suffices and shrink when it does not.
     let policy = parse(
         "link: { rate: 1Gbit }\ntenants:\n  - { name: a, weight: 1 }\n  - { name: b, weight: 2 }\n  - { name: c, weight: 3 }\n",
         1,
