@@ -1165,3 +1165,65 @@ fn defect_7_symmetric_hosts_have_a_symmetric_work_conserving_ideal() {
         check_hosts(&case, &rates).expect("the ideal of docs/hosts.md");
     }
 }
+
+/// docs/hosts.md "Where capacities disagree": p from A to X, q from B to Y, h1's
+/// link weighing A and B 1:1, h2's weighing X and Y 3:1. Every split from 5/5
+/// to 7.5/2.5 is a fixed point; the ideal is one of them, the same whichever
+/// order the file lists hosts, VMs and flows in.
+#[test]
+fn where_capacities_disagree_the_ideal_is_one_of_the_fixed_points() {
+    let vm = |weight| VmSpec {
+        weight,
+        priority: 1,
+        min_permille: None,
+        max_mbit: None,
+        ingress_min_permille: None,
+        ingress_max_mbit: None,
+        app_cap_mbit: None,
+    };
+    let flow = |from, to| FlowSpec {
+        from,
+        to,
+        capped_app: false,
+        demand: INF,
+    };
+    let case = Hosts {
+        hosts: vec![
+            HostSpec {
+                link_mbit: 10_000,
+                vms: vec![(0, vm(1)), (1, vm(1))],
+            },
+            HostSpec {
+                link_mbit: 10_000,
+                vms: vec![(2, vm(3)), (3, vm(1))],
+            },
+        ],
+        fabric_mbit: None,
+        flows: vec![flow(0, 2), flow(1, 3)],
+    };
+    let rates = ideal_across_hosts(&case.scenario(), &case.demands());
+    check_hosts(&case, &rates).expect("a fixed point of docs/hosts.md");
+    assert!(
+        (5e9..=7.5e9).contains(&rates[0]) && (rates[0] + rates[1] - 10e9).abs() < 1.0,
+        "{rates:?}"
+    );
+    eprintln!("where capacities disagree: {rates:?}");
+    let swapped = Hosts {
+        hosts: case
+            .hosts
+            .iter()
+            .rev()
+            .map(|h| HostSpec {
+                link_mbit: h.link_mbit,
+                vms: h.vms.iter().rev().cloned().collect(),
+            })
+            .collect(),
+        fabric_mbit: None,
+        flows: case.flows.iter().rev().cloned().collect(),
+    };
+    let again = ideal_across_hosts(&swapped.scenario(), &swapped.demands());
+    assert!(
+        (again[1] - rates[0]).abs() < 1.0 && (again[0] - rates[1]).abs() < 1.0,
+        "{rates:?} {again:?}"
+    );
+}
