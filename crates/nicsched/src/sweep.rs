@@ -50,17 +50,24 @@ const NAMES_LISTED_MAX: usize = 8;
 /// sweep.csv and sweep.json.
 const PLOTS_OF_KIND_MAX: usize = 12;
 
+/// Lines of one plot at most (an enforcer and a combination of the other keys'
+/// values each): each has its own colour and legend entry.
+const PLOT_LINES_MAX: usize = 24;
+
 /// Relative change below which a figure is taken not to vary over the grid: the
 /// last bits of a float mean summed in another order.
 const VARIES_RELATIVE: f64 = 1e-9;
 
-/// A run's memory beyond its record: the simulator's queues, the enforcer, the
-/// scenario (measured on a 3,600-tenant scenario, docs/scenario.md "Sweeps").
+/// A run's memory beyond what its classes take: the simulator, the enforcer's
+/// tables, the scenario.
 const RUN_BYTES_BASE: u64 = 16 << 20;
 /// Per interval cell (an interval of one tenant, app or flow): the record's
-/// bytes and the ideal's per interval, as measured.
-const RUN_BYTES_PER_CELL: u64 = 400;
-/// Per class or flow: its sender, queue and statistics.
+/// bytes and the ideal's rate of it, 16 bytes, twice over for what is built
+/// from them (a 19.8M-cell run took 185 MB in a sweep, issue 24).
+const RUN_BYTES_PER_CELL: u64 = 32;
+/// Per class or flow: its sender, queue and statistics in the simulator and the
+/// enforcer (a 3,600-tenant scenario of 8,436 classes took about 30 MB a run,
+/// docs/scenario.md "Sweeps").
 const RUN_BYTES_PER_CLASS: u64 = 4096;
 
 pub(crate) struct SweepArgs {
@@ -737,7 +744,10 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
         )));
     }
     let grid = Grid::new(path, &sets)?;
-    let columns = validate(&grid, &enforcers, jobs::threads(args.jobs, grid.settings))?;
+    // Parsing is work for the cores: more threads than cores would only hold
+    // more settings at once.
+    let parsing = jobs::threads(None, grid.settings).min(jobs::threads(args.jobs, grid.settings));
+    let columns = validate(&grid, &enforcers, parsing)?;
     let threads = jobs::threads(args.jobs, runs);
     let threads = match jobs::memory_available() {
         Some(available) => {
@@ -769,7 +779,7 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
         runs,
     };
     let scratch = out.staging().join(".figures");
-    let (fold, shown) = {
+    let (fold, plotted) = {
         let file = File::options()
             .read(true)
             .write(true)
@@ -777,21 +787,21 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
             .open(&scratch)
             .map_err(|e| unwritten(out.target(), io_at(&scratch, e)))?;
         let fold = sweep.run(&file, &scratch, threads, args.quiet, out.target())?;
-        let shown = sweep.shown(&fold);
-        (fold, shown)
+        let plotted = sweep.plotted(&fold);
+        (fold, plotted)
     };
     let cells = sweep
-        .write(&out, &scratch, &fold, &shown)
+        .write(&out, &scratch, &fold, &plotted)
         .map_err(|e| unwritten(out.target(), e))?;
     std::fs::remove_file(&scratch).map_err(|e| unwritten(out.target(), io_at(&scratch, e)))?;
-    for (figure, shown_figure) in shown.iter().enumerate() {
+    for (figure, plotted) in plotted.iter().enumerate() {
         sweep
-            .plot(&out, figure, shown_figure, &cells)
+            .plot(&out, figure, plotted, &cells)
             .map_err(|e| unwritten(out.target(), e))?;
     }
     let target = out.target().to_path_buf();
     let written = out.commit(&provenance).map_err(|e| unwritten(&target, e))?;
-    print!("{}", sweep.table(&shown, &cells, &fold));
+    print!("{}", sweep.table(&plotted, &cells, &fold));
     println!("results: {}", written.display());
     let failed: Vec<String> = fold
         .failed
@@ -956,14 +966,14 @@ impl Sweep<'_> {
     /// The figures shown: the fairness figures and utilization, then of the
     /// tenants' shares and traffics' p99 those that vary over the grid, the
     /// [`PLOTS_OF_KIND_MAX`] that vary most of each, in column order.
-    fn shown(&self, fold: &Fold) -> Vec<Plotted> {
+    fn plotted(&self, fold: &Fold) -> Vec<Plotted> {
         let fixed = |index: usize, title: &str, y_top_min| Plotted {
             column: FIXED[index].to_string(),
             title: title.to_string(),
             y_top_min,
             figure: Figure::Fixed(index),
         };
-        let mut shown = vec![
+        let mut plotted = vec![
             fixed(1, "Jain's index (mean)", Some(1.05)),
             fixed(3, "relative error (mean)", Some(1.0)),
             fixed(0, "utilization", Some(1.05)),
@@ -990,7 +1000,7 @@ impl Sweep<'_> {
                 continue;
             };
             let tenant = &self.columns.tenants[column];
-            shown.push(Plotted {
+            plotted.push(Plotted {
                 column: format!("share.{tenant}"),
                 title: format!("throughput / ideal of {}", shown_name(tenant)),
                 y_top_min: None,
@@ -1002,14 +1012,14 @@ impl Sweep<'_> {
                 continue;
             };
             let traffic = &self.columns.traffics[column];
-            shown.push(Plotted {
+            plotted.push(Plotted {
                 column: format!("p99_us.{traffic}"),
                 title: format!("p99 latency of {} (µs)", shown_name(traffic)),
                 y_top_min: None,
                 figure,
             });
         }
-        shown
+        plotted
     }
 
     /// Writes sweep.csv and sweep.json from the scratch file, run by run in the
@@ -1019,7 +1029,7 @@ impl Sweep<'_> {
         out: &report::OutDir,
         scratch: &Path,
         fold: &Fold,
-        shown: &[Plotted],
+        plotted: &[Plotted],
     ) -> std::io::Result<Cells> {
         let create = |name: &str| -> std::io::Result<(PathBuf, BufWriter<File>)> {
             let path = out.staging().join(name);
@@ -1031,8 +1041,8 @@ impl Sweep<'_> {
         let mut records = BufReader::new(File::open(scratch).map_err(|e| io_at(scratch, e))?);
         let tenants = self.columns.tenants.len();
         let (mut sums, mut cells): (Vec<Vec<(f64, usize)>>, Cells) = (
-            vec![vec![(0.0, 0); shown.len()]; self.grid.settings * self.enforcers.len()],
-            vec![vec![None; shown.len()]; self.grid.settings * self.enforcers.len()],
+            vec![vec![(0.0, 0); plotted.len()]; self.grid.settings * self.enforcers.len()],
+            vec![vec![None; plotted.len()]; self.grid.settings * self.enforcers.len()],
         );
         let mut text = self.csv_header();
         csv.write_all(text.as_bytes())
@@ -1062,8 +1072,8 @@ impl Sweep<'_> {
             json.write_all(text.as_bytes())
                 .map_err(|e| io_at(&json_path, e))?;
             let cell = setting * self.enforcers.len() + point % self.enforcers.len();
-            for (figure, shown) in shown.iter().enumerate() {
-                if let Some(value) = shown.figure.read(&row, tenants) {
+            for (figure, plotted) in plotted.iter().enumerate() {
+                if let Some(value) = plotted.figure.read(&row, tenants) {
                     let sum = &mut sums[cell][figure];
                     *sum = (sum.0 + value, sum.1 + 1);
                     let point = cells[cell][figure].get_or_insert(report::SweepPoint {
@@ -1238,7 +1248,7 @@ impl Sweep<'_> {
         &self,
         out: &report::OutDir,
         figure: usize,
-        shown_figure: &Plotted,
+        plotted: &Plotted,
         cells: &Cells,
     ) -> std::io::Result<()> {
         let axes = &self.grid.axes;
@@ -1246,8 +1256,9 @@ impl Sweep<'_> {
         // Setting `x * rest + r` has the first axis' value x and the others' combination r.
         let rest = self.grid.settings / first_len;
         let mut lines = Vec::new();
+        let all_lines = self.enforcers.len() * rest;
         for (e, enforcer) in self.enforcers.iter().enumerate() {
-            for r in 0..rest {
+            for r in (0..rest).take(PLOT_LINES_MAX.saturating_sub(lines.len())) {
                 let mut name = enforcer.clone();
                 for (axis, value) in axes[1..].iter().zip(self.grid.values(r).skip(1)) {
                     name.push_str(&format!(" {}={}", shown(&axis.key), shown(value)));
@@ -1260,14 +1271,19 @@ impl Sweep<'_> {
         }
         let file = out
             .staging()
-            .join(format!("{}.png", file_name(&shown_figure.column)));
+            .join(format!("{}.png", file_name(&plotted.column)));
         report::write_sweep_plot(
             &file,
             &format!(
-                "{}: {} against {}",
+                "{}: {} against {}{}",
                 self.scenario,
-                shown_figure.title,
-                shown(&axes[0].key)
+                plotted.title,
+                shown(&axes[0].key),
+                if all_lines > lines.len() {
+                    format!(" (the first {} of {all_lines} lines)", lines.len())
+                } else {
+                    String::new()
+                }
             ),
             &shown(&axes[0].key),
             &axes[0]
@@ -1275,8 +1291,8 @@ impl Sweep<'_> {
                 .iter()
                 .map(|(text, _)| shown(text))
                 .collect::<Vec<_>>(),
-            &shown_figure.title,
-            shown_figure.y_top_min.map(|least| {
+            &plotted.title,
+            plotted.y_top_min.map(|least| {
                 let highest = lines
                     .iter()
                     .flat_map(|line| line.points.iter().flatten())
