@@ -1154,6 +1154,17 @@ pub struct SweepPoint {
     pub max: f64,
 }
 
+/// How many of `labels`' texts fit side by side on an x axis in a figure
+/// `width_px` wide, at least one.
+fn labels_that_fit(labels: &[String], width_px: u32) -> usize {
+    // The axis: the figure less its margins and the y labels' area; a glyph is
+    // about 0.6 of the font's size wide, and labels keep a gap between them.
+    let axis_px = f64::from(width_px.saturating_sub(2 * 12 + 84));
+    let widest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(1);
+    let label_px = widest as f64 * f64::from(LABEL_FONT_PX) * 0.6 + f64::from(LABEL_FONT_PX);
+    ((axis_px / label_px) as usize).max(1)
+}
+
 /// One figure of a sweep against the swept key, whose values `x_labels` name in
 /// order: a line per `lines` through the means, a bar over each point from the
 /// lowest to the highest seed. `y_top`: the axis's top where the figure has a
@@ -1204,9 +1215,10 @@ pub fn write_sweep_plot(
             .y_desc(y_desc)
             .y_labels(6)
             .y_label_formatter(&|v| tick_text(*v))
-            // At most one tick per value: plotters then puts them on the integers,
-            // the values' places.
-            .x_labels(count)
+            // At most one tick per value, and no more than fit side by side:
+            // plotters then puts them on the integers (every value's place, or
+            // every 2nd, 5th, 10th... where the labels would overlap).
+            .x_labels(count.min(labels_that_fit(x_labels, WIDTH_PX)))
             .x_label_formatter(&|x| {
                 let index = x.round();
                 if (x - index).abs() < 1e-6 && index >= 0.0 && (index as usize) < x_labels.len() {
