@@ -161,10 +161,13 @@ enum Command {
     /// Each --set KEY=V1,V2,... sweeps one key of the scenario (a dotted path:
     /// `duration`, `policy.link.rate`, `policy.tenants.vm1.weight`, `traffic.0.rate`;
     /// a list is entered by index from 0 or by an entry's name); several --set make
-    /// the cross product. Every value is checked by the scenario parser before
-    /// anything runs. Writes DIR/sweep.csv (one row per run), DIR/sweep.json and a
-    /// PNG per figure against the first key (mean over seeds, bars from the lowest
-    /// to the highest seed's), and prints the table. Exit status 3 when a run's
+    /// the cross product; two keys that reach one value, or a key no run takes (it
+    /// changes nothing, or the scenario overrides it), are refused. Every value is
+    /// checked by the scenario parser before anything runs. Writes DIR/sweep.csv
+    /// (one row per run), DIR/sweep.json and PNGs against the first key of the
+    /// fairness figures and of the tenants' shares and p99s that vary most (mean
+    /// over seeds, bars from the lowest to the highest seed's), and prints the
+    /// table. Exit status 3 when a run's
     /// self-checks failed (flagged in the table and sweep.csv).
     ///
     /// Example: `nicsched sweep scenarios/flowvalve/borrowing.yaml --set
