@@ -59,7 +59,7 @@ fn summary(enforcer: &str) -> Value {
 
 /// Commits `runs` (summary.json each, by enforcer) to `dir` as a complete run.
 fn committed(dir: &Path, runs: &[Value]) -> Vec<Summary> {
-    let out = OutDir::claim(dir).unwrap();
+    let out = OutDir::claim(dir, &[]).unwrap();
     for run in runs {
         let folder = out.staging().join(run["enforcer"].as_str().unwrap());
         fs::create_dir_all(&folder).unwrap();
