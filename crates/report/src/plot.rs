@@ -526,7 +526,7 @@ fn thinned_segments(samples: &[(usize, f64, f64)], intervals: usize) -> Vec<Curv
     let mut thinned: Option<Thinned<1>> = None;
     let mut previous: Option<usize> = None;
     for &(index, x, y) in samples {
-        if !previous.is_some_and(|p| p + 1 == index) {
+        if previous.is_none_or(|p| p + 1 != index) {
             lines.extend(thinned.take().map(finished_curve));
         }
         thinned

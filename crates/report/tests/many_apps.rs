@@ -106,7 +106,7 @@ fn a_page_of_many_apps_and_intervals_draws_a_bounded_number_of_series_and_points
     assert!(png_height(&wf2q.join("throughput.png")) <= 44 + legend_rows_max + 420);
     assert!(png_height(&wf2q.join("throughput_apps.png")) <= 44 + 2 * legend_rows_max + 12 * 420);
     assert!(png_height(&wf2q.join("fairness.png")) <= 44 + legend_rows_max + 2 * 420);
-    assert!(png_height(&temp.0.join("overlay_throughput.png")) <= 44 + 30 + 12 * 420);
+    assert!(png_height(&temp.0.join("overlay_throughput.png")) <= 44 + 30 + 6 + 12 * 420);
     // The CSV keeps every row.
     let rows = fs::read_to_string(wf2q.join("timeseries.csv"))
         .unwrap()
