@@ -229,7 +229,7 @@ pub struct Demands {
 
 /// `offered-demand`: what each open-loop generator offered, per flow in bit/s at
 /// L3 (`offered_bps`, `None` where not measured), and what each open-loop rpc's
-/// clients sent (`rpc_sent`), against what the scenario asked (`asked_bps`,
+/// clients sent (`rpc_sent`, `Err` saying why it is not known), against what the scenario asked (`asked_bps`,
 /// [`report::measure::asked_demands_bps`]). Returns the check and the demands the
 /// ideal is to use: the asked ones, with each generator that fell short by more
 /// than [`TOLERANCE`] at what it offered, and an rpc that fell short at the rate
@@ -238,7 +238,7 @@ pub fn offered_demand(
     scenario: &Scenario,
     asked_bps: &[f64],
     offered_bps: &[Option<f64>],
-    rpc_sent: &[Option<RpcSent>],
+    rpc_sent: &[Option<Result<RpcSent, String>>],
 ) -> (Check, Demands) {
     let loads: Vec<report::OfferedLoad> = scenario
         .traffic
@@ -266,7 +266,14 @@ pub fn offered_demand(
     };
     let (mut rpc_short, mut rpc_met) = (Vec::new(), Vec::new());
     for (i, sent) in rpc_sent.iter().enumerate() {
-        let Some(sent) = sent else { continue };
+        let sent = match sent {
+            None => continue,
+            Some(Err(why)) => {
+                rpc_met.push(format!("{}: not compared: {why}", scenario.traffic[i].name));
+                continue;
+            }
+            Some(Ok(sent)) => sent,
+        };
         let judged = rpc_offered(scenario, i, asked_bps[i], sent);
         if let Some((bps, start_ns)) = judged.moved {
             demands.bps[i] = bps;
@@ -396,7 +403,8 @@ pub fn lab_checks(scenario: &Scenario, record: &mut RunRecord, seen: &Observed) 
     if let Some(stats) = seen.engine.filter(|s| s.cores.is_none()) {
         lost_before_the_engine(scenario, &stats.ledgers, &mut offered);
     }
-    let rpc_sent: Vec<Option<RpcSent>> = seen.plans.iter().map(|p| rpc_sent(scenario, p)).collect();
+    let rpc_sent: Vec<Option<Result<RpcSent, String>>> =
+        seen.plans.iter().map(|p| rpc_sent(scenario, p)).collect();
     let (demand, demands) = offered_demand(scenario, &asked, &offered, &rpc_sent);
     ideal_at_offered(scenario, record, &asked, &demands);
     let mut checks = vec![
@@ -732,9 +740,9 @@ fn lost_before_the_engine(
     }
 }
 
-/// What the sockperf clients of an open-loop rpc sent, from their summaries;
-/// `None` for any other traffic and where a client wrote none.
-fn rpc_sent(scenario: &Scenario, plan: &TrafficPlan) -> Option<RpcSent> {
+/// What the sockperf clients of an open-loop rpc sent, from their summaries, or
+/// why that is not known; `None` for any other traffic.
+fn rpc_sent(scenario: &Scenario, plan: &TrafficPlan) -> Option<Result<RpcSent, String>> {
     let open_loop = matches!(
         scenario.traffic[plan.traffic].kind,
         TrafficKind::Rpc {
@@ -745,19 +753,22 @@ fn rpc_sent(scenario: &Scenario, plan: &TrafficPlan) -> Option<RpcSent> {
     if !open_loop || !matches!(plan.counted, Counted::Sockperf { .. }) {
         return None;
     }
-    plan.clients.iter().try_fold(
-        RpcSent {
-            requests: 0,
-            seconds: 0.0,
-        },
-        |sent, client| {
-            let run = sockperf_total_run(&std::fs::read_to_string(&client.log).ok()?)?;
-            Some(RpcSent {
-                requests: sent.requests + run.sent_messages,
-                seconds: sent.seconds.max(run.run_seconds),
-            })
-        },
-    )
+    let mut sent = RpcSent {
+        requests: 0,
+        seconds: 0.0,
+    };
+    for client in &plan.clients {
+        let text = std::fs::read_to_string(&client.log).unwrap_or_default();
+        let Some(run) = sockperf_total_run(&text) else {
+            return Some(Err(format!(
+                "a sockperf client wrote no summary to {}",
+                client.log.display()
+            )));
+        };
+        sent.requests += run.sent_messages;
+        sent.seconds = sent.seconds.max(run.run_seconds);
+    }
+    Some(Ok(sent))
 }
 
 /// What an open-loop traffic offered, per flow in bit/s at L3: its payload and a
@@ -1060,7 +1071,7 @@ traffic:
             requests: 52_000,
             seconds: 10.4,
         };
-        let (check, demands) = offered_demand(&s, &asked, &[None, None], &[None, Some(late)]);
+        let (check, demands) = offered_demand(&s, &asked, &[None, None], &[None, Some(Ok(late))]);
         assert!(!check.ok);
         assert_eq!(
             check.detail,
@@ -1074,7 +1085,7 @@ traffic:
             requests: 60_000,
             seconds: 12.0,
         };
-        let (check, demands) = offered_demand(&s, &asked, &[None, None], &[None, Some(whole)]);
+        let (check, demands) = offered_demand(&s, &asked, &[None, None], &[None, Some(Ok(whole))]);
         assert!(check.ok, "{}", check.detail);
         assert_eq!(demands.start_ns, [0, 0]);
         // One that ran the whole time at half the rate: half the demand, from 0.
@@ -1082,7 +1093,7 @@ traffic:
             requests: 30_000,
             seconds: 12.0,
         };
-        let (check, demands) = offered_demand(&s, &asked, &[None, None], &[None, Some(slow)]);
+        let (check, demands) = offered_demand(&s, &asked, &[None, None], &[None, Some(Ok(slow))]);
         assert!(!check.ok);
         assert!((demands.bps[1] - asked[1] / 2.0).abs() < 1.0);
         assert_eq!(demands.start_ns, [0, 0]);
@@ -1096,7 +1107,7 @@ traffic:
             requests: 52_000,
             seconds: 10.4,
         };
-        let (_, demands) = offered_demand(&s, &asked, &[None, None], &[None, Some(late)]);
+        let (_, demands) = offered_demand(&s, &asked, &[None, None], &[None, Some(Ok(late))]);
         let mut record = measure::empty_record(&s, "wf2q", report::Mode::Lab, &asked);
         let kv = record.classes.iter().position(|c| c.app == "kv").unwrap();
         let batch = record

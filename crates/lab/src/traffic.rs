@@ -637,9 +637,20 @@ pub struct SockperfRun {
     pub received_messages: u64,
 }
 
-/// The `[Total Run]` summary of a sockperf client's log; `None` when it wrote none
-/// (it was killed, or never started its test).
+/// The `[Total Run]` summary of a sockperf client's log; nothing sent where it
+/// says so (stopped in its warm-up, before its test began) or where its server
+/// never answered (then no response of it crossed the link, which is what its
+/// requests are counted for); `None` when it wrote none of these (it was killed).
 pub fn sockperf_total_run(log: &str) -> Option<SockperfRun> {
+    if log.contains("sockperf: No messages were sent")
+        || log.contains("sockperf: No messages were received from the server")
+    {
+        return Some(SockperfRun {
+            run_seconds: 0.0,
+            sent_messages: 0,
+            received_messages: 0,
+        });
+    }
     let line = log.lines().find(|l| l.contains("[Total Run]"))?;
     let field = |name: &str| {
         line.split(';')
@@ -701,6 +712,21 @@ sockperf: [Valid Duration] RunTime=0.550 sec; SentMessages=13835; ReceivedMessag
                 sent_messages: 24_157,
                 received_messages: 24_156,
             })
+        );
+        let never_began = "sockperf: Warmup stage (sending a few dummy messages)...\n\
+sockperf: Test end (interrupted by user)\n\
+sockperf: Test ended\n\
+sockperf: No messages were sent\n";
+        assert_eq!(
+            sockperf_total_run(never_began).map(|run| run.sent_messages),
+            Some(0)
+        );
+        let unanswered = "sockperf: Starting test...\n\
+sockperf: Test end (interrupted by user)\n\
+sockperf: No messages were received from the server. Is the server down?\n";
+        assert_eq!(
+            sockperf_total_run(unanswered).map(|run| run.received_messages),
+            Some(0)
         );
         assert_eq!(
             sockperf_received_messages("sockperf: Test end (interrupted by user)\n"),

@@ -1066,11 +1066,11 @@ policy:
       apps:
         - { name: kv, priority: 0, match: { proto: tcp, ports: [11111] } }
         - { name: batch, priority: 1 }
-duration: 4s
+duration: 5s
 interval: 500ms
 traffic:
   - { name: batch-tcp, tenant: svc, app: batch, kind: bulk, flows: 2 }
-  - { name: get, tenant: svc, app: kv, kind: rpc, response: 4KiB, rate: 5000, concurrency: 4 }
+  - { name: get, tenant: svc, app: kv, kind: rpc, response: 4KiB, rate: 5000, concurrency: 2 }
 "#,
     );
     let (record, _) = run_lab(&scenario, "wf2q");
@@ -1092,6 +1092,14 @@ traffic:
         .position(|i| i.class_bytes[kv] > 0)
         .expect("the rpc's responses reached the sink");
     let demand = check(&record, "offered-demand");
+    // A client the lab had to kill (busy machine) leaves no count: named, not judged.
+    if demand
+        .detail
+        .starts_with("get: not compared: a sockperf client wrote no summary to ")
+    {
+        eprintln!("not judged: {}", demand.detail);
+        return;
+    }
     assert!(
         demand
             .detail
@@ -1102,20 +1110,24 @@ traffic:
         eprintln!("sockperf sent from the run's first interval on");
         return;
     }
-    // At least one of 8 intervals missing is 12% of the run: the check fails,
-    // names the seconds, and the ideal has the rpc idle until it started.
+    // At least one of 10 intervals missing is 10% of the run: the check fails,
+    // names the seconds, and the ideal has the rpc idle until it started: never
+    // while the meter saw its responses, and in at least the first interval.
+    // (The start is the clients' run time back from when the lab stopped them,
+    // so it may be a little early, never late.)
     assert!(!demand.ok, "{demand:?}");
     assert!(demand.detail.contains(", none in its first "), "{demand:?}");
     assert!(
         demand.detail.contains("the ideal uses the offered load"),
         "{demand:?}"
     );
-    // (The clients' run times end when the lab stops them, a few ms after the
-    // traffic's stop: the start they give may be that much early.)
-    for interval in &record.intervals[..silent] {
-        assert!(
-            interval.class_ideal_bps(kv) < 0.05 * 170.1e6,
-            "{interval:?}"
-        );
-    }
+    let active = record
+        .intervals
+        .iter()
+        .position(|i| i.class_active[kv])
+        .expect("the rpc is active in the ideal");
+    assert!(
+        (1..=silent).contains(&active),
+        "idle in the ideal until interval {active}, first seen at the sink in {silent}"
+    );
 }
