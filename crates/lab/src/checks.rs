@@ -1,8 +1,9 @@
 //! The lab's self-checks ([`report::Check`]): whether a run's figures can be
 //! vouched for. The meter is judged against the programs' own counters per
 //! traffic, every traffic's bytes against the app the scenario gave it, and each
-//! open-loop generator's offered load against what the scenario asked (where one
-//! fell short, the ideal is recomputed for what it offered). The engine's byte
+//! open-loop generator's offered load (an open-loop rpc's: the requests its
+//! sockperf clients sent, and from when) against what the scenario asked (where
+//! one fell short, the ideal is recomputed for what it offered). The engine's byte
 //! ledgers (conservation, meter against the link) are checked with
 //! [`report::conservation`] and [`report::meter_against_link`].
 
