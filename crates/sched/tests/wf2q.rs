@@ -258,7 +258,10 @@ tenants:
     while now < duration_ns {
         for app in [1u32, 2] {
             while queued[app as usize] < 8 {
-                assert!(wf2q.enqueue(now, packet(app, len[app as usize], now)).is_ok());
+                assert!(
+                    wf2q.enqueue(now, packet(app, len[app as usize], now))
+                        .is_ok()
+                );
                 queued[app as usize] += 1;
             }
         }
@@ -274,10 +277,16 @@ tenants:
         now += u64::from(frame.bytes) * 8;
     }
     let prio = rate_bps(bytes[0], duration_ns);
-    assert!((prio / (228.0 * 8.0 / 40e-6) - 1.0).abs() < 0.01, "prio {prio}");
+    assert!(
+        (prio / (228.0 * 8.0 / 40e-6) - 1.0).abs() < 0.01,
+        "prio {prio}"
+    );
     let below = (bytes[1] + bytes[2]) as f64;
     let small = bytes[1] as f64 / below;
-    assert!((small / (3.0 / 8.0) - 1.0).abs() < 0.01, "small's part {small}");
+    assert!(
+        (small / (3.0 / 8.0) - 1.0).abs() < 0.01,
+        "small's part {small}"
+    );
 }
 
 #[test]
@@ -576,6 +585,46 @@ fn check_says_app_priorities_are_strict_levels() {
         "{a:?}"
     );
     assert!(!a.approximate.iter().any(|l| l.contains("weight factor")));
+}
+
+/// What `check` says of caps, weights and tenant priorities: the claims the
+/// regression tests above hold, each with its bound, and no longer SENIC's
+/// fallback to the ratio of the caps nor priorities as weight factors.
+#[test]
+fn check_states_each_claim_with_its_bound() {
+    let p = policy(
+        "
+link: { rate: 10Gbit }
+tenants:
+  - { name: gold, priority: 0, max_rate: 4Gbit }
+  - { name: silver, weight: 3 }
+  - { name: bronze, max_rate: 1Gbit }
+",
+    );
+    let a = sched::approximation("wf2q", &p).unwrap();
+    assert_eq!(a.share_error_max, Some(0.01));
+    assert!(
+        a.exact.iter().any(|l| l.starts_with("gold: max_rate 4Gbit")
+            && l.contains("over any window at most one packet")
+            && l.contains("419us")),
+        "{a:?}"
+    );
+    let weights = a
+        .approximate
+        .iter()
+        .find(|l| l.starts_with("weights and caps"))
+        .expect("a weights sentence");
+    assert!(weights.contains("within one packet"), "{weights}");
+    assert!(weights.contains("1% of the ideal"), "{weights}");
+    assert!(
+        a.approximate
+            .iter()
+            .any(|l| l.starts_with("tenant priorities: 2 levels, strict")),
+        "{a:?}"
+    );
+    let all = format!("{a:?}");
+    assert!(!all.contains("ratio of their caps"), "{all}");
+    assert!(!all.contains("weight factor"), "{all}");
 }
 
 #[test]

@@ -22,8 +22,8 @@ fn tenant<'a>(summary: &'a Summary, name: &str) -> &'a TenantSummary {
 
 /// The share error `check` states for `wf2q` with every tenant backlogged.
 fn promised() -> f64 {
-    let policy = policy::parse_policy("link: { rate: 1Gbit }\ntenants: [{ name: a }]\n", "p.yaml")
-        .unwrap();
+    let policy =
+        policy::parse_policy("link: { rate: 1Gbit }\ntenants: [{ name: a }]\n", "p.yaml").unwrap();
     sched::approximation("wf2q", &policy)
         .unwrap()
         .share_error_max
@@ -64,7 +64,12 @@ traffic:
   - { tenant: d, kind: bulk }
 ");
     for t in &s.tenants {
-        assert!((t.ideal_bps - 200e6).abs() < 1e3, "{}: ideal {}", t.name, t.ideal_bps);
+        assert!(
+            (t.ideal_bps - 200e6).abs() < 1e3,
+            "{}: ideal {}",
+            t.name,
+            t.ideal_bps
+        );
         assert_near_ideal(t, promised());
     }
     assert!(s.utilization >= 0.98, "utilization {}", s.utilization);
@@ -76,7 +81,11 @@ traffic:
 fn two_hundred_tenants_capped_far_above_their_share_get_their_share() {
     let mut text = String::from("policy:\n  link: { rate: 1Gbit }\n  tenants:\n");
     for i in 0..200 {
-        let cap = if i % 20 == 0 { ", max_rate: 150Mbit" } else { "" };
+        let cap = if i % 20 == 0 {
+            ", max_rate: 150Mbit"
+        } else {
+            ""
+        };
         text += &format!("    - {{ name: t{i}{cap} }}\n");
     }
     text += "duration: 2s\ninterval: 500ms\ntraffic:\n";
@@ -94,7 +103,12 @@ fn two_hundred_tenants_capped_far_above_their_share_get_their_share() {
         "capped tenants average {capped} against 5 Mbit/s"
     );
     for t in &s.tenants {
-        assert!((t.ideal_bps - 5e6).abs() < 1e3, "{}: ideal {}", t.name, t.ideal_bps);
+        assert!(
+            (t.ideal_bps - 5e6).abs() < 1e3,
+            "{}: ideal {}",
+            t.name,
+            t.ideal_bps
+        );
         assert!(
             t.throughput_bps <= 5e6 * 1.25,
             "{}: {} against 5 Mbit/s",

@@ -102,7 +102,13 @@ impl Heap {
             let mut first = i;
             for child in [2 * i + 1, 2 * i + 2] {
                 if child < self.items.len()
-                    && before(limit, weight, self.max, self.items[child], self.items[first])
+                    && before(
+                        limit,
+                        weight,
+                        self.max,
+                        self.items[child],
+                        self.items[first],
+                    )
                 {
                     first = child;
                 }
@@ -227,6 +233,23 @@ impl Fill {
         }
     }
 
+    /// λ for `capacity_bps`: the rate per unit of weight of the children below
+    /// their limits; with every child at its limit, the largest limit per weight
+    /// among them (the λ at which they would all just reach it).
+    pub(crate) fn level(&mut self, capacity_bps: u64) -> f64 {
+        if capacity_bps != self.capacity_bps {
+            self.sort(capacity_bps);
+        }
+        let level = if self.free_weight > 0 {
+            capacity_bps.saturating_sub(self.bound_bps) as f64 / self.free_weight as f64
+        } else {
+            self.bound.peek().map_or(0.0, |c| {
+                self.limit[c as usize] as f64 / self.weight[c as usize] as f64
+            })
+        };
+        level.max(f64::MIN_POSITIVE)
+    }
+
     /// Moves children between the sides until every bound child's c/w is at most
     /// λ and every free one's at least λ (module docs).
     fn sort(&mut self, capacity_bps: u64) {
@@ -295,8 +318,7 @@ mod tests {
             let level = left / weights;
             let (sated, hungry): (Vec<usize>, Vec<usize>) = open.iter().partition(|&&i| {
                 let d = children[i].unwrap();
-                d.limit
-                    .is_some_and(|c| c as f64 <= level * d.weight as f64)
+                d.limit.is_some_and(|c| c as f64 <= level * d.weight as f64)
             });
             if sated.is_empty() {
                 for &i in &hungry {

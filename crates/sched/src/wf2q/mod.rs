@@ -4,7 +4,7 @@
 //! §3.2 (the unified scheduler) and §3.3 (the two-level hierarchy), built on
 //! Bennett and Zhang's WF2Q+ (the paper's reference 6). Names follow the paper: S and F are
 //! a class's start and finish tags, V the system virtual time, w_i a class's rate,
-//! φ the rate oversubscription factor, R the link's drain rate.
+//! R the link's drain rate.
 //!
 //! ## The model
 //!
@@ -17,50 +17,64 @@
 //! ```
 //!
 //! A class is eligible when S_i <= V; among eligible classes the smallest F_i goes
-//! first. V is real time measured in bytes at the link's rate, slowed when the
-//! backlogged classes ask for more than the link has:
+//! first. V is WF2Q+'s: it advances by the bytes sent (in byte-times at R), and when
+//! no class is eligible it moves up to the smallest start tag, `V = max(V + W, min S)`.
+//! So the scheduler is work conserving: the link idles only while every class that
+//! holds packets waits for a cap (below).
+//!
+//! ## Rates: the ideal's sharing of the classes that hold packets
+//!
+//! SENIC computes tags for leaves only, a leaf's w_i its configured rate scaled to
+//! its parent's current rate (§3.3). Here w_i is what policy.md's ideal gives the
+//! class with every class that holds packets backlogged, level by level (link →
+//! tenant → app → split class): at each node the children of one priority share
+//! the node's rate by water-filling ([`fill`]), each child min(c_i, λ·w_i) where
+//! c_i is its `max_rate` and what its backlogged classes can take, the rest by
+//! weight. SENIC instead gave a capped class its cap as its rate, so a tenant capped
+//! at 500 Mbit/s beside four uncapped ones of the same weight took 385 of 1000
+//! Mbit/s (issue 25); its fallback for caps that oversubscribe the link (shares in
+//! the ratio of the caps) is replaced by the same water-filling. Split classes share
+//! their app's rate equally. The fills are kept incrementally when a class becomes
+//! backlogged or empty (O(log n) per change, n the node's children); w_i is computed
+//! when a tag is, cached per app until the backlogged set changes, so a tag costs a
+//! multiply.
+//!
+//! ## Caps: real-time ceilings
+//!
+//! Since V runs ahead of real time whenever classes leave capacity unused, a cap
+//! cannot be a rate in V (SENIC's V ran in real time, slowed when the limits
+//! oversubscribed the link, and so idled the link whenever a class held a packet
+//! but sent below its rate: 77% utilization with a tenant backlogged, issue 25).
+//! Every class under a cap (its app's, its tenant's, its split class's) has a
+//! second start tag in real time T (nanoseconds scaled to byte-times at R):
 //!
 //! ```text
-//! V(t + τ) = V(t) + R·τ / max(1, φ),   φ = Σ_{backlogged} w_i / R
+//! T_i = max(T_i, T - C_cap) + L / c_i       after each of its packets
 //! ```
 //!
-//! so a class alone at 4 Gbit/s on a 10 Gbit/s link gets exactly 4 Gbit/s and the link
-//! idles 60 % (strict limits), and limits that add up to more than R fall back to
-//! shares proportional to the limits. [`Enforcer::next_ready_ns`] is the instant V
-//! reaches the smallest start tag.
+//! where c_i is its ceiling: its app's share of its tenant's `max_rate` among the
+//! tenant's backlogged apps of its priority (the same water-filling with the cap as
+//! the capacity), or its app's own limit, split equally among split classes. A class
+//! whose T_i is ahead of real time is *parked* on a real-time wheel until it is
+//! due, and the other classes are served meanwhile. C_cap ([`CAP_CREDIT_BYTES`] of
+//! link time) keeps the time a class lost waiting for other classes' packets (up
+//! to eight TSO sends), so a cap is met over the run; over any window a class sends
+//! at most one packet and c_i·C_cap/R above c_i, and a class kept waiting longer
+//! (behind a more urgent band, say) loses the excess. [`Enforcer::next_ready_ns`] is the instant the
+//! first parked class is due.
 //!
-//! ## Scaled rates: tenant, app, split class
+//! ## Tenant priorities: a band each
 //!
-//! SENIC computes tags for leaves only; a leaf's w_i is its configured rate scaled to
-//! its parent's current rate (§3.3: `w_i^scaled = min(w_i, w_L1 · w_i / φ_L1)`). We
-//! apply the same rule at every level of the policy tree (link → tenant → app →
-//! split class), with one refinement for classes that have no limit: each node
-//! offers its parent a *share* (ω, limited?):
-//!
-//! - a tenant or app with `max_rate` offers ω = max_rate, limited (SENIC's sharing in
-//!   the ratio of limits); one without offers its weighted share of the link or of
-//!   its tenant from [`policy::ideal_allocation`] with everything backlogged,
-//!   unlimited; a split class offers `split.max_rate`, limited;
-//! - a node whose backlogged children are all limited offers no more than they can
-//!   take: min(ω, Σ limited ω of its children), limited when that is below ω.
-//!
-//! A node running at rate P with backlogged limited children summing to L and
-//! unlimited ones to U gives its child of share ω the rate
-//!
-//! ```text
-//! unlimited children absorb the slack:  b = (P - L) / U  when U > 0 and P > L + U, else 1
-//! everyone scales down when oversubscribed:  s = min(1, P / (L + U·b))
-//! w_child = ω · (b if unlimited else 1) · s
-//! ```
-//!
-//! At the link the scale-down s is not applied to the rates: it is V's slowdown by φ
-//! above, exactly as SENIC's flat scheduler. The sums are kept incrementally when a
-//! class becomes backlogged or empty (O(depth) = O(3)), and w_i is computed when a
-//! tag is, so per-packet work does not depend on the number of classes.
-//!
-//! When no backlogged class is limited anywhere (the link's L is 0), the scheduler is
-//! plain work-conserving WF2Q+: if nothing is eligible V jumps to the smallest start
-//! tag (WF2Q+'s `V = max(V, min S)`), so rounding never idles the link.
+//! Tenants of one priority form a *band* with its own V and wheels; a dequeue takes
+//! the first band, most urgent first, that has a class to send. Each band's tenants
+//! share the link as if the band were alone, and its V advances only by what the
+//! band sends, so a more urgent band's bytes come out of the less urgent band as a
+//! whole and its weights stay as they are. (Priority as a weight factor of 16, what
+//! `wf2q` did first, gave a weight-3 tenant 118 of its 354 Mbit/s beside a
+//! priority-0 Poisson tenant: its tags were costed at the rate it had while a
+//! Poisson packet waited.) A class's S is kept within [`LEVEL_CREDIT_BYTES`] of its
+//! own rate of V, so a class that a cap parked does not come back with an unbounded
+//! claim on its band.
 //!
 //! ## App priorities: strict levels inside a tenant
 //!
@@ -74,9 +88,9 @@
 //! a quarter of its share (TONIC's `prio-sockperf`: 3.65 of 5 Gbit/s). So in a tenant
 //! whose apps have more than one priority, each priority is a *level*:
 //!
-//! - A class's w_i is what its level alone would get of the tenant's rate P (the sums
-//!   above, kept per level): it does not change when a more urgent app comes and goes,
-//!   and a level alone takes the whole tenant.
+//! - A class's w_i is what its level alone would get of the tenant's rate P (a fill
+//!   per level): it does not change when a more urgent app comes and goes, and a
+//!   level alone takes the whole tenant.
 //! - The tenant keeps a start tag S_k for each level below its most urgent one,
 //!   advanced at P by every packet of level k and of the more urgent levels:
 //!
@@ -88,29 +102,32 @@
 //!   earlier than S_k, and one taken as eligible after a more urgent packet moved S_k
 //!   past V is tagged again from S_k and filed as ineligible. This is H-WF2Q+'s
 //!   tenant tag used as a bound: the tenant's service at levels <= k stays within
-//!   P·t + C + one packet, so a more urgent app's bytes come out of the less urgent
-//!   levels' part, and the tenant keeps its share whatever the mix, limits included.
-//!   C keeps the credit of a level that WF2Q+ served late (F behind V) instead of
-//!   losing it to every probe packet.
-//! - Eligible classes of a level above its tenant's least urgent one wait on their own
-//!   wheel, served before the other eligible classes: a prioritised packet leaves at
-//!   the next dequeue once eligible (S <= V), ahead of other tenants' overdue classes
-//!   too. No tenant loses rate to this, since a prioritised class is eligible only
-//!   within its own w_i <= P, but another tenant's packet may wait one prioritised
-//!   packet per eligible prioritised class. With three or more levels the middle ones
-//!   are strict in throughput (S_k), and go in F order with the most urgent one.
+//!   its share of its band plus C and one packet, so a more urgent app's bytes come
+//!   out of the less urgent levels' part. A capped tenant keeps the same tags in real
+//!   time at its `max_rate` (each level's ceiling is its share of the cap as if
+//!   alone), so its levels together stay within the cap.
+//! - Eligible classes of a level above its tenant's least urgent one wait on their
+//!   band's urgent wheel, served before the band's other eligible classes: a
+//!   prioritised packet leaves at the next dequeue once eligible, ahead of other
+//!   tenants' overdue classes of the band too. No tenant loses rate to this, since a
+//!   prioritised class is eligible only within its own w_i <= P, but another
+//!   tenant's packet may wait one prioritised packet per eligible prioritised class.
+//!   With three or more levels the middle ones are strict in throughput (S_k), and
+//!   go in F order with the most urgent one.
 //!
 //! Why not the alternatives: a true two-level H-WF2Q+ (tenants filed by their own
 //! tags, apps picked inside) would need per-tenant wheels for app limits and split
 //! classes and would pace a tenant's capped apps at the tenant's rate, changing
 //! SENIC's Fig. 4 schedule with app limits in one tenant; recomputing a class's F when
 //! its rate changes would touch every backlogged sibling (split classes included) on
-//! each backlog change and needs removal from the wheels. The level tags cost
-//! O(levels of the tenant) per packet of a multi-level tenant and nothing elsewhere.
+//! each backlog change and needs removal from the wheels. A cap as one real-time tag
+//! per tenant rather than a ceiling per class would park and release every class of
+//! the tenant at each of its packets. The level tags cost O(levels of the tenant)
+//! per packet of a multi-level tenant and nothing elsewhere.
 //!
 //! ## Fixed point and constants
 //!
-//! - V, S and F are `u64` in units of 2^-[`V_FRAC_BITS`] byte-times at R (12 bits:
+//! - V, S, F and T are `u64` in units of 2^-[`V_FRAC_BITS`] byte-times at R (12 bits:
 //!   a 64-byte packet's tag increment keeps 18 significant bits at any rate ratio).
 //!   V starts at 0 when the enforcer is built and lasts 2^52 bytes of link time,
 //!   about 100 hours at 100 Gbit/s (1000 at 10 Gbit/s), longer than any run; the
@@ -118,43 +135,46 @@
 //! - A tag increment is capped at [`COST_V_MAX`] (2^50 units = 2^38 bytes at R): a
 //!   class slower than R/2^22 (2.4 kbit/s on 10 Gbit/s) is served at that rate, so
 //!   no single packet can push a tag past V's lifetime.
-//! - V's speed is kept as V units per ns in 32.32 fixed point and V is recomputed from
-//!   a reference point (V_ref at t_ref) that moves only when φ changes, so rounding
-//!   never accumulates over packets.
+//! - The link's speed is kept as V units per ns in 32.32 fixed point, and T is
+//!   computed from the clock, so rounding never accumulates over packets.
 //!
 //! ## Data structures and cost
 //!
 //! Backlogged classes wait in one of the hierarchical timing wheels
-//! ([`WheelSlots`], shared with the `wheel` enforcer): *ineligible* filed by S
-//! rounded up to a byte-time (so no class is eligible before S <= V, and none later
-//! than one byte-time after: eligibility, and so every limit and SENIC's Fig. 4
-//! schedule, stays exact), *eligible* filed by F in ticks of 2^6 byte-times
-//! ([`F_TICK_BITS`]). A dequeue pops the ineligible wheel up to V into the eligible
-//! one and takes the eligible wheel's first item: the smallest F to within one
-//! F tick, ties FIFO. That grouping (QFQ's, with a fixed slot size) lets a class
-//! whose F is up to 64 byte-times of V larger go first: each class's service lag
-//! grows by at most that one tick over WF2Q+'s bound, less than a minimum-size
-//! packet at R, and in exchange an item cascades one level fewer. A class whose F lies
-//! below the last one served is filed at the wheel's current tick, which keeps the
-//! order among those still waiting exact. Eligible classes of prioritised apps have a
-//! second eligible wheel, *urgent*, taken before the other (strict levels above).
-//! All are O(1) per packet plus at most 10 cascades per item; a binary heap keyed by
-//! F was measured first and spent half its time popping when classes of equal rates
+//! ([`WheelSlots`], shared with the `wheel` enforcer), per band: *ineligible* filed
+//! by S rounded up to a byte-time (so no class is eligible before S <= V, and none
+//! later than one byte-time after), *eligible* filed by F in ticks of 2^6
+//! byte-times ([`F_TICK_BITS`]), *urgent* likewise for prioritised apps; and one
+//! *parked* wheel of capped classes filed by their real-time tag, in byte-time
+//! ticks, so no class goes before its cap allows and none later than a byte-time
+//! after (SENIC's Fig. 4 schedule stays exact). A class is parked when it would
+//! be filed as eligible, not when it is taken, so the eligible wheel's order is
+//! kept. A dequeue releases the parked classes that are due, pops the band's
+//! ineligible wheel up to V into the eligible one and takes the first item: the
+//! smallest F to within one F tick, ties FIFO. That grouping (QFQ's, with a fixed
+//! slot size) lets a class whose F is up to 64 byte-times of V larger go first:
+//! each class's service lag grows by at most that one tick over WF2Q+'s bound,
+//! less than a minimum-size packet at R, and in exchange an item cascades one
+//! level fewer. A class whose F lies below the last one served is filed at the
+//! wheel's current tick, which keeps the order among those still waiting exact. All
+//! are O(1) per packet plus at most 10 cascades per item; a binary heap keyed by F
+//! was measured first and spent half its time popping when classes of equal rates
 //! became eligible together (50 k at a time at 100 k classes).
 //!
 //! Per class: one 32-byte record (F, the wheel link and tick, FIFO head and tail,
 //! app), aligned so a packet touches one cache line of it; the wheels keep their
-//! links there ([`Links`]), one link for all three since a class waits on one wheel
-//! at a time. S is not kept: it is only needed when the class is filed. Beside it, the
-//! class map's entry ([`Classes`]). w_i is cached per app until the backlogged set
-//! changes, so a tag costs a multiply. Packets sit in a preallocated descriptor pool
-//! (`slab`).
+//! links there ([`Links`]), one link for all of them since a class waits on one
+//! wheel at a time; and its real-time tag. S is not kept: it is only needed when
+//! the class is filed. Beside it, the class map's entry ([`Classes`]). Packets sit
+//! in a preallocated descriptor pool (`slab`).
 //!
-//! Approximations, stated by [`approximation`]: tenant priorities become weights (×16
-//! per level); app priorities are strict levels as above, within C of credit, with
-//! prioritised classes served ahead of other tenants' eligible ones; guarantees are
-//! not expressed; weights among capped classes give way to the ratio of the caps when
-//! the caps oversubscribe their parent.
+//! What this holds, stated by [`approximation`]: caps in real time as above; with
+//! the classes that hold packets steady, each class within WF2Q+'s one packet of
+//! the ideal's bytes at every instant. Rates follow which classes hold packets, not
+//! their demand: while a class that sends below its share holds a packet it counts
+//! at its share, and the capacity it leaves goes to the classes of its band in
+//! proportion to their rates (through V), not first to its own tenant's. Guarantees
+//! are not expressed.
 
 pub(crate) mod fill;
 pub(crate) mod slab;
@@ -180,8 +200,11 @@ const SPEED_FRAC_BITS: u32 = 32;
 /// sends, more than the one packet WF2Q+ lets a class fall behind.
 pub const LEVEL_CREDIT_BYTES: u64 = 128 * 1024;
 /// How far behind real time a cap's start tag may lag, in byte-times of the link
-/// (module docs): a class taken late by the TSO send on the link keeps that time.
-pub const CAP_CREDIT_BYTES: u64 = 128 * 1024;
+/// (module docs): a class taken late keeps that time, up to eight TSO sends of
+/// other classes that went before it (measured: a 130 Mbit/s cap of 228-byte
+/// datagrams beside three capped TSO senders waited three sends, and with one send
+/// of credit lost 0.9% of its cap).
+pub const CAP_CREDIT_BYTES: u64 = 512 * 1024;
 /// The relative error of a tenant's share over a run with every tenant backlogged
 /// that `check` states (module docs: what it rests on).
 pub const SHARE_ERROR_MAX: f64 = 0.01;
@@ -315,6 +338,8 @@ pub struct Wf2q {
     tenant_fills: Vec<(u32, u32)>,
     /// Per band: the link's rate shared among its backlogged tenants.
     root: Vec<Fill>,
+    /// Per band: the weights of all its tenants.
+    band_weight: Vec<u64>,
     /// Per tenant and app priority: the tenant's rate shared among the backlogged
     /// apps of that priority.
     fills: Vec<Fill>,
@@ -374,6 +399,10 @@ impl Wf2q {
             tenant_band.push(band as u32);
             tenant_child.push(band_size[band]);
             band_size[band] += 1;
+        }
+        let mut band_weight = vec![0u64; priorities.len()];
+        for (t, &band) in policy.tenants.iter().zip(&tenant_band) {
+            band_weight[band as usize] += u64::from(t.weight);
         }
         let root = band_size
             .iter()
@@ -448,16 +477,13 @@ impl Wf2q {
             app_fill,
             app_child,
             app_urgent,
-            tenant_weight: policy
-                .tenants
-                .iter()
-                .map(|t| u64::from(t.weight))
-                .collect(),
+            tenant_weight: policy.tenants.iter().map(|t| u64::from(t.weight)).collect(),
             tenant_max_bps: policy.tenants.iter().map(|t| t.max_rate_bps).collect(),
             tenant_band,
             tenant_child,
             tenant_fills,
             root,
+            band_weight,
             fills,
             cap_fills,
             bands: priorities.iter().map(|_| Band::new()).collect(),
@@ -561,12 +587,18 @@ impl Wf2q {
         self.root[band].set(self.tenant_child[tenant] as usize, demand);
     }
 
-    /// A backlogged tenant's rate: its share of the link among its band's
-    /// backlogged tenants, as if no more urgent band sent.
-    fn tenant_bps(&mut self, tenant: usize) -> f64 {
+    /// A backlogged tenant's rate, its share of the link among its band's
+    /// backlogged tenants as if no more urgent band sent, and the rate its tags
+    /// run at (module docs: rates at the link): that share over λ, so that the
+    /// tenants below their caps keep the rate of their weight whoever comes and goes.
+    fn tenant_bps(&mut self, tenant: usize) -> (f64, f64) {
         let band = self.tenant_band[tenant] as usize;
         let child = self.tenant_child[tenant] as usize;
-        self.root[band].rate(child, self.link_bps)
+        let fill = &mut self.root[band];
+        let bps = fill.rate(child, self.link_bps);
+        let level = fill.level(self.link_bps);
+        let tag_bps = bps / level * self.link_bps as f64 / self.band_weight[band] as f64;
+        (bps, tag_bps)
     }
 
     /// V units per byte of `class` at its fair rate: its app's share of its tenant's
@@ -579,9 +611,10 @@ impl Wf2q {
             return cached;
         }
         let tenant = usize::from(self.app_tenant[app]);
-        let tenant_bps = self.tenant_bps(tenant).round().max(1.0) as u64;
+        let (tenant_bps, tenant_tag_bps) = self.tenant_bps(tenant);
+        let capacity = tenant_bps.round().max(1.0) as u64;
         let (fill, child) = (self.app_fill[app] as usize, self.app_child[app] as usize);
-        let mut rate = self.fills[fill].rate(child, tenant_bps);
+        let mut rate = self.fills[fill].rate(child, capacity) / capacity as f64 * tenant_tag_bps;
         if self.is_split(class) {
             rate /= f64::from(self.split_backlogged[app]);
         }
@@ -635,7 +668,7 @@ impl Wf2q {
         let v_per_byte = if epoch == self.epoch {
             cached
         } else {
-            let fresh = per_byte(self.link_bps, self.tenant_bps(tenant));
+            let fresh = per_byte(self.link_bps, self.tenant_bps(tenant).1);
             self.tenant_v_per_byte[tenant] = (self.epoch, fresh);
             fresh
         };
@@ -832,10 +865,7 @@ impl Wf2q {
     #[inline]
     fn dequeue_with<const LEVELS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
         let t = self.t_at(now_ns);
-        while let Some((class, _)) = self
-            .parked
-            .pop_expired(&mut self.class, t >> V_FRAC_BITS)
-        {
+        while let Some((class, _)) = self.parked.pop_expired(&mut self.class, t >> V_FRAC_BITS) {
             // A class is parked only when eligible, and V only grows.
             self.file_eligible::<LEVELS>(class, t);
         }
@@ -984,8 +1014,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
     };
     for t in &policy.tenants {
         if let Some(max) = t.max_rate_bps {
-            out.exact
-                .push(format!("{}: max_rate {}", t.name, cap(max)));
+            out.exact.push(format!("{}: max_rate {}", t.name, cap(max)));
         }
         if let Some(min) = t.min_rate_bps {
             out.ignored.push(format!(
@@ -1017,9 +1046,10 @@ pub fn approximation(policy: &Policy) -> Approximation {
         }
     }
     out.approximate.push(format!(
-        "weights and caps: among the backlogged tenants of one priority, and the backlogged apps of one priority in a tenant, shared as the ideal shares them (each up to its max_rate and what its backlogged classes can take, the rest by weight); with the classes that hold packets steady, a tenant's and an app's bytes stay within {} (one TSO send and the credit of a class served late) of the ideal's at every instant, {:.0}% of the ideal over the run; the shares are computed from which classes hold packets, not from their demand: while a class that sends below its share (udp, poisson, rpc) holds a packet it counts at its full share, and what it leaves goes to the classes of its priority in proportion to their rates rather than first to its own tenant's, so each of them may be off by up to that class's ideal",
-        format_size(64 * 1024 + LEVEL_CREDIT_BYTES),
-        SHARE_ERROR_MAX * 100.0
+        "weights and caps: shared as the ideal shares them among the classes that hold packets (at the link among the tenants of one priority, in a tenant among its apps of one priority: each up to its max_rate and what its backlogged classes can take, the rest by weight); while those classes stay the same, each class's bytes stay within one packet (at most {}) of the ideal's at every instant (WF2Q+'s bound), a tenant's or app's within one packet per class of it, so a share is within {:.0}% of the ideal over any span in which the ideal sends {} of its packets; the shares follow which classes hold packets, not their demand: a class that sends below its share (udp, poisson, rpc) counts at its full share while it holds a packet, what it leaves goes to every class of its priority in proportion to their rates rather than first to its own tenant's other apps, and an app of its tenant tagged meanwhile pays that packet at the lower rate, an error that grows with the time such classes hold packets and with the other apps' packet sizes",
+        format_size(64 * 1024),
+        SHARE_ERROR_MAX * 100.0,
+        (2.0 / SHARE_ERROR_MAX).round()
     ));
     let tenant_levels: std::collections::BTreeSet<u8> =
         policy.tenants.iter().map(|t| t.priority).collect();
