@@ -161,12 +161,15 @@
 //! was measured first and spent half its time popping when classes of equal rates
 //! became eligible together (50 k at a time at 100 k classes).
 //!
-//! Per class: one 32-byte record (F, the wheel link and tick, FIFO head and tail,
-//! app), aligned so a packet touches one cache line of it; the wheels keep their
-//! links there ([`Links`]), one link for all of them since a class waits on one
-//! wheel at a time; and its real-time tag. S is not kept: it is only needed when
-//! the class is filed. Beside it, the class map's entry ([`Classes`]). Packets sit
-//! in a preallocated descriptor pool (`slab`).
+//! Per class: one 32-byte record (its tag in V, its real-time cap tag, the wheel
+//! link, app, FIFO head and tail), aligned so a packet touches one cache line of
+//! it, within SENIC's budget of ~40 B per limiter. The tag in V is F, or S while
+//! the class waits for V (F = S + L / w_i is computed when it becomes eligible, at
+//! the rate it has then); the wheels keep their links there ([`Links`]), one link
+//! for all of them since a class waits on one wheel at a time, and derive the tick
+//! a class is filed at from the tag they order by, so none is stored. Beside it,
+//! the class map's entry ([`Classes`]). Packets sit in a preallocated descriptor
+//! pool (`slab`).
 //!
 //! What this holds, stated by [`approximation`]: caps in real time as above; with
 //! the classes that hold packets steady, each class within WF2Q+'s one packet of
@@ -237,15 +240,17 @@ impl Default for Config {
 }
 
 /// A leaf class's state, all that a packet of it touches in one 32-byte record
-/// (one cache line): F, the FIFO, and the link of whichever wheel holds the class (it
-/// waits on one at a time). S is needed only when the class is filed, so it is not
-/// kept.
+/// (one cache line): its tags, the FIFO, and the link of whichever wheel holds the
+/// class (it waits on one at a time).
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(32))]
 struct ClassState {
-    finish_v: u64,
-    /// The tick the class is filed at, on whichever wheel holds it.
-    tick: u64,
+    /// F, except while the class waits for V (ineligible): then S, and F is
+    /// computed when it becomes eligible.
+    tag_v: u64,
+    /// The real time its caps next allow a packet at (module docs), for a class
+    /// under a cap.
+    cap_t: u64,
     /// The next class in the same wheel slot.
     next: u32,
     app: u32,
@@ -254,24 +259,54 @@ struct ClassState {
 
 const _: () = assert!(std::mem::size_of::<ClassState>() == 32);
 
-impl Links for Vec<ClassState> {
-    #[inline]
-    fn next(&self, item: u32) -> u32 {
-        self[item as usize].next
-    }
-    #[inline]
-    fn set_next(&mut self, item: u32, next: u32) {
-        self[item as usize].next = next;
-    }
-    #[inline]
-    fn tick(&self, item: u32) -> u64 {
-        self[item as usize].tick
-    }
-    #[inline]
-    fn set_tick(&mut self, item: u32, tick: u64) {
-        self[item as usize].tick = tick;
-    }
+/// The class records as one kind of wheel sees them: each wheel derives the tick a
+/// class is filed at from the tag it orders by, so no record keeps a tick. That is
+/// sound because a class waits on one wheel at a time and its tag does not change
+/// while it waits, and because a wheel moves only items filed above its current
+/// tick (`WheelSlots` files a tick already passed at the current one, on its lowest
+/// level, which it never cascades).
+macro_rules! wheel_view {
+    ($(#[$doc:meta])* $name:ident, |$state:ident| $tick:expr) => {
+        $(#[$doc])*
+        struct $name<'a>(&'a mut [ClassState]);
+
+        impl Links for $name<'_> {
+            #[inline]
+            fn next(&self, item: u32) -> u32 {
+                self.0[item as usize].next
+            }
+            #[inline]
+            fn set_next(&mut self, item: u32, next: u32) {
+                self.0[item as usize].next = next;
+            }
+            #[inline]
+            fn tick(&self, item: u32) -> u64 {
+                let $state = &self.0[item as usize];
+                $tick
+            }
+            #[inline]
+            fn set_tick(&mut self, _item: u32, _tick: u64) {}
+        }
+    };
 }
+
+wheel_view!(
+    /// Eligible and urgent wheels: F, in ticks of 2^[`F_TICK_BITS`].
+    ByFinish,
+    |state| state.tag_v >> F_TICK_BITS
+);
+wheel_view!(
+    /// Ineligible wheels: S, rounded up to a byte-time so that no class becomes
+    /// eligible before S <= V.
+    ByStart,
+    |state| state.tag_v.div_ceil(1 << V_FRAC_BITS)
+);
+wheel_view!(
+    /// The parked wheel: the cap's real-time tag, rounded up to a byte-time so that
+    /// no class goes before its cap allows.
+    ByCap,
+    |state| state.cap_t.div_ceil(1 << V_FRAC_BITS)
+);
 
 /// The tenants of one priority: their virtual time and their classes' wheels.
 struct Band {
@@ -307,9 +342,6 @@ pub struct Wf2q {
     accounting: Accounting,
     slab: Slab,
     class: Vec<ClassState>,
-    /// Per class: the real time (T, in V units) its next packet may start at under
-    /// the caps above it; unused for a class under none.
-    cap_start_t: Vec<u64>,
     app_tenant: Vec<u16>,
     app_weight: Vec<u64>,
     app_max_bps: Vec<Option<u64>>,
@@ -445,7 +477,6 @@ impl Wf2q {
         Ok(Wf2q {
             link_bps,
             class: Vec::with_capacity(classes.capacity()),
-            cap_start_t: Vec::with_capacity(classes.capacity()),
             classes,
             accounting: Accounting::new(
                 policy,
@@ -712,9 +743,6 @@ impl Wf2q {
         if start_v <= v {
             return false;
         }
-        let len = self.head_len(class);
-        let cost = cost(len, self.fair_v_per_byte(class));
-        self.class[class].finish_v = start_v + cost;
         self.place::<LEVELS>(class, start_v, v, t);
         true
     }
@@ -728,7 +756,7 @@ impl Wf2q {
         if !self.app_capped[app] {
             return None;
         }
-        let mut at = self.cap_start_t[class];
+        let mut at = self.class[class].cap_t;
         if LEVELS {
             let tenant = usize::from(self.app_tenant[app]);
             if self.tenant_max_bps[tenant].is_some() {
@@ -742,20 +770,43 @@ impl Wf2q {
         self.slab.get(self.class[class].fifo.head).len_bytes
     }
 
-    /// Files a backlogged class by its new tags (S = `start_v`, F as stored) in its
-    /// band standing at `v`, at real time `t`.
+    /// Files a backlogged class whose head packet starts at S = `start_v` in its
+    /// band standing at `v`, at real time `t`: as eligible if V has reached S, else
+    /// by S until it has.
     #[inline]
     fn place<const LEVELS: bool>(&mut self, class: usize, start_v: u64, v: u64, t: u64) {
+        self.class[class].tag_v = start_v;
         if start_v <= v {
-            self.file_eligible::<LEVELS>(class as u32, t);
+            self.make_eligible::<LEVELS>(class as u32, t);
         } else {
-            // Rounded up, so a class never becomes eligible before S <= V.
-            let tick = start_v.div_ceil(1 << V_FRAC_BITS);
             let band = self.band_of(class);
+            let mut view = ByStart(&mut self.class);
+            let tick = view.tick(class as u32);
             self.bands[band]
                 .ineligible
-                .insert(&mut self.class, class as u32, tick);
+                .insert(&mut view, class as u32, tick);
         }
+    }
+
+    /// Tags a class that V has reached, its tag holding S, with F = S + L / w_i,
+    /// and files it.
+    #[inline]
+    fn make_eligible<const LEVELS: bool>(&mut self, class: u32, t: u64) {
+        let cost = cost(
+            self.head_len(class as usize),
+            self.fair_v_per_byte(class as usize),
+        );
+        self.class[class as usize].tag_v += cost;
+        self.file_eligible::<LEVELS>(class, t);
+    }
+
+    /// Parks `class` until real time reaches `at`.
+    #[inline]
+    fn park(&mut self, class: u32, at: u64) {
+        self.class[class as usize].cap_t = at;
+        let mut view = ByCap(&mut self.class);
+        let tick = view.tick(class);
+        self.parked.insert(&mut view, class, tick);
     }
 
     /// Files an eligible class by F, on its band's urgent wheel if its app is
@@ -765,18 +816,18 @@ impl Wf2q {
     #[inline]
     fn file_eligible<const LEVELS: bool>(&mut self, class: u32, t: u64) {
         if let Some(at) = self.cap_blocked::<LEVELS>(class as usize, t) {
-            let tick = at.div_ceil(1 << V_FRAC_BITS);
-            self.parked.insert(&mut self.class, class, tick);
+            self.park(class, at);
             return;
         }
         let band = self.band_of(class as usize);
-        let state = self.class[class as usize];
-        let tick = state.finish_v >> F_TICK_BITS;
+        let urgent = LEVELS && self.app_urgent[self.app_of(class as usize)];
+        let mut view = ByFinish(&mut self.class);
+        let tick = view.tick(class);
         let band = &mut self.bands[band];
-        if LEVELS && self.app_urgent[state.app as usize] {
-            band.urgent.insert(&mut self.class, class, tick);
+        if urgent {
+            band.urgent.insert(&mut view, class, tick);
         } else {
-            band.eligible.insert(&mut self.class, class, tick);
+            band.eligible.insert(&mut view, class, tick);
         }
     }
 
@@ -789,9 +840,9 @@ impl Wf2q {
             let v = self.bands[band].v;
             while let Some((class, _)) = self.bands[band]
                 .ineligible
-                .pop_expired(&mut self.class, v >> V_FRAC_BITS)
+                .pop_expired(&mut ByStart(&mut self.class), v >> V_FRAC_BITS)
             {
-                self.file_eligible::<LEVELS>(class, t);
+                self.make_eligible::<LEVELS>(class, t);
             }
             let b = &mut self.bands[band];
             let wheel = if LEVELS && !b.urgent.is_empty() {
@@ -807,7 +858,7 @@ impl Wf2q {
             };
             // Every eligible tick has expired at u64::MAX.
             let (class, _) = wheel
-                .pop_expired(&mut self.class, u64::MAX)
+                .pop_expired(&mut ByFinish(&mut self.class), u64::MAX)
                 .expect("not empty");
             let class = class as usize;
             if self.held_by_tenant::<LEVELS>(class, v, t) {
@@ -815,8 +866,7 @@ impl Wf2q {
             }
             // Its tenant's real-time start tag may have moved since it was filed.
             if let Some(at) = self.cap_blocked::<LEVELS>(class, t) {
-                let tick = at.div_ceil(1 << V_FRAC_BITS);
-                self.parked.insert(&mut self.class, class as u32, tick);
+                self.park(class as u32, at);
                 continue;
             }
             return Some(class);
@@ -837,7 +887,7 @@ impl Wf2q {
         self.advance_levels::<LEVELS>(app, packet.len_bytes, v, t);
         if self.app_capped[app] {
             let cost = cost(packet.len_bytes, self.cap_t_per_byte(class));
-            let start = &mut self.cap_start_t[class];
+            let start = &mut self.class[class].cap_t;
             *start = (*start).max(t.saturating_sub(CAP_CREDIT_BYTES << V_FRAC_BITS)) + cost;
         }
         let v = v + (u64::from(packet.len_bytes) << V_FRAC_BITS);
@@ -846,15 +896,11 @@ impl Wf2q {
             self.set_backlogged(class, false);
         } else {
             let v_per_byte = self.fair_v_per_byte(class);
-            let cost = cost(self.head_len(class), v_per_byte);
             let credit = ((LEVEL_CREDIT_BYTES as f64 * v_per_byte) as u64).min(COST_V_MAX);
-            let level_start_v = self.level_start::<LEVELS>(class);
-            let state = &mut self.class[class];
-            let start_v = state
-                .finish_v
-                .max(level_start_v)
+            let start_v = self.class[class]
+                .tag_v
+                .max(self.level_start::<LEVELS>(class))
                 .max(v.saturating_sub(credit));
-            state.finish_v = start_v + cost;
             self.place::<LEVELS>(class, start_v, v, t);
         }
         Frame::whole(packet)
@@ -865,7 +911,10 @@ impl Wf2q {
     #[inline]
     fn dequeue_with<const LEVELS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
         let t = self.t_at(now_ns);
-        while let Some((class, _)) = self.parked.pop_expired(&mut self.class, t >> V_FRAC_BITS) {
+        while let Some((class, _)) = self
+            .parked
+            .pop_expired(&mut ByCap(&mut self.class), t >> V_FRAC_BITS)
+        {
             // A class is parked only when eligible, and V only grows.
             self.file_eligible::<LEVELS>(class, t);
         }
@@ -887,20 +936,13 @@ impl Wf2q {
     }
 
     /// Tags `class`, just backlogged at `now_ns`, and files it.
-    fn start<const LEVELS: bool>(&mut self, now_ns: u64, class: usize, len_bytes: u32) {
+    fn start<const LEVELS: bool>(&mut self, now_ns: u64, class: usize) {
         self.set_backlogged(class, true);
-        let band = self.band_of(class);
-        let v = self.bands[band].v;
-        let cost = cost(len_bytes, self.fair_v_per_byte(class));
-        let level_start_v = self.level_start::<LEVELS>(class);
+        let v = self.bands[self.band_of(class)].v;
         let t = self.t_at(now_ns);
-        if self.app_capped[self.app_of(class)] {
-            let start = &mut self.cap_start_t[class];
-            *start = (*start).max(t);
-        }
         let state = &mut self.class[class];
-        let start_v = state.finish_v.max(v).max(level_start_v);
-        state.finish_v = start_v + cost;
+        state.cap_t = state.cap_t.max(t);
+        let start_v = state.tag_v.max(v).max(self.level_start::<LEVELS>(class));
         self.place::<LEVELS>(class, start_v, v, t);
     }
 }
@@ -925,22 +967,21 @@ impl Enforcer for Wf2q {
                 packet.app.0
             };
             self.class.push(ClassState {
-                finish_v: 0,
-                tick: 0,
+                tag_v: 0,
+                cap_t: 0,
                 next: slab::NIL,
                 app,
                 fifo: List::EMPTY,
             });
-            self.cap_start_t.push(0);
         }
         let index = self.slab.insert(packet).expect("checked not full");
         let was_idle = self.class[class].fifo.is_empty();
         self.class[class].fifo.push_back(&mut self.slab, index);
         if was_idle {
             if self.has_levels() {
-                self.start::<true>(now_ns, class, packet.len_bytes);
+                self.start::<true>(now_ns, class);
             } else {
-                self.start::<false>(now_ns, class, packet.len_bytes);
+                self.start::<false>(now_ns, class);
             }
         }
         Ok(())
