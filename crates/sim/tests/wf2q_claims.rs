@@ -192,3 +192,39 @@ fn a_priority_tenant_leaves_the_weights_below_it_intact() {
         }
     }
 }
+
+/// What a UDP app leaves of its tenant's share goes to its bulk sibling, although
+/// it holds a packet now and then: tagged at the rate of the moment when it became
+/// eligible (a dequeue, which often follows a datagram's arrival), the bulk app got
+/// 3.2 of its 4.5 Gbit/s.
+#[test]
+fn an_app_sending_below_its_share_leaves_the_rest_to_its_sibling() {
+    let s = run("policy:
+  link: { rate: 10Gbit }
+  tenants:
+    - name: t
+      apps:
+        - { name: a, match: { proto: udp } }
+        - { name: b }
+    - { name: u }
+duration: 2s
+interval: 500ms
+traffic:
+  - { tenant: t, app: a, kind: udp, rate: 500Mbit }
+  - { tenant: t, app: b, kind: bulk }
+  - { tenant: u, kind: bulk }
+");
+    for t in &s.tenants {
+        assert_near_ideal(t, promised());
+        for a in &t.apps {
+            assert!(
+                (a.throughput_bps / a.ideal_bps - 1.0).abs() <= promised(),
+                "{}/{}: {} against {}",
+                t.name,
+                a.name,
+                a.throughput_bps,
+                a.ideal_bps
+            );
+        }
+    }
+}
