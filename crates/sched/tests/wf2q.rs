@@ -627,6 +627,42 @@ tenants:
     assert!(!all.contains("weight factor"), "{all}");
 }
 
+/// Guarantees are not enforced, so the share error `check` states grows by what
+/// ignoring them moves a tenant's share: 10 Gbit/s, a with a 4 Gbit/s guarantee
+/// beside b, both weight 1: the ideal is 7 and 3, `wf2q` gives 5 and 5 (b +67%).
+#[test]
+fn check_counts_ignored_guarantees_in_the_share_error() {
+    let p = policy(
+        "
+link: { rate: 10Gbit }
+tenants:
+  - { name: a, min_rate: 4Gbit }
+  - { name: b }
+",
+    );
+    let a = sched::approximation("wf2q", &p).unwrap();
+    let error = a.share_error_max.unwrap();
+    assert!((error - (0.01 + 2.0 / 3.0)).abs() < 1e-9, "{error}");
+    assert!(
+        a.ignored
+            .iter()
+            .any(|l| l.starts_with("a: min_rate 4Gbit") && l.contains("66.7%")),
+        "{a:?}"
+    );
+    // And the run gives what the sentence says.
+    let mut wf2q = sched::build("wf2q", &p).unwrap();
+    let duration_ns = 20_000_000;
+    let run = drive_link(
+        &p,
+        wf2q.as_mut(),
+        &[backlogged(0), backlogged(1)],
+        0,
+        duration_ns,
+    );
+    let b = rate_bps(run.app_bytes[1], duration_ns);
+    assert!((b / 5e9 - 1.0).abs() < 0.01, "b {b}");
+}
+
 #[test]
 fn a_backlogged_priority_app_takes_its_tenants_share_and_no_more() {
     let p = policy(PRIO_PROBE);
