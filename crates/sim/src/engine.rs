@@ -33,9 +33,7 @@
 use crate::events::{Event, EventQueue};
 use crate::host::HostModel;
 use crate::ring::{Fate, Post, TxRing};
-use policy::wire::{
-    UDP_HEADER_BYTES, bulk_send_bytes_capped, serialisation_ns, tcp_wire_bytes,
-};
+use policy::wire::{UDP_HEADER_BYTES, bulk_send_bytes_capped, serialisation_ns, tcp_wire_bytes};
 use policy::{AppId, Scenario, TenantId, TrafficKind};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -63,10 +61,9 @@ impl SenderKind {
     /// its flows capped at `cap_bps` on their way out.
     pub(crate) fn of(kind: &TrafficKind, mtu_bytes: u32, cap_bps: u64) -> (SenderKind, u32) {
         match *kind {
-            TrafficKind::Bulk { .. } => (
-                SenderKind::Bulk,
-                bulk_send_bytes_capped(mtu_bytes, cap_bps),
-            ),
+            TrafficKind::Bulk { .. } => {
+                (SenderKind::Bulk, bulk_send_bytes_capped(mtu_bytes, cap_bps))
+            }
             TrafficKind::Udp {
                 rate_bps,
                 size_bytes,
