@@ -203,20 +203,6 @@ impl Policy {
     }
 
     /// The app named `name` of `tenant`.
-    /// The lowest cap on one flow of `app`'s path out of the host: its link, its
-    /// tenant's and app's `max_rate`, its split class's.
-    pub fn flow_cap_bps(&self, app: AppId) -> u64 {
-        let app = self.app(app);
-        [
-            self.tenant(app.tenant).max_rate_bps,
-            app.max_rate_bps,
-            app.split.as_ref().map(|split| split.max_rate_bps),
-        ]
-        .into_iter()
-        .flatten()
-        .fold(self.link.rate_bps, u64::min)
-    }
-
     pub fn app_by_name(&self, tenant: TenantId, name: &str) -> Option<AppId> {
         self.tenant(tenant)
             .apps

@@ -22,19 +22,6 @@ pub fn bulk_send_bytes(mtu_bytes: u32) -> u32 {
     (TSO_BYTES_MAX / mtu_bytes).max(1) * mtu_bytes
 }
 
-/// Bytes of one TSO send of a bulk flow that can go at most `cap_bps`: Linux
-/// sizes a send by the flow's pacing rate, about 1 ms of it in whole segments
-/// (`tcp_tso_autosize`), up to [`bulk_send_bytes`]. A capped flow's pacing rate
-/// settles near its cap, so its sends are what the cap carries in 1 ms, and at
-/// least one segment: Linux's floor is two (`tcp_min_tso_segs`), but a cap of a
-/// few kbit/s would then pass two frames where one is its whole budget for
-/// seconds, and the lab's frames are one segment each.
-pub fn bulk_send_bytes_capped(mtu_bytes: u32, cap_bps: u64) -> u32 {
-    let full = bulk_send_bytes(mtu_bytes) / mtu_bytes;
-    let segments = (bytes_in(cap_bps, 1_000_000) / u64::from(mtu_bytes)).clamp(1, u64::from(full));
-    segments as u32 * mtu_bytes
-}
-
 /// Bytes that `rate_bps` carries in `ns`, rounded down: the inverse of
 /// [`serialisation_ns`].
 pub fn bytes_in(rate_bps: u64, ns: u64) -> u64 {
@@ -58,11 +45,6 @@ mod tests {
         assert_eq!(tcp_wire_bytes(16_384, 1500), 16_384 + 12 * 52);
         assert_eq!(bulk_send_bytes(1500), 43 * 1500);
         assert_eq!(bulk_send_bytes(9000), 7 * 9000);
-        // 1 ms of the cap in whole segments, one at least, a full send at most.
-        assert_eq!(bulk_send_bytes_capped(1500, 10_000), 1500);
-        assert_eq!(bulk_send_bytes_capped(1500, 100_000_000), 8 * 1500);
-        assert_eq!(bulk_send_bytes_capped(1500, 10_000_000_000), 43 * 1500);
-        assert_eq!(bulk_send_bytes_capped(1500, u64::MAX), 43 * 1500);
     }
 
     #[test]
