@@ -1,0 +1,353 @@
+//! Sim and lab agree, or say why (issue 25): generated one-host scenarios within
+//! the lab's range, and one across hosts, run in both worlds under the same
+//! enforcers, each tenant's (each flow's) mean throughput over the settled
+//! intervals held within [`TOLERANCE`] of the other world's, as a share of its
+//! ideal. The cases where the worlds cannot agree are named in
+//! docs/results/lab.md ("Where sim and lab agree"), with the condition that
+//! keeps them out of the generator here.
+//!
+//! Each lab run costs its duration in wall time (about 110 s in all). It needs
+//! root and iperf3; without them it fails in CI and, elsewhere, says why and
+//! passes.
+
+mod common;
+
+use common::{assert_nothing_left, our_namespaces};
+use lab::LabOptions;
+use policy::{AnyScenario, HostsScenario, Scenario};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::fmt::Write as _;
+use std::path::Path;
+
+const PROGRAMS: [(&str, &str); 2] = [("iperf3", "--version"), ("ethtool", "--version")];
+
+/// How far a tenant's mean in the lab may be from the simulator's, as a
+/// fraction of the tenant's ideal: the issue's bar. Of the ideal rather than of
+/// the link because the ideal is what both worlds are judged by (`rel_error`):
+/// within 5% of the ideal of each other, the worlds give the same verdict at a
+/// 5% bar whatever the tenant's size; a share of the link would let a small
+/// tenant's figures differ by half and still pass.
+const TOLERANCE: f64 = 0.05;
+/// The one-host scenarios' link. The lab holds 1 Gbit/s on an idle 2-core
+/// machine (docs/results/lab.md); at 200 Mbit/s, beside other sessions' builds,
+/// the engine fell behind in one run in four (the `engine` check).
+const LINK_MBIT: u64 = 100;
+/// Intervals that start before this are TCP's start and the rate limiters'
+/// first bursts, in both worlds.
+const SETTLED_NS: u64 = 1_500_000_000;
+/// The enforcers every generated scenario runs under: the software schedulers
+/// and one under the multiqueue NIC model.
+const ENFORCERS: [&str; 4] = ["valve", "wf2q", "htb", "tonic"];
+/// Generated one-host scenarios, and the seed they are drawn from.
+const CASES: u64 = 3;
+const SEED: u64 = 20261123;
+
+/// A one-host scenario as a user would write it, within the lab's range: 2-4
+/// tenants of weights 1-4, some with a guarantee or a cap, each with bulk TCP
+/// (1-4 flows) or one UDP flow below its share. What is kept out, and why, is in
+/// docs/results/lab.md: a UDP flow above what its tenant gets beside TCP (the
+/// enforcer drops its excess where the simulator's socket holds it back, and
+/// the TCP neighbours meet those drops differently), and an rpc (the lab's round
+/// trip is not the model's, defect 12).
+fn generated(case: u64) -> String {
+    let mut rng = ChaCha8Rng::seed_from_u64(SEED ^ case);
+    let tenants = rng.random_range(2..=4usize);
+    let link = LINK_MBIT;
+    let mut yaml = format!(
+        "name: agreement-{case}\npolicy:\n  link: {{ rate: {link}Mbit, queues: 4 }}\n  tenants:\n"
+    );
+    let weights: Vec<u64> = (0..tenants).map(|_| rng.random_range(1..=4u64)).collect();
+    let total: u64 = weights.iter().sum();
+    let mut traffic = String::new();
+    for (t, &weight) in weights.iter().enumerate() {
+        let envelope = match rng.random_range(0..3u32) {
+            0 => format!(
+                ", min_rate: {}Mbit",
+                link * rng.random_range(10..=30u64) / 100
+            ),
+            1 => format!(
+                ", max_rate: {}Mbit",
+                link * rng.random_range(15..=40u64) / 100
+            ),
+            _ => String::new(),
+        };
+        writeln!(
+            yaml,
+            "    - {{ name: t{t}, weight: {weight}, cores: [{}]{envelope} }}",
+            t % 4
+        )
+        .unwrap();
+        // A UDP flow asks for 30-80% of its tenant's share by weight alone,
+        // and of its cap, so that it is never what the enforcer drops.
+        if rng.random_range(0..2u32) == 0 {
+            let share = link * weight / total;
+            let share = envelope
+                .strip_prefix(", max_rate: ")
+                .and_then(|cap| cap.trim_end_matches("Mbit").parse::<u64>().ok())
+                .map_or(share, |cap| share.min(cap));
+            let rate = (share * rng.random_range(30..=80u64) / 100).max(1);
+            writeln!(
+                traffic,
+                "  - {{ name: t{t}-udp, tenant: t{t}, kind: udp, rate: {rate}Mbit }}"
+            )
+            .unwrap();
+        } else {
+            let flows = rng.random_range(1..=4u32);
+            writeln!(
+                traffic,
+                "  - {{ name: t{t}-bulk, tenant: t{t}, kind: bulk, flows: {flows} }}"
+            )
+            .unwrap();
+        }
+    }
+    yaml + "duration: 4s\ninterval: 500ms\ntraffic:\n" + &traffic
+}
+
+/// Per tenant: its mean throughput and mean ideal over the intervals settled in
+/// `record` in which it is active.
+fn settled_means(record: &report::RunRecord) -> Vec<(f64, f64)> {
+    (0..record.tenants.len())
+        .map(|t| {
+            let settled: Vec<_> = record
+                .intervals
+                .iter()
+                .filter(|i| i.steady && i.start_ns >= SETTLED_NS && i.tenant_active(t))
+                .collect();
+            let n = settled.len().max(1) as f64;
+            (
+                settled
+                    .iter()
+                    .map(|i| record.tenant_throughput_bps(i, t))
+                    .sum::<f64>()
+                    / n,
+                settled.iter().map(|i| i.tenant_ideal_bps(t)).sum::<f64>() / n,
+            )
+        })
+        .collect()
+}
+
+/// A lab run of `scenario` in which the engine kept up with the link, or `None`
+/// if it fell behind three times: on the shared 2-core machine a burst of other work
+/// can leave the link idle while frames wait (the `engine` check), which lowers
+/// every tenant alike and says nothing of the enforcer. Nothing is left behind.
+fn kept_up(scenario: &Scenario, enforcer: &str) -> Option<report::RunRecord> {
+    (0..3).find_map(|_| {
+        let before = our_namespaces();
+        let record = lab::run(scenario, enforcer, &LabOptions::default(), &mut |_| {})
+            .unwrap_or_else(|e| panic!("{enforcer}: {e}"));
+        assert_nothing_left(&before);
+        let engine = record.checks.iter().find(|c| c.name == "engine");
+        if let Some(behind) = engine.filter(|c| !c.ok) {
+            eprintln!("{enforcer}: run again: {}", behind.detail);
+            return None;
+        }
+        Some(record)
+    })
+}
+
+/// Where the lab and the simulator differ by more than [`TOLERANCE`] of a
+/// tenant's ideal, one line each; every comparison is printed.
+fn disagreements(
+    what: &str,
+    names: &[String],
+    sim: &[(f64, f64)],
+    lab: &[(f64, f64)],
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (name, (s, l)) in names.iter().zip(sim.iter().zip(lab)) {
+        let ideal = s.1;
+        let gap = (l.0 - s.0).abs() / ideal;
+        let line = format!(
+            "{what}, {name}: lab {:.2} Mbit/s, sim {:.2}, ideal {:.2}: {:.1}% of the ideal apart",
+            l.0 / 1e6,
+            s.0 / 1e6,
+            ideal / 1e6,
+            100.0 * gap
+        );
+        eprintln!("{line}");
+        if gap.is_nan() || gap > TOLERANCE {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+#[test]
+fn generated_one_host_scenarios_agree_in_sim_and_lab_within_5_percent_of_the_ideal() {
+    if !common::runnable(
+        "generated_one_host_scenarios_agree_in_sim_and_lab_within_5_percent_of_the_ideal",
+        &PROGRAMS,
+    ) {
+        return;
+    }
+    let mut failed = Vec::new();
+    for case in 0..CASES {
+        let yaml = generated(case);
+        eprintln!("case {case}:\n{yaml}");
+        let scenario: Scenario = policy::parse_scenario(
+            &yaml,
+            "agreement.yaml",
+            Path::new("."),
+            &lab::enforcer_names(),
+        )
+        .unwrap_or_else(|e| panic!("case {case} is a valid scenario: {e}\n{yaml}"));
+        let names: Vec<String> = scenario
+            .policy
+            .tenants
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        for enforcer in ENFORCERS {
+            let simulated = sim::run(&scenario, enforcer, sim::HostModel::default(), &mut |_| {})
+                .unwrap_or_else(|e| panic!("{enforcer}: {e}"));
+            let measured = kept_up(&scenario, enforcer).unwrap_or_else(|| {
+                panic!("case {case}, {enforcer}: the engine fell behind three times")
+            });
+            // A run whose own checks fail has figures nobody vouches for: that
+            // is a failure of the lab, not a disagreement to excuse.
+            for check in &measured.checks {
+                assert!(check.ok, "case {case}, {enforcer}: {check:?}\n{yaml}");
+            }
+            failed.extend(disagreements(
+                &format!("case {case}, {enforcer}"),
+                &names,
+                &settled_means(&simulated),
+                &settled_means(&measured),
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "sim and lab disagree:\n{}",
+        failed.join("\n")
+    );
+}
+
+/// Per traffic: its mean delivered rate over the settled intervals of the
+/// phase from `from_ns` to `to_ns` (intervals starting from half-way on).
+fn phase_means(
+    scenario: &HostsScenario,
+    record: &report::HostsRecord,
+    from_ns: u64,
+    to_ns: u64,
+) -> Vec<f64> {
+    let half = from_ns + (to_ns - from_ns) / 2;
+    let intervals: Vec<usize> = (0..record.delivered_bytes[0].len())
+        .filter(|&k| {
+            let start = k as u64 * scenario.interval_ns;
+            start >= half && start + scenario.interval_ns <= to_ns
+        })
+        .collect();
+    assert!(!intervals.is_empty(), "no settled interval");
+    let interval_s = scenario.interval_ns as f64 / 1e9;
+    record
+        .delivered_bytes
+        .iter()
+        .map(|flow| {
+            intervals
+                .iter()
+                .map(|&k| flow[k] as f64 * 8.0 / interval_s)
+                .sum::<f64>()
+                / intervals.len() as f64
+        })
+        .collect()
+}
+
+#[test]
+fn a_flow_and_a_flood_of_one_vm_across_hosts_agree_in_sim_and_lab_within_5_percent() {
+    if !common::runnable(
+        "a_flow_and_a_flood_of_one_vm_across_hosts_agree_in_sim_and_lab_within_5_percent",
+        &PROGRAMS,
+    ) {
+        return;
+    }
+    // scenarios/picnic/held-pair.yaml at the lab's 1/80, its phases shortened:
+    // a→c alone (c's envelope), with b→c (c's envelope shared), then with b's
+    // UDP flood to d beside b→c (b's envelope split between its receivers).
+    // The engine's per-app buffer is the simulator's 1000 packets: at the lab's
+    // default 128 the flood fills b's and the TCP flow loses there, which the
+    // simulator's never does (defect 13, docs/results/lab.md).
+    let yaml = r#"
+name: agreement-across-hosts
+duration: 12s
+interval: 500ms
+hosts:
+  - name: h1
+    policy: { link: { rate: 250Mbit }, tenants: [ { name: a, max_rate: 150Mbit } ] }
+  - name: h2
+    policy: { link: { rate: 250Mbit }, tenants: [ { name: b, min_rate: 50Mbit, max_rate: 75Mbit } ] }
+  - name: h3
+    policy:
+      link: { rate: 250Mbit }
+      tenants:
+        - { name: c, ingress: { min_rate: 25Mbit, max_rate: 100Mbit } }
+        - { name: d }
+traffic:
+  - { name: a-c, tenant: a, to: c, kind: bulk, start: 0s }
+  - { name: b-c, tenant: b, to: c, kind: bulk, start: 3s }
+  - { name: b-d, tenant: b, to: d, kind: udp, rate: 100Mbit, start: 6s }
+"#;
+    let AnyScenario::Hosts(scenario) = policy::parse_any_scenario(
+        yaml,
+        "agreement.yaml",
+        Path::new("."),
+        &lab::enforcer_names(),
+    )
+    .expect("valid scenario") else {
+        panic!("a scenario across hosts");
+    };
+    let before = our_namespaces();
+    let mut options = LabOptions::default();
+    options.qdisc.class_packets = sim::HostModel::default().limits.class_packets;
+    let run = lab::hosts::run(&scenario, "picnic-wc", &options, &mut |_| {})
+        .unwrap_or_else(|e| panic!("picnic-wc: {e}"));
+    assert_nothing_left(&before);
+    let (summary, _) =
+        report::summarise_hosts(&scenario, &run.record, &report::measure::RpcPath::default());
+    for check in summary.checks.iter().chain(&run.checks) {
+        assert!(check.ok, "{check:?}");
+    }
+    let simulated = sim::run_hosts(
+        &scenario,
+        "picnic-wc",
+        sim::HostModel::default(),
+        &mut |_| {},
+    )
+    .expect("picnic-wc builds");
+    let names: Vec<String> = scenario
+        .traffic
+        .iter()
+        .map(|t| t.traffic.name.clone())
+        .collect();
+    // Per phase: its span in s and each running flow's ideal in Mbit/s
+    // (`nicsched explain scenarios/picnic/held-pair.yaml`, at 1/80).
+    let phases: [(u64, u64, &[f64]); 3] = [
+        (0, 3, &[100.0]),
+        (3, 6, &[50.0, 50.0]),
+        (6, 12, &[62.5, 37.5, 37.5]),
+    ];
+    let mut failed = Vec::new();
+    for (from_s, to_s, ideal_mbit) in phases {
+        let (from, to) = (from_s * 1_000_000_000, to_s * 1_000_000_000);
+        let running = ideal_mbit.len();
+        let with_ideal = |rates: Vec<f64>| -> Vec<(f64, f64)> {
+            rates
+                .into_iter()
+                .zip(ideal_mbit)
+                .map(|(rate, ideal)| (rate, ideal * 1e6))
+                .collect()
+        };
+        failed.extend(disagreements(
+            &format!("phase {from_s}-{to_s} s"),
+            &names[..running],
+            &with_ideal(phase_means(&scenario, &simulated, from, to)),
+            &with_ideal(phase_means(&scenario, &run.record, from, to)),
+        ));
+    }
+    assert!(
+        failed.is_empty(),
+        "sim and lab disagree:\n{}",
+        failed.join("\n")
+    );
+}
