@@ -242,10 +242,12 @@ enum Command {
         /// the engine in front of the software schedulers (`wf2q`, `valve`, `htb`,
         /// `wheel`, `picnic`, `picnic-wc`, `picnic-bps`, `fairnic`), which replace the qdiscs: as HTB's leaves each have a
         /// qdisc of their own. A packet beyond it is dropped and counted against its tenant.
+        /// Default: 128 on one host; across hosts the simulator's 1000, since a flood
+        /// the wheel lets hold its horizon would fill 128 and refuse a TCP flow of
+        /// the same app (docs/results/lab.md, "Where sim and lab agree").
         #[arg(long, visible_alias = "tenant-limit", value_name = "PACKETS",
-              default_value_t = lab::LAB_HOST_LIMITS.class_packets,
               value_parser = clap::value_parser!(u32).range(1..=HOST_LIMIT_PACKETS_MAX))]
-        class_limit: u32,
+        class_limit: Option<u32>,
         /// Run the meter and the latency probes (sockperf, memcached) at normal
         /// priority. By default they run at SCHED_FIFO 10, so that on a machine
         /// with few cores they do not wait behind the bulk senders and latency
@@ -566,12 +568,13 @@ fn main() -> ExitCode {
             &enforcers,
             out,
             link_rate,
+            class_limit.is_some(),
             lab::LabOptions {
                 keep,
                 realtime: !no_realtime,
                 qdisc: sched::HostLimits {
                     queue_packets: queue_limit,
-                    class_packets: class_limit,
+                    class_packets: class_limit.unwrap_or(lab::LAB_HOST_LIMITS.class_packets),
                 },
                 engine_threads: usize::from(engine_threads),
                 ..lab::LabOptions::default()
@@ -1538,7 +1541,8 @@ fn run_lab(
     enforcers: &[String],
     out: Option<PathBuf>,
     link_rate: Option<u64>,
-    options: lab::LabOptions,
+    class_limit_asked: bool,
+    mut options: lab::LabOptions,
     printing: Printing,
     live: LiveAsked,
 ) -> Result<(), Failure> {
@@ -1552,6 +1556,9 @@ fn run_lab(
                     "{}: {flag} watches one-host runs only; this scenario runs across hosts (`hosts:`): leave {flag} out",
                     path.display()
                 )));
+            }
+            if !class_limit_asked {
+                options.qdisc.class_packets = sched::HostLimits::LINUX.class_packets;
             }
             return lab_hosts(path, scenario, enforcers, out, link_rate, options, printing);
         }
