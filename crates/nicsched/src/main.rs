@@ -567,8 +567,10 @@ fn main() -> ExitCode {
             &scenario,
             &enforcers,
             out,
-            link_rate,
-            class_limit.is_some(),
+            LabAsked {
+                link_rate,
+                class_limit,
+            },
             lab::LabOptions {
                 keep,
                 realtime: !no_realtime,
@@ -1536,12 +1538,19 @@ impl LiveAsked {
     }
 }
 
+/// What `nicsched lab` was asked on its command line that depends on the world:
+/// the link rate, and the per-app buffer (`--class-limit`; its default differs
+/// across hosts).
+struct LabAsked {
+    link_rate: Option<u64>,
+    class_limit: Option<u32>,
+}
+
 fn run_lab(
     path: &Path,
     enforcers: &[String],
     out: Option<PathBuf>,
-    link_rate: Option<u64>,
-    class_limit_asked: bool,
+    asked: LabAsked,
     mut options: lab::LabOptions,
     printing: Printing,
     live: LiveAsked,
@@ -1557,14 +1566,23 @@ fn run_lab(
                     path.display()
                 )));
             }
-            if !class_limit_asked {
+            if asked.class_limit.is_none() {
                 options.qdisc.class_packets = sched::HostLimits::LINUX.class_packets;
             }
-            return lab_hosts(path, scenario, enforcers, out, link_rate, options, printing);
+            return lab_hosts(
+                path,
+                scenario,
+                enforcers,
+                out,
+                asked.link_rate,
+                options,
+                printing,
+            );
         }
     };
-    let link_rate_bps =
-        link_rate.unwrap_or_else(|| scenario.policy.link.rate_bps.min(LAB_LINK_RATE_BPS_DEFAULT));
+    let link_rate_bps = asked
+        .link_rate
+        .unwrap_or_else(|| scenario.policy.link.rate_bps.min(LAB_LINK_RATE_BPS_DEFAULT));
     let scenario = scenario.scaled_to_link_rate(link_rate_bps);
     lab::transmit_ring_supported(&scenario)
         .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
