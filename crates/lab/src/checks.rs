@@ -370,6 +370,89 @@ fn rpc_offered(scenario: &Scenario, i: usize, asked_bps: f64, sent: &RpcSent) ->
     }
 }
 
+/// The share of a closed-loop rpc's round trips that stands for its path without
+/// the enforcer's queueing: the fastest 1%. The mean or median under load holds
+/// that queueing, and by Little's law gives back exactly what the rpc got, which
+/// would excuse an enforcer that starves it; the minimum is one sample, and one
+/// may beat any real round trip (the engine sends up to 100 µs ahead of the
+/// emulated link).
+pub const FAST_ROUND_TRIP_QUANTILE: f64 = 0.01;
+/// Round trips a closed-loop rpc needs before its fastest 1% stand for its path:
+/// enough that the quantile lies above at least one faster sample.
+pub const FAST_ROUND_TRIPS_MIN: u64 = 200;
+
+/// `rpc-round-trip`: what each closed-loop rpc could ask at the round trips its
+/// path allowed in this run. The model's demand is `concurrency` responses per
+/// unloaded round trip ([`measure::closed_loop_round_trip_ns`]: 25 µs and the
+/// response's serialisation); the lab's path is software (namespaces, wake-ups,
+/// the programs) and takes longer. Where the demand at the fastest round trips
+/// the rpc saw ([`FAST_ROUND_TRIP_QUANTILE`] of `latency`, the record's
+/// histograms) is below what `demands` holds for it, `demands` takes it and the
+/// check names the rpc, both round trips and both demands. It passes either way:
+/// the ideal is then judged at what the rpc could ask here.
+pub fn rpc_round_trip(
+    scenario: &Scenario,
+    latency: &[report::LatencyRecord],
+    demands: &mut Demands,
+) -> Check {
+    let link = &scenario.policy.link;
+    let mut lines = Vec::new();
+    for (i, t) in scenario.traffic.iter().enumerate() {
+        let TrafficKind::Rpc {
+            response_bytes,
+            concurrency,
+            rate_per_s: None,
+            ..
+        } = t.kind
+        else {
+            continue;
+        };
+        let Some(histogram) = latency
+            .iter()
+            .find(|l| l.traffic == t.name)
+            .map(|l| &l.histogram_ns)
+            .filter(|h| h.len() >= FAST_ROUND_TRIPS_MIN)
+        else {
+            lines.push(format!(
+                "{}: not compared: fewer than {FAST_ROUND_TRIPS_MIN} round trips recorded; the ideal keeps the model's demand",
+                t.name
+            ));
+            continue;
+        };
+        let fast_ns = histogram.value_at_quantile(FAST_ROUND_TRIP_QUANTILE);
+        let model_ns =
+            measure::closed_loop_round_trip_ns(response_bytes, link, &measure::RpcPath::default());
+        let reachable_bps = measure::closed_loop_demand_bps(response_bytes, link, fast_ns);
+        let connections = f64::from(concurrency);
+        let mut line = format!(
+            "{}: fastest 1% of {} round trips {:.1} µs, the model's {:.1} µs: {concurrency} connections of {response_bytes} B responses could ask {}",
+            t.name,
+            histogram.len(),
+            fast_ns as f64 / 1e3,
+            model_ns as f64 / 1e3,
+            report::rate_text(reachable_bps * connections),
+        );
+        if reachable_bps < demands.bps[i] {
+            line += &format!(
+                ", not the {} the ideal assumed; the ideal uses {}",
+                report::rate_text(demands.bps[i] * connections),
+                report::rate_text(reachable_bps * connections)
+            );
+            demands.bps[i] = reachable_bps;
+        } else {
+            line += &format!(
+                ", at least the {} the ideal assumed",
+                report::rate_text(demands.bps[i] * connections)
+            );
+        }
+        lines.push(line);
+    }
+    if lines.is_empty() {
+        lines.push("not compared: no closed-loop rpc in the scenario".into());
+    }
+    Check::new("rpc-round-trip", true, lines.join("; "))
+}
+
 /// What a lab run saw, beside its record.
 pub struct Observed<'a> {
     pub plans: &'a [TrafficPlan],
@@ -406,12 +489,14 @@ pub fn lab_checks(scenario: &Scenario, record: &mut RunRecord, seen: &Observed) 
     }
     let rpc_sent: Vec<Option<Result<RpcSent, String>>> =
         seen.plans.iter().map(|p| rpc_sent(scenario, p)).collect();
-    let (demand, demands) = offered_demand(scenario, &asked, &offered, &rpc_sent);
+    let (demand, mut demands) = offered_demand(scenario, &asked, &offered, &rpc_sent);
+    let round_trip = rpc_round_trip(scenario, &record.latency, &mut demands);
     ideal_at_offered(scenario, record, &asked, &demands);
     let mut checks = vec![
         meter_vs_programs(scenario, &seen.metered.traffic_app_payload_bytes, &counts),
         app_attribution(scenario, &seen.metered.traffic_app_bytes),
         demand,
+        round_trip,
         undeclared(scenario, seen.metered),
     ];
     match seen.engine {
@@ -1037,6 +1122,82 @@ traffic:
                 .detail
                 .starts_with("not compared")
         );
+    }
+
+    fn closed_rpc_scenario() -> Scenario {
+        policy::parse_scenario(
+            "policy:
+  link: { rate: 1Gbit }
+  tenants:
+    - name: t
+      apps:
+        - { name: rpc, priority: 0, match: { proto: tcp, ports: [11111] } }
+        - { name: bulk, priority: 1 }
+duration: 4s
+traffic:
+  - { name: rpc, tenant: t, app: rpc, kind: rpc, request: 1KiB, response: 1KiB, concurrency: 4 }
+  - { name: bulk, tenant: t, app: bulk, kind: bulk, flows: 2 }
+",
+            "s.yaml",
+            Path::new("."),
+            &crate::enforcer_names(),
+        )
+        .unwrap()
+    }
+
+    /// A histogram of `count` round trips of `rtt_ns` each, and one of `lucky_ns`.
+    fn round_trips(count: u64, rtt_ns: u64, lucky_ns: u64) -> Vec<report::LatencyRecord> {
+        let mut histogram =
+            hdrhistogram::Histogram::new_with_bounds(1, 100_000_000_000, 3).unwrap();
+        histogram.record_n(rtt_ns, count).unwrap();
+        histogram.record(lucky_ns).unwrap();
+        vec![report::LatencyRecord {
+            traffic: "rpc".into(),
+            histogram_ns: histogram,
+        }]
+    }
+
+    #[test]
+    fn a_closed_loop_rpc_is_judged_at_the_demand_its_fastest_round_trips_allow() {
+        let s = closed_rpc_scenario();
+        let asked = report::measure::asked_demands_bps(&s, &Default::default());
+        let demands = |asked: &[f64]| Demands {
+            bps: asked.to_vec(),
+            start_ns: vec![0, 0],
+        };
+        // 1 KiB of payload is 1076 B at L3 (8608 bits); the model's round trip is
+        // 25 µs and its 8.6 µs on the link, so four connections ask more than the link.
+        assert!((asked[0] - 8608.0 / 33.608e-6).abs() < 1.0, "{asked:?}");
+
+        // 200 µs in the lab (the histogram's 200.1), and one lucky round trip of
+        // 1 µs that does not count.
+        let mut slow = demands(&asked);
+        let check = rpc_round_trip(&s, &round_trips(999, 200_000, 1_000), &mut slow);
+        assert!(check.ok);
+        assert_eq!(
+            check.detail,
+            "rpc: fastest 1% of 1000 round trips 200.1 µs, the model's 33.6 µs: 4 connections of 1024 B responses could ask 172.1 Mbit/s, not the 1.025 Gbit/s the ideal assumed; the ideal uses 172.1 Mbit/s"
+        );
+        assert!((slow.bps[0] / (8608.0 / 200e-6) - 1.0).abs() < 1e-3);
+        assert_eq!(slow.bps[1], asked[1]);
+
+        // At the model's round trip the ideal keeps the model's demand.
+        let mut fast = demands(&asked);
+        let check = rpc_round_trip(&s, &round_trips(999, 20_000, 20_000), &mut fast);
+        assert!(
+            check
+                .detail
+                .ends_with("at least the 1.025 Gbit/s the ideal assumed"),
+            "{}",
+            check.detail
+        );
+        assert_eq!(fast.bps, asked);
+
+        // Too few round trips to tell a fast one from a lucky one.
+        let mut few = demands(&asked);
+        let check = rpc_round_trip(&s, &round_trips(50, 200_000, 200_000), &mut few);
+        assert!(check.detail.contains("not compared"), "{}", check.detail);
+        assert_eq!(few.bps, asked);
     }
 
     fn rpc_scenario() -> Scenario {

@@ -478,6 +478,10 @@ fn tool_error(label: &str, message: String, log: &Path) -> LabError {
 }
 
 fn start(command: &traffic::Command, label: &str, realtime: bool) -> Result<Process, LabError> {
+    if let Some((path, contents)) = &command.input {
+        std::fs::write(path, contents)
+            .map_err(|e| LabError::Io(format!("{}: {e}", path.display())))?;
+    }
     Process::spawn(
         &command.ns,
         &command.program,

@@ -66,6 +66,8 @@ pub struct Command {
     /// memcached), so that on a small machine their round trips measure the link
     /// and its enforcer, not a wait for a core behind the bulk senders.
     pub realtime: bool,
+    /// A file the program reads, written (path, contents) just before it starts.
+    pub input: Option<(PathBuf, String)>,
 }
 
 /// Traffic the lab makes on a thread of its own inside namespace `ns`.
@@ -429,6 +431,7 @@ pub fn plan(
                     .collect(),
                     log: memcached_log.clone(),
                     realtime: true,
+                    input: None,
                 });
                 plan.generator = Some(Generator {
                     ns: net.sink_ns.clone(),
@@ -454,15 +457,26 @@ pub fn plan(
                     "--tcp"
                 };
                 let addr = tenant.addr.to_string();
+                // Given only an address, sockperf's server blocks in recvfrom on
+                // the first TCP connection it accepts and leaves the others
+                // unanswered until that one closes: a closed-loop rpc of
+                // concurrency 4 ran on one connection. From a feed file it waits
+                // on every connection with epoll.
+                let feed = dir.join(format!("{}.sockperf.feed", t.name));
+                let feed_line = format!(
+                    "{}:{addr}:{port}\n",
+                    if proto == "--udp" { "U" } else { "T" }
+                );
                 plan.servers.push(Command {
                     ns: tenant.ns.clone(),
                     program: tools.sockperf.clone(),
-                    args: ["server", proto, "-i", &addr, "-p", &port.to_string()]
+                    args: ["server", "-f", &feed.display().to_string(), "-F", "epoll"]
                         .iter()
                         .map(|s| s.to_string())
                         .collect(),
                     log: log("server"),
                     realtime: true,
+                    input: Some((feed, feed_line)),
                 });
                 let size = sockperf_message_bytes(response_bytes);
                 for c in 0..concurrency {
@@ -497,6 +511,7 @@ pub fn plan(
                         args,
                         log: dir.join(format!("{}.{c}.client.log", t.name)),
                         realtime: true,
+                        input: None,
                     });
                 }
             }
@@ -531,6 +546,7 @@ pub fn iperf3_pair(
         args: args(&["-s", "-1", "-J", "-i", "0", "-B", &dst, "-p", &port]),
         log: server_log,
         realtime: false,
+        input: None,
     };
     let mut client_args = args(&[
         "-c",
@@ -554,6 +570,7 @@ pub fn iperf3_pair(
         args: client_args,
         log: client_log,
         realtime: false,
+        input: None,
     };
     (server, client)
 }
@@ -840,6 +857,18 @@ traffic:
         assert_eq!(plans[2].clients.len(), 2);
         assert_eq!(plans[2].clients[0].ns, net.sink_ns);
         assert_eq!(plans[2].latency_logs.len(), 2);
+        // The server waits on every connection (epoll) from a feed file naming
+        // its address and port, written before it starts.
+        let server = &plans[2].servers[0];
+        let feed = dir.join("c.sockperf.feed");
+        assert_eq!(
+            server.args,
+            ["server", "-f", &feed.display().to_string(), "-F", "epoll"]
+        );
+        assert_eq!(
+            server.input,
+            Some((feed, format!("T:{}:11111\n", net.tenants[1].addr)))
+        );
         // udp: the rate per stream.
         assert!(
             plans[3].clients[0]

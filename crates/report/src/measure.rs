@@ -48,24 +48,38 @@ pub fn flow_demand_bps(traffic: &Traffic, link: &policy::Link, path: &RpcPath) -
         TrafficKind::Rpc {
             response_bytes,
             concurrency,
-            rate_per_s,
+            rate_per_s: Some(rate),
             ..
-        } => {
-            let response_bits = f64::from(tcp_wire_bytes(response_bytes, link.mtu_bytes)) * 8.0;
-            match rate_per_s {
-                Some(rate) => rate * response_bits / f64::from(concurrency),
-                None => {
-                    let rtt_ns = 2 * path.wire_delay_ns
-                        + path.server_delay_ns
-                        + serialisation_ns(
-                            tcp_wire_bytes(response_bytes, link.mtu_bytes),
-                            link.rate_bps,
-                        );
-                    response_bits * 1e9 / rtt_ns as f64
-                }
-            }
-        }
+        } => rate * response_bits(response_bytes, link) / f64::from(concurrency),
+        TrafficKind::Rpc { response_bytes, .. } => closed_loop_demand_bps(
+            response_bytes,
+            link,
+            closed_loop_round_trip_ns(response_bytes, link, path),
+        ),
     }
+}
+
+/// A response of `response_bytes` on `link`, in bits at L3: what an rpc's demand
+/// counts (the requests cross the other way).
+fn response_bits(response_bytes: u32, link: &policy::Link) -> f64 {
+    f64::from(tcp_wire_bytes(response_bytes, link.mtu_bytes)) * 8.0
+}
+
+/// The round trip of one connection of a closed-loop rpc on the unloaded `path`:
+/// there and back, the server's time, and the response's serialisation.
+pub fn closed_loop_round_trip_ns(response_bytes: u32, link: &policy::Link, path: &RpcPath) -> u64 {
+    2 * path.wire_delay_ns
+        + path.server_delay_ns
+        + serialisation_ns(
+            tcp_wire_bytes(response_bytes, link.mtu_bytes),
+            link.rate_bps,
+        )
+}
+
+/// What one connection of a closed-loop rpc asks, in bit/s at L3, when each of
+/// its round trips takes `round_trip_ns`: one response per round trip.
+pub fn closed_loop_demand_bps(response_bytes: u32, link: &policy::Link, round_trip_ns: u64) -> f64 {
+    response_bits(response_bytes, link) * 1e9 / round_trip_ns.max(1) as f64
 }
 
 /// Classes reported for a scenario: every app that some traffic uses, in policy order.
