@@ -321,6 +321,29 @@ pub fn approximation(policy: &Policy) -> sched::Approximation {
     }
 }
 
+/// What [`approximation`] says, in numbers (held in the lab, not by the
+/// simulator's claims oracle, which runs only registry rows).
+pub fn bounds(_policy: &Policy) -> Vec<sched::Bound> {
+    let over_cap = |subject| sched::Bound {
+        subject,
+        figure: sched::Figure::OverCap {
+            cap_min_bps: sched::valve::CAP_MIN_BOUNDED_BPS,
+        },
+        max: 0.02,
+        condition: sched::Condition::AnyTraffic,
+    };
+    vec![
+        sched::Bound {
+            subject: sched::Subject::Tenant,
+            figure: sched::Figure::RelErrorMean,
+            max: 0.02,
+            condition: sched::Condition::EveryTenantBacklogged,
+        },
+        over_cap(sched::Subject::Tenant),
+        over_cap(sched::Subject::App),
+    ]
+}
+
 /// Each app's leaf quantum, by app index: its part of the tree's weight (tenant
 /// weight x app weight / the weights of the tenant's apps), in Ethernet frames of
 /// the link's MTU with the smallest part one frame, at most

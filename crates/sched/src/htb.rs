@@ -53,7 +53,10 @@
 //! allow it again (HTB's wait queue).
 
 use crate::tree::{self, Hierarchy, Layout, NodeParams, Selection, SplitParams};
-use crate::{Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
+use crate::{
+    Approximation, Bound, Condition, Enforcer, Figure, Frame, Packet, Refusal, Subject,
+    TenantCounters,
+};
 use policy::{AppId, Policy, TenantId};
 
 /// The largest quantum tc sets without a warning, bytes.
@@ -162,6 +165,34 @@ impl Enforcer for Htb {
     fn classes(&self) -> Option<usize> {
         Some(self.tree.classes())
     }
+}
+
+/// What `approximation` says, in numbers.
+pub fn bounds(_policy: &Policy) -> Vec<Bound> {
+    let over_cap = |subject| Bound {
+        subject,
+        figure: Figure::OverCap {
+            cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
+        },
+        max: 0.02,
+        condition: Condition::AnyTraffic,
+    };
+    vec![
+        Bound {
+            subject: Subject::Tenant,
+            figure: Figure::RelErrorMean,
+            max: 0.02,
+            condition: Condition::EveryTenantBacklogged,
+        },
+        Bound {
+            subject: Subject::App,
+            figure: Figure::AppErrorMean { of_tenant: 0.25 },
+            max: 0.12,
+            condition: Condition::EveryTenantBacklogged,
+        },
+        over_cap(Subject::Tenant),
+        over_cap(Subject::App),
+    ]
 }
 
 pub fn approximation(policy: &Policy) -> Approximation {

@@ -105,6 +105,120 @@ pub struct Approximation {
     pub share_error_max: Option<f64>,
 }
 
+/// One number an enforcer promises of a run ([`bounds`]): `figure` of every
+/// `subject` at most `max`, in every run where `condition` holds.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Bound {
+    pub subject: Subject,
+    pub figure: Figure,
+    pub max: f64,
+    pub condition: Condition,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Subject {
+    /// Each tenant with an ideal above zero.
+    Tenant,
+    /// Each app (report class) with an ideal above zero.
+    App,
+}
+
+/// The figures bounds speak of, all over a run's *settled* intervals: steady ones
+/// (no traffic starts or stops inside; docs/scenario.md) whose previous interval
+/// was steady with the same classes active, so that neither the first interval of
+/// the run nor the first after a change of the active set (TCP's start-up, a
+/// mechanism's reaction time) counts. Error figures judge only intervals in which
+/// the subject's ideal is at least [`JUDGED_FRAMES_MIN`] full frames: a rate
+/// measured in whole frames cannot be finer than one frame in so many.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "name")]
+pub enum Figure {
+    /// Mean over the settled intervals in which the subject has an ideal above zero
+    /// of |throughput − ideal| / ideal.
+    RelErrorMean,
+    /// As `RelErrorMean` for an app, but each interval's error divided by the
+    /// larger of the app's ideal and this part of its tenant's ideal: an app with
+    /// a small part of its tenant is judged against that floor.
+    AppErrorMean { of_tenant: f64 },
+    /// For a subject with a `max_rate` of at least `cap_min_bps`: mean over the
+    /// settled intervals in which it is active of max(0, throughput − max_rate) /
+    /// max_rate. (A tiny cap is exceeded by a whole TSO send, issue 25 defect 9.)
+    OverCap { cap_min_bps: u64 },
+}
+
+/// The fewest full frames (link MTU) of ideal in an interval for an error figure
+/// to judge the interval ([`Figure`]).
+pub const JUDGED_FRAMES_MIN: u64 = 100;
+
+impl Figure {
+    pub fn words(&self) -> String {
+        match self {
+            Figure::RelErrorMean => {
+                format!(
+                    "mean |throughput - ideal| / ideal over settled intervals with an ideal of at least {JUDGED_FRAMES_MIN} frames"
+                )
+            }
+            Figure::AppErrorMean { of_tenant } => format!(
+                "mean |throughput - ideal| / max(ideal, {:.0}% of its tenant's ideal) over settled intervals where that is at least {JUDGED_FRAMES_MIN} frames",
+                of_tenant * 100.0
+            ),
+            Figure::OverCap { cap_min_bps } => format!(
+                "mean excess of throughput over max_rate / max_rate over settled intervals, for caps of at least {}",
+                policy::format_rate(*cap_min_bps as f64)
+            ),
+        }
+    }
+}
+
+/// Where a bound holds: what the scenario's traffic must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    /// Whatever the traffic.
+    AnyTraffic,
+    /// Bulk and udp traffic only (poisson and rpc offer a load that varies by
+    /// chance from one interval to the next), and no engine cost.
+    SteadySenders,
+    /// Every tenant has bulk traffic running from 0 to the end of the run, and no
+    /// engine cost is asked (the engine's CPU is not what shares the link).
+    EveryTenantBacklogged,
+    /// As `EveryTenantBacklogged`, and each tenant has at least as many flows
+    /// over the run as it has cores, so that every core it sends from is busy.
+    EveryTenantBackloggedOnEveryCore,
+}
+
+impl Condition {
+    pub fn words(self) -> &'static str {
+        match self {
+            Condition::AnyTraffic => "any traffic",
+            Condition::SteadySenders => "bulk and udp traffic only, and no engine cost",
+            Condition::EveryTenantBacklogged => {
+                "every tenant backlogged (bulk traffic the whole run) and no engine cost"
+            }
+            Condition::EveryTenantBackloggedOnEveryCore => {
+                "every tenant backlogged (bulk traffic the whole run) with at least as many flows as its cores, and no engine cost"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let subject = match self.subject {
+            Subject::Tenant => "each tenant",
+            Subject::App => "each app",
+        };
+        write!(
+            f,
+            "{subject}: {} at most {:.2}%, with {}",
+            self.figure.words(),
+            self.max * 100.0,
+            self.condition.words()
+        )
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BuildError {
     Unknown(String),
@@ -237,4 +351,13 @@ pub fn build_with(
 pub fn approximation(name: &str, policy: &Policy) -> Result<Approximation, BuildError> {
     let info = registry::find(name).ok_or_else(|| BuildError::Unknown(name.to_string()))?;
     Ok((info.approximation)(policy))
+}
+
+/// What `exact` and `approximate` in [`approximation`] mean in numbers for `policy`:
+/// each bound a run's figures keep wherever its condition holds
+/// (crates/sim/tests/claims.rs holds every registry row to them). Empty: the
+/// enforcer states none.
+pub fn bounds(name: &str, policy: &Policy) -> Result<Vec<Bound>, BuildError> {
+    let info = registry::find(name).ok_or_else(|| BuildError::Unknown(name.to_string()))?;
+    Ok((info.bounds)(policy))
 }

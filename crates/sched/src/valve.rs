@@ -40,7 +40,10 @@
 //!   lent rather than saved.
 
 use crate::tree::{self, Claim, Hierarchy, Layout, NodeParams, Selection, SplitParams};
-use crate::{Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
+use crate::{
+    Approximation, Bound, Condition, Enforcer, Figure, Frame, Packet, Refusal, Subject,
+    TenantCounters,
+};
 use policy::{AppId, Policy, TenantId};
 
 /// Update interval ΔT of the token rates on a link of `link_rate_bps`.
@@ -203,6 +206,50 @@ impl Enforcer for Valve {
         Some(self.tree.classes())
     }
 }
+
+/// What `approximation` says, in numbers.
+pub fn bounds(_policy: &Policy) -> Vec<Bound> {
+    vec![
+        Bound {
+            subject: Subject::Tenant,
+            figure: Figure::RelErrorMean,
+            max: 0.01,
+            condition: Condition::EveryTenantBacklogged,
+        },
+        Bound {
+            subject: Subject::Tenant,
+            figure: Figure::RelErrorMean,
+            max: 0.05,
+            condition: Condition::SteadySenders,
+        },
+        Bound {
+            subject: Subject::App,
+            figure: Figure::AppErrorMean { of_tenant: 0.25 },
+            max: 0.12,
+            condition: Condition::SteadySenders,
+        },
+        Bound {
+            subject: Subject::App,
+            figure: Figure::OverCap {
+                cap_min_bps: CAP_MIN_BOUNDED_BPS,
+            },
+            max: 0.02,
+            condition: Condition::AnyTraffic,
+        },
+        Bound {
+            subject: Subject::Tenant,
+            figure: Figure::OverCap {
+                cap_min_bps: CAP_MIN_BOUNDED_BPS,
+            },
+            max: 0.02,
+            condition: Condition::AnyTraffic,
+        },
+    ]
+}
+
+/// The smallest cap whose overshoot is bounded: below it one burst (an interval's
+/// worth plus a TSO send) is a large part of the cap (issue 25 defect 9).
+pub const CAP_MIN_BOUNDED_BPS: u64 = 10_000_000;
 
 pub fn approximation(policy: &Policy) -> Approximation {
     let mut out = Approximation {

@@ -436,6 +436,21 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
     Ok(Box::new(Wheel::new(policy, config)?))
 }
 
+/// What `approximation` says, in numbers: caps only, as weights are not enforced.
+pub fn bounds(_policy: &Policy) -> Vec<crate::Bound> {
+    [crate::Subject::Tenant, crate::Subject::App]
+        .into_iter()
+        .map(|subject| crate::Bound {
+            subject,
+            figure: crate::Figure::OverCap {
+                cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
+            },
+            max: 0.02,
+            condition: crate::Condition::AnyTraffic,
+        })
+        .collect()
+}
+
 /// What `check` says for `wheel`.
 pub fn approximation(policy: &Policy) -> Approximation {
     let mut out = Approximation::default();
