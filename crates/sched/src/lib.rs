@@ -141,9 +141,11 @@ pub enum Figure {
     /// larger of the app's ideal and this part of its tenant's ideal: an app with
     /// a small part of its tenant is judged against that floor.
     AppErrorMean { of_tenant: f64 },
-    /// For a subject with a `max_rate` of at least `cap_min_bps`: mean over the
-    /// settled intervals in which it is active of max(0, throughput − max_rate) /
-    /// max_rate. (A tiny cap is exceeded by a whole TSO send, issue 25 defect 9.)
+    /// For a subject with a `max_rate` of at least `cap_min_bps`: max(0, mean
+    /// throughput − max_rate) / max_rate, the mean over the settled intervals in
+    /// which it is active (a burst the enforcer allows is one interval's excess, not
+    /// a sustained one). A tiny cap is exceeded by a whole TSO send (issue 25
+    /// defect 9), so caps below `cap_min_bps` are not judged.
     OverCap { cap_min_bps: u64 },
 }
 
@@ -164,7 +166,7 @@ impl Figure {
                 of_tenant * 100.0
             ),
             Figure::OverCap { cap_min_bps } => format!(
-                "mean excess of throughput over max_rate / max_rate over settled intervals, for caps of at least {}",
+                "excess of the mean throughput over settled intervals above max_rate, over max_rate, for caps of at least {}",
                 policy::format_rate(*cap_min_bps as f64)
             ),
         }
