@@ -1,15 +1,18 @@
 //! The lab's self-checks ([`report::Check`]): whether a run's figures can be
 //! vouched for. The meter is judged against the programs' own counters per
 //! traffic, every traffic's bytes against the app the scenario gave it, and each
-//! open-loop generator's offered load against what the scenario asked (where one
-//! fell short, the ideal is recomputed for what it offered). The engine's byte
+//! open-loop generator's offered load (an open-loop rpc's: the requests its
+//! sockperf clients sent, and from when) against what the scenario asked (where
+//! one fell short, the ideal is recomputed for what it offered). The engine's byte
 //! ledgers (conservation, meter against the link) are checked with
 //! [`report::conservation`] and [`report::meter_against_link`].
 
 use crate::engine::EngineStats;
 use crate::generate::Tally;
 use crate::meter::Metered;
-use crate::traffic::{Counted, Load, TrafficPlan, iperf3_result, sockperf_received_messages};
+use crate::traffic::{
+    Counted, Load, TrafficPlan, iperf3_result, sockperf_received_messages, sockperf_total_run,
+};
 use policy::wire::UDP_HEADER_BYTES;
 use policy::{Scenario, TrafficKind};
 use report::{Check, RunRecord, measure};
@@ -205,16 +208,39 @@ pub fn app_attribution(scenario: &Scenario, traffic_app_bytes: &[Vec<u64>]) -> C
     }
 }
 
+/// What an open-loop rpc's sockperf clients sent, from their own summaries.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RpcSent {
+    /// Requests all its clients sent, each answered by a response of the
+    /// traffic's size on the link.
+    pub requests: u64,
+    /// The longest any client sent for. The lab stops the clients at the
+    /// traffic's stop, so that is when they sent from: sockperf takes about 2 s
+    /// from its launch to its first request.
+    pub seconds: f64,
+}
+
+/// What the ideal is to use for each traffic, after `offered-demand`: its demand
+/// per flow in bit/s at L3 and when it started offering it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Demands {
+    pub bps: Vec<f64>,
+    pub start_ns: Vec<u64>,
+}
+
 /// `offered-demand`: what each open-loop generator offered, per flow in bit/s at
-/// L3 (`offered_bps`, `None` where not measured), against what the scenario asked
-/// (`asked_bps`, [`report::measure::asked_demands_bps`]). Returns the check and the
-/// demands the ideal is to use: the asked ones, with each generator that fell
-/// short by more than [`TOLERANCE`] at what it offered.
+/// L3 (`offered_bps`, `None` where not measured), and what each open-loop rpc's
+/// clients sent (`rpc_sent`, `Err` saying why it is not known), against what the scenario asked (`asked_bps`,
+/// [`report::measure::asked_demands_bps`]). Returns the check and the demands the
+/// ideal is to use: the asked ones, with each generator that fell short by more
+/// than [`TOLERANCE`] at what it offered, and an rpc that fell short at the rate
+/// it sent from when it started.
 pub fn offered_demand(
     scenario: &Scenario,
     asked_bps: &[f64],
     offered_bps: &[Option<f64>],
-) -> (Check, Vec<f64>) {
+    rpc_sent: &[Option<Result<RpcSent, String>>],
+) -> (Check, Demands) {
     let loads: Vec<report::OfferedLoad> = scenario
         .traffic
         .iter()
@@ -229,14 +255,119 @@ pub fn offered_demand(
             }
         })
         .collect();
-    let (check, short) = report::offered_demand(&loads);
-    let demands = (0..asked_bps.len())
-        .map(|i| match offered_bps[i] {
-            Some(offered) if short[i] => offered,
-            _ => asked_bps[i],
-        })
-        .collect();
-    (check, demands)
+    let (generators, short) = report::offered_demand(&loads);
+    let mut demands = Demands {
+        bps: (0..asked_bps.len())
+            .map(|i| match offered_bps[i] {
+                Some(offered) if short[i] => offered,
+                _ => asked_bps[i],
+            })
+            .collect(),
+        start_ns: scenario.traffic.iter().map(|t| t.start_ns).collect(),
+    };
+    let (mut rpc_short, mut rpc_met) = (Vec::new(), Vec::new());
+    for (i, sent) in rpc_sent.iter().enumerate() {
+        let sent = match sent {
+            None => continue,
+            Some(Err(why)) => {
+                rpc_met.push(format!("{}: not compared: {why}", scenario.traffic[i].name));
+                continue;
+            }
+            Some(Ok(sent)) => sent,
+        };
+        let judged = rpc_offered(scenario, i, asked_bps[i], sent);
+        if let Some((bps, start_ns)) = judged.moved {
+            demands.bps[i] = bps;
+            demands.start_ns[i] = start_ns;
+            rpc_short.push(judged.line);
+        } else {
+            rpc_met.push(judged.line);
+        }
+    }
+    let measured = loads.iter().any(|l| l.offered_bps.is_some());
+    let ok = generators.ok && rpc_short.is_empty();
+    let detail: Vec<String> = if !measured && rpc_short.is_empty() && rpc_met.is_empty() {
+        vec![
+            "not compared: no open-loop generator (udp, poisson, rpc with a rate) measured in the scenario"
+                .into(),
+        ]
+    } else {
+        rpc_short
+            .into_iter()
+            .chain(measured.then_some(generators.detail))
+            .chain(rpc_met)
+            .collect()
+    };
+    (Check::new("offered-demand", ok, detail.join("; ")), demands)
+}
+
+/// An open-loop rpc judged: the check's line for it and, where it fell short,
+/// the demand per flow and start the ideal is to use.
+struct RpcJudged {
+    line: String,
+    moved: Option<(f64, u64)>,
+}
+
+/// Traffic `i`, an rpc asked `asked_bps` per flow at L3, whose clients sent `sent`:
+/// what it offered over the time it was to run (each request answered by a
+/// response of its size on the link) against what it asked.
+fn rpc_offered(scenario: &Scenario, i: usize, asked_bps: f64, sent: &RpcSent) -> RpcJudged {
+    let t = &scenario.traffic[i];
+    let flows = f64::from(t.kind.flows());
+    let TrafficKind::Rpc {
+        response_bytes,
+        rate_per_s: Some(rate),
+        ..
+    } = t.kind
+    else {
+        return RpcJudged {
+            line: format!("{}: not compared: not an open-loop rpc", t.name),
+            moved: None,
+        };
+    };
+    let response_bits = 8.0
+        * f64::from(policy::wire::tcp_wire_bytes(
+            response_bytes,
+            scenario.policy.link.mtu_bytes,
+        ));
+    let span_s = t.stop_ns.saturating_sub(t.start_ns) as f64 / 1e9;
+    let ran_s = sent.seconds.clamp(0.0, span_s);
+    let offered_bps = sent.requests as f64 * response_bits / span_s.max(f64::MIN_POSITIVE);
+    let asked_all_bps = asked_bps * flows;
+    let missing_s = span_s - ran_s;
+    let mut line = format!(
+        "{} asked {} ({rate} requests/s of {response_bytes} B), offered {} over its {span_s:.1} s: its sockperf clients sent {} requests in {ran_s:.1} s",
+        t.name,
+        report::rate_text(asked_all_bps),
+        report::rate_text(offered_bps),
+        sent.requests
+    );
+    if missing_s >= 0.05 {
+        line += &format!(
+            ", none in its first {missing_s:.1} s ({:.1} s to {:.1} s of the run)",
+            t.start_ns as f64 / 1e9,
+            t.start_ns as f64 / 1e9 + missing_s
+        );
+    }
+    if offered_bps >= (1.0 - TOLERANCE) * asked_all_bps {
+        return RpcJudged { line, moved: None };
+    }
+    let running_bps = sent.requests as f64 * response_bits / ran_s.max(f64::MIN_POSITIVE) / flows;
+    let demand_bps = if running_bps >= (1.0 - TOLERANCE) * asked_bps {
+        asked_bps
+    } else {
+        running_bps
+    };
+    let start_ns = t.stop_ns - (ran_s * 1e9).round() as u64;
+    line += &format!(
+        "; the ideal uses the offered load: {} from {:.1} s",
+        report::rate_text(demand_bps * flows),
+        start_ns as f64 / 1e9
+    );
+    RpcJudged {
+        line,
+        moved: Some((demand_bps, start_ns)),
+    }
 }
 
 /// What a lab run saw, beside its record.
@@ -273,15 +404,10 @@ pub fn lab_checks(scenario: &Scenario, record: &mut RunRecord, seen: &Observed) 
     if let Some(stats) = seen.engine.filter(|s| s.cores.is_none()) {
         lost_before_the_engine(scenario, &stats.ledgers, &mut offered);
     }
-    let (demand, demands) = offered_demand(scenario, &asked, &offered);
-    if demands != asked {
-        let classes = measure::report_classes(scenario);
-        let ideal = measure::intervals(scenario, &demands, &classes);
-        for (interval, ideal) in record.intervals.iter_mut().zip(ideal) {
-            interval.class_ideal_bps = ideal.class_ideal_bps;
-            interval.tenant_ideal_bps = ideal.tenant_ideal_bps;
-        }
-    }
+    let rpc_sent: Vec<Option<Result<RpcSent, String>>> =
+        seen.plans.iter().map(|p| rpc_sent(scenario, p)).collect();
+    let (demand, demands) = offered_demand(scenario, &asked, &offered, &rpc_sent);
+    ideal_at_offered(scenario, record, &asked, &demands);
     let mut checks = vec![
         meter_vs_programs(scenario, &seen.metered.traffic_app_payload_bytes, &counts),
         app_attribution(scenario, &seen.metered.traffic_app_bytes),
@@ -309,6 +435,32 @@ pub fn lab_checks(scenario: &Scenario, record: &mut RunRecord, seen: &Observed) 
         )),
     }
     checks
+}
+
+/// Recomputes `record`'s ideals where `demands` differ from what the scenario
+/// asked (`asked_bps`). A traffic that started late was idle until then: its
+/// class and tenant are judged from when it offered.
+fn ideal_at_offered(
+    scenario: &Scenario,
+    record: &mut RunRecord,
+    asked_bps: &[f64],
+    demands: &Demands,
+) {
+    let mut offered = scenario.clone();
+    for (t, &start_ns) in offered.traffic.iter_mut().zip(&demands.start_ns) {
+        t.start_ns = start_ns;
+    }
+    if demands.bps == asked_bps && offered.traffic == scenario.traffic {
+        return;
+    }
+    let classes = measure::report_classes(scenario);
+    let ideal = measure::intervals(&offered, &demands.bps, &classes);
+    for (interval, ideal) in record.intervals.iter_mut().zip(ideal) {
+        interval.class_ideal_bps = ideal.class_ideal_bps;
+        interval.tenant_ideal_bps = ideal.tenant_ideal_bps;
+        interval.class_active = ideal.class_active;
+        interval.tenant_active = ideal.tenant_active;
+    }
 }
 
 /// Bytes of a tenant's frames that no traffic of the scenario explains, beyond
@@ -461,7 +613,7 @@ fn program_count(
                     Some(received) => messages += received,
                     None => {
                         return ProgramCount::NotCompared(format!(
-                            "a sockperf client wrote no summary (it does only when its own timer ends it) to {}",
+                            "a sockperf client wrote no summary to {}",
                             client.log.display()
                         ));
                     }
@@ -587,6 +739,37 @@ fn lost_before_the_engine(
             ledger.offered_bytes as f64 * 8.0 / seconds / f64::from(traffic.kind.flows());
         offered[i] = Some(sent_bps.min(reached_bps));
     }
+}
+
+/// What the sockperf clients of an open-loop rpc sent, from their summaries, or
+/// why that is not known; `None` for any other traffic.
+fn rpc_sent(scenario: &Scenario, plan: &TrafficPlan) -> Option<Result<RpcSent, String>> {
+    let open_loop = matches!(
+        scenario.traffic[plan.traffic].kind,
+        TrafficKind::Rpc {
+            rate_per_s: Some(_),
+            ..
+        }
+    );
+    if !open_loop || !matches!(plan.counted, Counted::Sockperf { .. }) {
+        return None;
+    }
+    let mut sent = RpcSent {
+        requests: 0,
+        seconds: 0.0,
+    };
+    for client in &plan.clients {
+        let text = std::fs::read_to_string(&client.log).unwrap_or_default();
+        let Some(run) = sockperf_total_run(&text) else {
+            return Some(Err(format!(
+                "a sockperf client wrote no summary to {}",
+                client.log.display()
+            )));
+        };
+        sent.requests += run.sent_messages;
+        sent.seconds = sent.seconds.max(run.run_seconds);
+    }
+    Some(Ok(sent))
 }
 
 /// What an open-loop traffic offered, per flow in bit/s at L3: its payload and a
@@ -835,22 +1018,122 @@ traffic:
         let asked = report::measure::asked_demands_bps(&s, &Default::default());
         // 2 Gbit/s of 64 B payload is 2.875 Gbit/s of IPv4 datagrams, per flow half.
         assert!((asked[1] - 1.4375e9).abs() < 1.0);
-        let (check, demands) = offered_demand(&s, &asked, &[None, Some(65e6)]);
+        let (check, demands) = offered_demand(&s, &asked, &[None, Some(65e6)], &[None, None]);
         assert!(!check.ok);
         assert_eq!(
             check.detail,
             "flood-udp asked 2.875 Gbit/s, offered 130.0 Mbit/s (at L3, as it reached the enforcer); the ideal uses the offered load"
         );
-        assert_eq!(demands[1], 65e6);
-        assert_eq!(demands[0], asked[0]);
-        let (check, demands) = offered_demand(&s, &asked, &[None, Some(asked[1] * 0.99)]);
+        assert_eq!(demands.bps[1], 65e6);
+        assert_eq!(demands.bps[0], asked[0]);
+        assert_eq!(demands.start_ns, [0, 0]);
+        let (check, demands) =
+            offered_demand(&s, &asked, &[None, Some(asked[1] * 0.99)], &[None, None]);
         assert!(check.ok, "{}", check.detail);
-        assert_eq!(demands, asked);
+        assert_eq!(demands.bps, asked);
         assert!(
-            offered_demand(&s, &asked, &[None, None])
+            offered_demand(&s, &asked, &[None, None], &[None, None])
                 .0
                 .detail
                 .starts_with("not compared")
         );
+    }
+
+    fn rpc_scenario() -> Scenario {
+        policy::parse_scenario(
+            "policy:
+  link: { rate: 1Gbit }
+  tenants:
+    - name: svc
+      apps:
+        - { name: kv, priority: 0, match: { proto: tcp, ports: [11111] } }
+        - { name: batch, priority: 1 }
+duration: 12s
+interval: 1s
+traffic:
+  - { name: bulk, tenant: svc, app: batch, kind: bulk }
+  - { name: get, tenant: svc, app: kv, kind: rpc, response: 4KiB, rate: 5000, concurrency: 2 }
+",
+            "s.yaml",
+            Path::new("."),
+            &crate::enforcer_names(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn an_open_loop_rpc_that_started_late_fails_and_moves_its_ideal() {
+        let s = rpc_scenario();
+        let asked = report::measure::asked_demands_bps(&s, &Default::default());
+        // 5000 responses/s of 4096 B in three 1448 B segments: 4252 B at L3.
+        assert!((asked[1] * 2.0 - 5000.0 * 4252.0 * 8.0).abs() < 1.0);
+        // The issue's run: sockperf sent from 1.6 s, 10.4 s of the 12 at the rate.
+        let late = RpcSent {
+            requests: 52_000,
+            seconds: 10.4,
+        };
+        let (check, demands) = offered_demand(&s, &asked, &[None, None], &[None, Some(Ok(late))]);
+        assert!(!check.ok);
+        assert_eq!(
+            check.detail,
+            "get asked 170.1 Mbit/s (5000 requests/s of 4096 B), offered 147.4 Mbit/s over its 12.0 s: its sockperf clients sent 52000 requests in 10.4 s, none in its first 1.6 s (0.0 s to 1.6 s of the run); the ideal uses the offered load: 170.1 Mbit/s from 1.6 s"
+        );
+        // It offered what it asked once it ran: the ideal has it from 1.6 s.
+        assert_eq!(demands.bps, asked);
+        assert_eq!(demands.start_ns, [0, 1_600_000_000]);
+        // One that ran the whole time at the rate is judged at what it asked.
+        let whole = RpcSent {
+            requests: 60_000,
+            seconds: 12.0,
+        };
+        let (check, demands) = offered_demand(&s, &asked, &[None, None], &[None, Some(Ok(whole))]);
+        assert!(check.ok, "{}", check.detail);
+        assert_eq!(demands.start_ns, [0, 0]);
+        // One that ran the whole time at half the rate: half the demand, from 0.
+        let slow = RpcSent {
+            requests: 30_000,
+            seconds: 12.0,
+        };
+        let (check, demands) = offered_demand(&s, &asked, &[None, None], &[None, Some(Ok(slow))]);
+        assert!(!check.ok);
+        assert!((demands.bps[1] - asked[1] / 2.0).abs() < 1.0);
+        assert_eq!(demands.start_ns, [0, 0]);
+    }
+
+    #[test]
+    fn a_late_rpc_is_idle_in_the_ideal_until_it_started() {
+        let s = rpc_scenario();
+        let asked = report::measure::asked_demands_bps(&s, &Default::default());
+        let late = RpcSent {
+            requests: 52_000,
+            seconds: 10.4,
+        };
+        let (_, demands) = offered_demand(&s, &asked, &[None, None], &[None, Some(Ok(late))]);
+        let mut record = measure::empty_record(&s, "wf2q", report::Mode::Lab, &asked);
+        let kv = record.classes.iter().position(|c| c.app == "kv").unwrap();
+        let batch = record
+            .classes
+            .iter()
+            .position(|c| c.app == "batch")
+            .unwrap();
+        assert!(record.intervals[0].class_active[kv]);
+        ideal_at_offered(&s, &mut record, &asked, &demands);
+        // 1 s intervals: idle in the first, active for 0.4 s of the second; the
+        // bulk app has the link until then.
+        let first = &record.intervals[0];
+        assert!(!first.class_active[kv]);
+        assert_eq!(first.class_ideal_bps(kv), 0.0);
+        assert!((first.class_ideal_bps(batch) - 1e9).abs() < 1.0);
+        let rpc_bps = asked[1] * 2.0;
+        assert!((record.intervals[1].class_ideal_bps(kv) - 0.4 * rpc_bps).abs() < 1.0);
+        assert!((record.intervals[5].class_ideal_bps(kv) - rpc_bps).abs() < 1.0);
+        // Demands as asked leave the record as it was.
+        let mut unmoved = measure::empty_record(&s, "wf2q", report::Mode::Lab, &asked);
+        let as_asked = Demands {
+            bps: asked.clone(),
+            start_ns: vec![0, 0],
+        };
+        ideal_at_offered(&s, &mut unmoved, &asked, &as_asked);
+        assert!(unmoved.intervals[0].class_active[kv]);
     }
 }

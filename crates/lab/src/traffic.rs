@@ -623,14 +623,49 @@ pub fn iperf3_result(log: &str) -> Option<Iperf3Result> {
 }
 
 /// Messages a sockperf ping-pong client received back, from its `[Total Run]`
-/// summary; `None` when it wrote none (sockperf writes it only when its own timer
-/// ends the test, not when it is interrupted).
+/// summary; `None` when it wrote none.
 pub fn sockperf_received_messages(log: &str) -> Option<u64> {
+    sockperf_total_run(log).map(|run| run.received_messages)
+}
+
+/// A sockperf ping-pong client's `[Total Run]` summary: what it sent and received
+/// from its first message (its warm-up included) to its end.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SockperfRun {
+    pub run_seconds: f64,
+    pub sent_messages: u64,
+    pub received_messages: u64,
+}
+
+/// The `[Total Run]` summary of a sockperf client's log; nothing sent where it
+/// says so (stopped in its warm-up, before its test began) or where its server
+/// never answered (then no response of it crossed the link, which is what its
+/// requests are counted for); `None` when it wrote none of these (it was killed).
+pub fn sockperf_total_run(log: &str) -> Option<SockperfRun> {
+    if log.contains("sockperf: No messages were sent")
+        || log.contains("sockperf: No messages were received from the server")
+    {
+        return Some(SockperfRun {
+            run_seconds: 0.0,
+            sent_messages: 0,
+            received_messages: 0,
+        });
+    }
     let line = log.lines().find(|l| l.contains("[Total Run]"))?;
-    let field = line
-        .split(';')
-        .find_map(|f| f.trim().strip_prefix("ReceivedMessages="))?;
-    field.trim().parse().ok()
+    let field = |name: &str| {
+        line.split(';')
+            .find_map(|f| f.split("[Total Run]").last()?.trim().strip_prefix(name))
+            .map(str::trim)
+    };
+    Some(SockperfRun {
+        run_seconds: field("RunTime=")?
+            .strip_suffix("sec")?
+            .trim()
+            .parse()
+            .ok()?,
+        sent_messages: field("SentMessages=")?.parse().ok()?,
+        received_messages: field("ReceivedMessages=")?.parse().ok()?,
+    })
 }
 
 #[cfg(test)]
@@ -670,6 +705,29 @@ mod tests {
 sockperf: [Total Run] RunTime=1.000 sec; Warm up time=400 msec; SentMessages=24157; ReceivedMessages=24156\n\
 sockperf: [Valid Duration] RunTime=0.550 sec; SentMessages=13835; ReceivedMessages=13835\n";
         assert_eq!(sockperf_received_messages(sockperf), Some(24_156));
+        assert_eq!(
+            sockperf_total_run(sockperf),
+            Some(SockperfRun {
+                run_seconds: 1.0,
+                sent_messages: 24_157,
+                received_messages: 24_156,
+            })
+        );
+        let never_began = "sockperf: Warmup stage (sending a few dummy messages)...\n\
+sockperf: Test end (interrupted by user)\n\
+sockperf: Test ended\n\
+sockperf: No messages were sent\n";
+        assert_eq!(
+            sockperf_total_run(never_began).map(|run| run.sent_messages),
+            Some(0)
+        );
+        let unanswered = "sockperf: Starting test...\n\
+sockperf: Test end (interrupted by user)\n\
+sockperf: No messages were received from the server. Is the server down?\n";
+        assert_eq!(
+            sockperf_total_run(unanswered).map(|run| run.received_messages),
+            Some(0)
+        );
         assert_eq!(
             sockperf_received_messages("sockperf: Test end (interrupted by user)\n"),
             None

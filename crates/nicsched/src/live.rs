@@ -5,6 +5,13 @@
 //! each measured interval, the ideal the record holds for it, the engine's drops so
 //! far. Nothing here measures; a line's Mbit/s are the bytes the run's figures get.
 
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::header::{ALLOW, CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
 use indicatif::ProgressBar;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -12,12 +19,14 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use report::RunRecord;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
+use tokio::task::AbortHandle;
 
 /// `--interval` when not given: iperf3's.
 pub const LINE_EVERY_NS_DEFAULT: u64 = 1_000_000_000;
@@ -327,57 +336,135 @@ impl Metrics {
     }
 }
 
+/// How long one connection to `--metrics-listen` may last, from its accept to the
+/// last byte of its answer: Prometheus's default scrape timeout, past which nobody
+/// waits for the answer anyway. A client that sends or reads slowly costs its own
+/// connection for that long and no more.
+const CONNECTION_DEADLINE: Duration = Duration::from_secs(10);
+/// Connections held at once. One more closes the one held longest, so that clients
+/// that connect and say nothing never keep a scrape out, and a flood of them costs
+/// the lab no file descriptors beyond these.
+const CONNECTIONS_MAX: usize = 64;
+/// The request head read at most; a scrape's is a few hundred bytes. hyper's least.
+const REQUEST_BYTES_MAX: usize = 8192;
+/// The wait before accepting again when accepting failed for want of resources
+/// (file descriptors, memory), which an immediate retry would not find either.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// What one client may cost the endpoint.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    deadline: Duration,
+    connections: usize,
+}
+
 /// Serves `metrics` on `listener` (GET /metrics) from a thread of its own until
-/// the process exits; answers one request at a time.
+/// the process exits.
 pub fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    serve_within(
+        listener,
+        metrics,
+        Limits {
+            deadline: CONNECTION_DEADLINE,
+            connections: CONNECTIONS_MAX,
+        },
+    );
+}
+
+fn serve_within(listener: TcpListener, metrics: Arc<Metrics>, limits: Limits) {
     std::thread::Builder::new()
         .name("nicsched-metrics".into())
         .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                // A client that goes away mid-request costs it nothing more.
-                let _ = answer(stream, &metrics);
+            let served = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .enable_time()
+                .build()
+                .and_then(|runtime| runtime.block_on(accept(listener, metrics, limits)));
+            if let Err(e) = served {
+                eprintln!("metrics: no longer served: {e}");
             }
         })
         .expect("a thread can be started");
 }
 
-/// The request head read at most; a scrape's is a few hundred bytes.
-const REQUEST_BYTES_MAX: usize = 8192;
-
-fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < REQUEST_BYTES_MAX {
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            break;
+/// Accepts connections for ever, each answered by a task of its own within
+/// `limits`.
+async fn accept(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    limits: Limits,
+) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let mut held: VecDeque<AbortHandle> = VecDeque::new();
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) if is_the_clients(&e) => continue,
+            Err(_) => {
+                tokio::time::sleep(ACCEPT_RETRY).await;
+                continue;
+            }
+        };
+        held.retain(|connection| !connection.is_finished());
+        if held.len() >= limits.connections
+            && let Some(longest) = held.pop_front()
+        {
+            longest.abort();
         }
-        head.extend_from_slice(&buf[..n]);
+        let connection = tokio::spawn(answer_within(stream, metrics.clone(), limits.deadline));
+        held.push_back(connection.abort_handle());
     }
-    let head = String::from_utf8_lossy(&head);
-    let mut words = head.lines().next().unwrap_or("").split(' ');
-    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let (status, content_type, body) = match (method, path) {
-        ("GET", "/metrics") => ("200 OK", METRICS_CONTENT_TYPE, metrics.encode()),
-        ("GET", _) => (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
+}
+
+/// An error of accepting that one client caused, gone with it.
+fn is_the_clients(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+    )
+}
+
+/// One request on `stream`, answered, or the connection dropped (which closes it)
+/// at `deadline`.
+async fn answer_within(stream: tokio::net::TcpStream, metrics: Arc<Metrics>, deadline: Duration) {
+    let connection = http1::Builder::new()
+        .keep_alive(false)
+        .max_buf_size(REQUEST_BYTES_MAX)
+        .serve_connection(
+            TokioIo::new(stream),
+            service_fn(move |request| {
+                std::future::ready(Ok::<_, Infallible>(answer(&request, &metrics)))
+            }),
+        );
+    // The connection's own errors (a client gone mid-request, a malformed head,
+    // which hyper answered with 400) end that connection only.
+    let _ = tokio::time::timeout(deadline, connection).await;
+}
+
+fn answer<B>(request: &Request<B>, metrics: &Metrics) -> Response<Full<Bytes>> {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    let (status, content_type, body) = match (request.method(), request.uri().path()) {
+        (&Method::GET, "/metrics") => (StatusCode::OK, METRICS_CONTENT_TYPE, metrics.encode()),
+        (&Method::GET, _) => (
+            StatusCode::NOT_FOUND,
+            TEXT,
             "nicsched serves /metrics only\n".to_string(),
         ),
         _ => (
-            "405 Method Not Allowed",
-            "text/plain; charset=utf-8",
+            StatusCode::METHOD_NOT_ALLOWED,
+            TEXT,
             "GET /metrics\n".to_string(),
         ),
     };
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    stream.flush()
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        headers.insert(ALLOW, HeaderValue::from_static("GET"));
+    }
+    response
 }
 
 /// One enforcer's run watched: the progress bar, the lines printed above it, the
@@ -487,6 +574,8 @@ impl lab::Watch for Watching<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     fn record() -> RunRecord {
         let scenario = policy::parse_scenario(
@@ -624,5 +713,186 @@ mod tests {
                 && text.contains("# TYPE nicsched_tenant_throughput_bits_per_second gauge\n"),
             "{text}"
         );
+    }
+
+    /// The endpoint of a run under way, served within `limits`.
+    fn serving(limits: Limits) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        metrics.started("tonic", 4_000_000_000);
+        serve_within(listener, metrics, limits);
+        addr
+    }
+
+    /// Long enough that no test sees a connection reach it.
+    const NO_DEADLINE: Limits = Limits {
+        deadline: Duration::from_secs(3600),
+        connections: CONNECTIONS_MAX,
+    };
+
+    /// How long a test's client waits for an answer or a close before it fails:
+    /// a server that never answers fails the test rather than hanging it.
+    const HANG_GUARD: Duration = Duration::from_secs(120);
+
+    fn connect(addr: SocketAddr) -> TcpStream {
+        let stream = TcpStream::connect(addr).expect("the endpoint accepts");
+        stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
+        stream
+    }
+
+    /// `method path` asked of `addr`: the status line, the head, the body.
+    fn ask(addr: SocketAddr, method: &str, path: &str) -> (String, String, String) {
+        let mut stream = connect(addr);
+        // One write: `write!` sends its pieces one by one, and a server that
+        // refuses a head past its bound may answer and close between two.
+        let request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .expect("an answer, then the connection closed");
+        let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+        let status = head.lines().next().unwrap().to_string();
+        (status, head.to_lowercase(), body.to_string())
+    }
+
+    /// A scrape answered in full: 200, OpenMetrics, the run's metrics.
+    fn assert_scraped(addr: SocketAddr) {
+        let (status, head, body) = ask(addr, "GET", "/metrics");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        assert!(
+            head.contains(&format!("content-type: {METRICS_CONTENT_TYPE}")),
+            "{head}"
+        );
+        assert!(
+            samples(&body).contains(&(
+                "nicsched_run_duration_seconds{enforcer=\"tonic\"}".into(),
+                4.0
+            )),
+            "{body}"
+        );
+    }
+
+    /// Closed by the server: the end of the stream, or a reset where the server
+    /// left what the client sent unread. Waits for it.
+    fn closed_by_server(stream: &mut TcpStream) -> Vec<u8> {
+        let mut got = Vec::new();
+        match stream.read_to_end(&mut got) {
+            Ok(_) => got,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => got,
+            Err(e) => panic!("not closed: {e}"),
+        }
+    }
+
+    /// Still open: nothing to read, and no end of the stream.
+    fn still_open(stream: &TcpStream) -> bool {
+        stream.set_nonblocking(true).unwrap();
+        let open = matches!(
+            (&*stream).read(&mut [0u8; 1]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        );
+        stream.set_nonblocking(false).unwrap();
+        open
+    }
+
+    #[test]
+    fn the_endpoint_answers_get_metrics_only() {
+        let addr = serving(NO_DEADLINE);
+        assert_scraped(addr);
+        let (status, head, body) = ask(addr, "GET", "/metrics/../x?y");
+        assert_eq!(status, "HTTP/1.1 404 Not Found");
+        assert!(
+            head.contains("content-type: text/plain; charset=utf-8"),
+            "{head}"
+        );
+        assert_eq!(body, "nicsched serves /metrics only\n");
+        let (status, head, _) = ask(addr, "POST", "/metrics");
+        assert_eq!(status, "HTTP/1.1 405 Method Not Allowed");
+        assert!(head.contains("\r\nallow: get"), "{head}");
+        // A query string is the scraper's business.
+        let (status, head, _) = ask(addr, "GET", "/metrics?x=1");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        assert!(head.contains("\r\nconnection: close"), "{head}");
+        assert_eq!(ask(addr, "GET", "not a path").0, "HTTP/1.1 400 Bad Request");
+        let long = format!("/metrics?{}", "x".repeat(REQUEST_BYTES_MAX));
+        assert_eq!(
+            ask(addr, "GET", &long).0,
+            "HTTP/1.1 431 Request Header Fields Too Large"
+        );
+    }
+
+    /// A byte a second, the way that held the endpoint for hours when each read
+    /// had a timeout of its own.
+    #[test]
+    fn a_scrape_is_answered_while_another_client_trickles_its_request() {
+        let addr = serving(NO_DEADLINE);
+        let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        let whole = request.len();
+        let (sent_some, scraped) = (std::sync::mpsc::channel(), std::sync::mpsc::channel());
+        let trickler = std::thread::spawn(move || {
+            let mut stream = connect(addr);
+            for (n, byte) in request.bytes().enumerate() {
+                stream.write_all(&[byte]).unwrap();
+                if n + 1 == 2 {
+                    sent_some.0.send(()).unwrap();
+                }
+                // The pace of the load, not a wait for anything.
+                if scraped.1.recv_timeout(Duration::from_secs(1)).is_ok() {
+                    return (n + 1, still_open(&stream));
+                }
+            }
+            (whole, still_open(&stream))
+        });
+        sent_some.1.recv().unwrap();
+        assert_scraped(addr);
+        scraped.0.send(()).unwrap();
+        let (sent, open) = trickler.join().unwrap();
+        assert!(
+            sent < whole,
+            "the scrape was answered only once the trickler had sent its whole request"
+        );
+        assert!(open, "the trickler's connection was closed");
+    }
+
+    #[test]
+    fn connections_that_say_nothing_past_the_bound_do_not_keep_a_scrape_out() {
+        let addr = serving(NO_DEADLINE);
+        let mut idle: Vec<TcpStream> = (0..200).map(|_| connect(addr)).collect();
+        assert_scraped(addr);
+        // The one held longest made room; the last one is still held.
+        assert_eq!(closed_by_server(&mut idle[0]), b"");
+        assert!(still_open(idle.last().unwrap()));
+    }
+
+    #[test]
+    fn a_client_is_cut_off_at_the_deadline_though_it_keeps_sending() {
+        let deadline = Duration::from_millis(250);
+        let addr = serving(Limits {
+            deadline,
+            ..NO_DEADLINE
+        });
+        let request = format!(
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: a byte every tenth of the deadline\r\n\r\n"
+        );
+        let mut stream = connect(addr);
+        let mut writer = stream.try_clone().unwrap();
+        let trickler = std::thread::spawn(move || {
+            for byte in request.bytes() {
+                if writer.write_all(&[byte]).is_err() {
+                    break;
+                }
+                // The pace of the load: no read ever waits a whole deadline.
+                std::thread::sleep(deadline / 10);
+            }
+        });
+        assert_eq!(
+            String::from_utf8_lossy(&closed_by_server(&mut stream)),
+            "",
+            "answered"
+        );
+        drop(stream);
+        trickler.join().unwrap();
+        assert_scraped(addr);
     }
 }

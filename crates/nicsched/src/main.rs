@@ -21,7 +21,8 @@ const EXIT_INPUT: u8 = 2;
 const EXIT_FAILURE: u8 = 1;
 /// Everything was written, but a run's self-checks failed: its figures are flagged.
 const EXIT_CHECKS_FAILED: u8 = 3;
-/// `compare --baseline`: a figure got worse than the baseline's beyond its threshold.
+/// `compare --baseline`: a figure got worse than the baseline's beyond its threshold,
+/// or something the baseline had is missing or silent.
 const EXIT_REGRESSED: u8 = 4;
 /// 128 + SIGINT, as a shell reports a command a signal stopped.
 const EXIT_INTERRUPTED: u8 = 130;
@@ -160,10 +161,13 @@ enum Command {
     /// Each --set KEY=V1,V2,... sweeps one key of the scenario (a dotted path:
     /// `duration`, `policy.link.rate`, `policy.tenants.vm1.weight`, `traffic.0.rate`;
     /// a list is entered by index from 0 or by an entry's name); several --set make
-    /// the cross product. Every value is checked by the scenario parser before
-    /// anything runs. Writes DIR/sweep.csv (one row per run), DIR/sweep.json and a
-    /// PNG per figure against the first key (mean over seeds, bars from the lowest
-    /// to the highest seed's), and prints the table. Exit status 3 when a run's
+    /// the cross product; two keys that reach one value, or a key no run takes (it
+    /// changes nothing, or the scenario overrides it), are refused. Every value is
+    /// checked by the scenario parser before anything runs. Writes DIR/sweep.csv
+    /// (one row per run), DIR/sweep.json and PNGs against the first key of the
+    /// fairness figures and of the tenants' shares and p99s that vary most (mean
+    /// over seeds, bars from the lowest to the highest seed's), and prints the
+    /// table. Exit status 3 when a run's
     /// self-checks failed (flagged in the table and sweep.csv).
     ///
     /// Example: `nicsched sweep scenarios/flowvalve/borrowing.yaml --set
@@ -428,8 +432,11 @@ enum Command {
     /// utilization down in absolute fractions, a tenant's throughput
     /// (`throughput`) further from its ideal by that fraction of the ideal, a
     /// latency p99 (`p99`) or the drops (`drops`) up relative to the baseline.
-    /// Exit status 4 when any figure regressed; runs or figures only one side has
-    /// are listed, not judged (docs/json.md, "compare").
+    /// What the baseline had and NEW lacks regresses too: a run, tenant, app or
+    /// traffic missing, or silent (0 bit/s, no request answered) where the
+    /// baseline's was not, unless named with `--expect-missing`. Exit status 4
+    /// when anything regressed; what only NEW has is listed, not judged
+    /// (docs/json.md, "Against a baseline").
     ///
     /// Example: `nicsched sim S.yaml --out old; (change the policy or the code);
     /// nicsched sim S.yaml --out new; nicsched compare new --baseline old`.
@@ -452,6 +459,12 @@ enum Command {
         /// p99, drops; may repeat, later ones win. Default: 0.05 for each.
         #[arg(long, value_name = "[KIND=]X", requires = "baseline")]
         threshold: Vec<String>,
+        /// Something the baseline had that NEW may lack or leave silent, as the
+        /// change intends: a tenant (and its apps), `TENANT/APP`, a traffic, or a
+        /// run as `SCENARIO/ENFORCER/MODE`; may repeat. Anything else missing or
+        /// silent is a regression.
+        #[arg(long, value_name = "NAME", requires = "baseline")]
+        expect_missing: Vec<String>,
     },
     /// Overlay runs on one report.html: sim and lab runs of a scenario, or two
     /// seeds, each enforcer's throughput against the ideal on shared axes.
@@ -463,8 +476,9 @@ enum Command {
         /// files, of complete runs only (checked against their nicsched-run.json).
         #[arg(required = true)]
         results: Vec<PathBuf>,
-        /// The page to write; outside the runs' folders. Default, for one results
-        /// folder: FOLDER.html beside it; required for several.
+        /// The page to write: outside every run's folder, over no file but a page
+        /// nicsched wrote. Default, for one results folder: FOLDER.html beside
+        /// it; required for several.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
@@ -630,7 +644,15 @@ fn main() -> ExitCode {
             json,
             baseline,
             threshold,
-        } => compare(&results, &baseline, &threshold, markdown, json),
+            expect_missing,
+        } => compare(
+            &results,
+            &baseline,
+            &threshold,
+            &expect_missing,
+            markdown,
+            json,
+        ),
         Command::Report { results, out } => report_page::report(&results, out),
         Command::Enforcers { markdown, json } => {
             let listed = listed_enforcers();
@@ -770,6 +792,7 @@ fn compare(
     results: &[PathBuf],
     baseline: &[PathBuf],
     thresholds: &[String],
+    expect_missing: &[String],
     markdown: bool,
     json: bool,
 ) -> Result<(), Failure> {
@@ -792,7 +815,7 @@ fn compare(
             .map_err(|e| Failure::input(format!("--threshold {setting}: {e}")))?;
     }
     let baseline_runs = load_all_summaries(baseline)?;
-    let compared = report::against_baseline(&runs, &baseline_runs, &limits);
+    let compared = report::against_baseline(&runs, &baseline_runs, &limits, expect_missing);
     if compared.runs.is_empty() {
         return Err(Failure::input(
             "nicsched compare --baseline: no run matches a baseline run by scenario, enforcer and mode; give the --out of the same scenario's sim (or lab) for both",
@@ -809,7 +832,7 @@ fn compare(
     if compared.regressed() {
         return Err(Failure {
             message: format!(
-                "regressed beyond the threshold against the baseline: {}",
+                "regressed against the baseline (worse beyond the threshold, or missing or silent; --expect-missing NAME for what is meant to be): {}",
                 compared.regressions.join(", ")
             ),
             status: EXIT_REGRESSED,
@@ -1077,7 +1100,7 @@ fn simulate(
         sched::build(name, &scenario.policy).map_err(|e| Failure::input(e.to_string()))?;
     }
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&scenario.name));
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
 
     let (_bars, runs_of) = simulation_bars(&enforcers, scenario.duration_ns, quiet);
@@ -1187,7 +1210,7 @@ fn simulate_hosts(
         }
     }
     let out = out.unwrap_or_else(|| PathBuf::from("results").join(&scenario.name));
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
     let (_bars, runs_of) = simulation_bars(&enforcers, scenario.duration_ns, quiet);
     let records = jobs::map(
@@ -1561,7 +1584,7 @@ fn run_lab(
     let out =
         out.unwrap_or_else(|| PathBuf::from("results").join(format!("{}-lab", scenario.name)));
     let live = live.start(quiet)?;
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
     if !quiet {
         eprintln!(
@@ -1641,7 +1664,7 @@ fn lab_hosts(
     }
     let out =
         out.unwrap_or_else(|| PathBuf::from("results").join(format!("{}-lab", scenario.name)));
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
     let provenance = provenance(path, scenario.seed)?;
     if !quiet {
         eprintln!(

@@ -1,13 +1,28 @@
 //! `nicsched sweep`: one scenario simulated over a grid of values of its keys,
 //! seeds and enforcers, summarised as a table, sweep.csv, sweep.json and a plot
-//! per figure against the first swept key (docs/scenario.md, "Sweeps").
+//! per figure that varies, against the first swept key (docs/scenario.md, "Sweeps").
 //!
-//! Every value is set in the scenario's YAML tree and the result parsed by the
-//! scenario parser a user's file goes through, before anything runs: a value that
-//! file would refuse is refused here, in the parser's words.
+//! A sweep runs what its rows say. Each key is resolved to the one place it
+//! reaches in the scenario's tree, so that an index and a name of one entry are
+//! one key; every setting is parsed by the scenario parser a user's file goes
+//! through, before anything runs, so that a value that file would refuse is
+//! refused here in the parser's words; and a key none of whose values changes the
+//! scenario that runs (overridden, ignored) is refused rather than labelling rows
+//! with values that never ran.
+//!
+//! Memory is that of the runs at once, not of the grid: settings are parsed one
+//! at a time and dropped, a run parses its own when it starts, and the figures of
+//! each finished run go to a scratch file in the staging folder, from which the
+//! CSV, the JSON, the table and the plots are written at the end.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::fs::File;
+use std::hash::Hasher;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
@@ -20,6 +35,41 @@ use crate::{
 /// `--seeds 1..10000` should not take the machine for a day.
 const POINTS_MAX: usize = 10_000;
 
+/// Characters of a user's text (a key, a value) shown in a message, the table or a
+/// plot: a value may carry a YAML comment of any length.
+const SHOWN_CHARS_MAX: usize = 40;
+
+/// Characters of the scenario parser's message on a setting: it may quote a value.
+const MESSAGE_CHARS_MAX: usize = 300;
+
+/// Names listed in a message on a list that has no such entry.
+const NAMES_LISTED_MAX: usize = 8;
+
+/// Plots (and table columns) of tenants' shares, and of traffics' p99, at most:
+/// those that vary most over the grid. Every tenant's and traffic's figures are in
+/// sweep.csv and sweep.json.
+const PLOTS_OF_KIND_MAX: usize = 12;
+
+/// Lines of one plot at most (an enforcer and a combination of the other keys'
+/// values each): each has its own colour and legend entry.
+const PLOT_LINES_MAX: usize = 24;
+
+/// Relative change below which a figure is taken not to vary over the grid: the
+/// last bits of a float mean summed in another order.
+const VARIES_RELATIVE: f64 = 1e-9;
+
+/// A run's memory beyond what its classes take: the simulator, the enforcer's
+/// tables, the scenario.
+const RUN_BYTES_BASE: u64 = 16 << 20;
+/// Per interval cell (an interval of one tenant, app or flow): the record's
+/// bytes and the ideal's rate of it, 16 bytes, twice over for what is built
+/// from them (a 19.8M-cell run took 185 MB in a sweep, issue 24).
+const RUN_BYTES_PER_CELL: u64 = 32;
+/// Per class or flow: its sender, queue and statistics in the simulator and the
+/// enforcer (a 3,600-tenant scenario of 8,436 classes took about 30 MB a run,
+/// docs/scenario.md "Sweeps").
+const RUN_BYTES_PER_CLASS: u64 = 4096;
+
 pub(crate) struct SweepArgs {
     pub scenario: PathBuf,
     pub sets: Vec<String>,
@@ -30,18 +80,87 @@ pub(crate) struct SweepArgs {
     pub quiet: bool,
 }
 
+/// A user's text as it may be printed: control characters escaped (`\u{1b}`),
+/// so that a value cannot move the cursor or colour the terminal, and cut short.
+fn shown(text: &str) -> String {
+    cut(&escaped(text), SHOWN_CHARS_MAX)
+}
+
+fn escaped(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+fn cut(text: &str, most: usize) -> String {
+    let count = text.chars().count();
+    if count <= most {
+        text.to_string()
+    } else {
+        let kept: String = text.chars().take(most).collect();
+        format!("{kept}… ({count} characters)")
+    }
+}
+
+/// Names, the first few of them.
+fn listed(names: &[String]) -> String {
+    if names.is_empty() {
+        return "none".to_string();
+    }
+    let first: Vec<String> = names
+        .iter()
+        .take(NAMES_LISTED_MAX)
+        .map(|n| shown(n))
+        .collect();
+    if names.len() > NAMES_LISTED_MAX {
+        format!("{}, … ({} in all)", first.join(", "), names.len())
+    } else {
+        first.join(", ")
+    }
+}
+
+/// One step into the scenario's tree, as resolved: a map's key or a list's index.
+#[derive(Clone, Debug, PartialEq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+fn place_text(place: &[Step]) -> String {
+    place
+        .iter()
+        .map(|step| match step {
+            Step::Key(key) => key.clone(),
+            Step::Index(index) => index.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 /// One `--set KEY=V1,V2,...`.
 struct Axis {
+    /// As given.
     key: String,
-    path: Vec<String>,
+    /// Where the key reaches in the scenario's tree.
+    place: Vec<Step>,
     /// The values as given, and as YAML read them.
     values: Vec<(String, Value)>,
 }
 
-fn parse_set(text: &str) -> Result<Axis, Failure> {
+/// A `--set` as given: its key, the key's steps and its values.
+type GivenSet = (String, Vec<String>, Vec<(String, Value)>);
+
+fn parse_set(text: &str) -> Result<GivenSet, Failure> {
     let usage = || {
         Failure::input(format!(
-            "--set {text}: give KEY=V1,V2,... with KEY a dotted path into the scenario, e.g. `--set policy.tenants.vm1.weight=1,2,4` (docs/scenario.md, \"Sweeps\")"
+            "--set {}: give KEY=V1,V2,... with KEY a dotted path into the scenario, e.g. `--set policy.tenants.vm1.weight=1,2,4` (docs/scenario.md, \"Sweeps\")",
+            shown(text)
         ))
     };
     let (key, values) = text.split_once('=').ok_or_else(usage)?;
@@ -50,9 +169,9 @@ fn parse_set(text: &str) -> Result<Axis, Failure> {
         return Err(usage());
     }
     if path.len() == 1 && path[0] == "seed" {
-        return Err(Failure::input(format!(
-            "--set {text}: sweep the seed with --seeds (e.g. --seeds 1..5)"
-        )));
+        return Err(Failure::input(
+            "--set seed: sweep the seed with --seeds (e.g. --seeds 1..5)",
+        ));
     }
     let values: Vec<(String, Value)> = values
         .split(',')
@@ -61,11 +180,7 @@ fn parse_set(text: &str) -> Result<Axis, Failure> {
     if values.iter().any(|(value, _)| value.is_empty()) {
         return Err(usage());
     }
-    Ok(Axis {
-        key: key.to_string(),
-        path,
-        values,
-    })
+    Ok((key.to_string(), path, values))
 }
 
 fn yaml_options() -> serde_saphyr::options::Options {
@@ -83,7 +198,8 @@ fn yaml_value(text: &str) -> Value {
 fn parse_seeds(text: &str) -> Result<Vec<u64>, Failure> {
     let refused = || {
         Failure::input(format!(
-            "--seeds {text}: give a range FIRST..LAST (inclusive, e.g. 1..5) or a list (e.g. 3,7) of whole numbers"
+            "--seeds {}: give a range FIRST..LAST (inclusive, e.g. 1..5) or a list (e.g. 3,7) of whole numbers",
+            shown(text)
         ))
     };
     let number = |n: &str| n.trim().parse::<u64>().map_err(|_| refused());
@@ -95,7 +211,8 @@ fn parse_seeds(text: &str) -> Result<Vec<u64>, Failure> {
             }
             if last - first >= POINTS_MAX as u64 {
                 return Err(Failure::input(format!(
-                    "--seeds {text}: more than {POINTS_MAX} seeds, the most runs a sweep makes"
+                    "--seeds {}: more than {POINTS_MAX} seeds, the most runs a sweep makes",
+                    shown(text)
                 )));
             }
             (first..=last).collect()
@@ -105,44 +222,35 @@ fn parse_seeds(text: &str) -> Result<Vec<u64>, Failure> {
     Ok(seeds)
 }
 
-/// Sets `value` at `path` in the scenario's tree. Every step but the last must
-/// exist; the last may be a key the place does not have yet (the parser says
-/// whether it may). A list is entered by index from 0 or by an entry's `name`. A
-/// `policy:` naming a file is read in its place, so that its keys can be set.
-fn set(tree: &mut Value, path: &[String], value: Value, base_dir: &Path) -> Result<(), String> {
+/// Where `path` reaches in `tree`. Every step but the last must exist; the last
+/// may be a key the place does not have yet (the parser says whether it may). A
+/// list is entered by index from 0 or by an entry's `name`.
+fn resolve(tree: &Value, path: &[String]) -> Result<Vec<Step>, String> {
     let mut node = tree;
+    let mut place = Vec::new();
     for (depth, step) in path.iter().enumerate() {
         let at = path[..depth].join(".");
-        let place = if at.is_empty() {
+        let here = if at.is_empty() {
             "the scenario".to_string()
         } else {
-            format!("`{at}`")
+            format!("`{}`", shown(&at))
         };
         let last = depth + 1 == path.len();
-        if depth == 1
-            && path[0] == "policy"
-            && let Value::String(file) = node
-        {
-            let file_path = base_dir.join(&*file);
-            let text = std::fs::read_to_string(&file_path)
-                .map_err(|e| format!("{}: {e}", file_path.display()))?;
-            *node = serde_saphyr::from_str_with_options::<Value>(&text, yaml_options())
-                .map_err(|e| format!("{}: {e}", file_path.display()))?;
-        }
         node = match node {
-            Value::Object(map) if last => {
-                map.insert(step.clone(), value);
-                return Ok(());
-            }
             Value::Object(map) => {
-                if !map.contains_key(step) {
-                    let keys: Vec<&str> = map.keys().map(String::as_str).collect();
-                    return Err(format!(
-                        "{place} has no `{step}` (it has {})",
-                        keys.join(", ")
-                    ));
+                place.push(Step::Key(step.clone()));
+                match map.get(step) {
+                    Some(next) => next,
+                    None if last => return Ok(place),
+                    None => {
+                        let keys: Vec<String> = map.keys().cloned().collect();
+                        return Err(format!(
+                            "{here} has no `{}` (it has {})",
+                            shown(step),
+                            listed(&keys)
+                        ));
+                    }
                 }
-                map.get_mut(step).expect("just looked up")
             }
             Value::Array(items) => {
                 let count = items.len();
@@ -150,7 +258,8 @@ fn set(tree: &mut Value, path: &[String], value: Value, base_dir: &Path) -> Resu
                     Ok(index) if index < count => index,
                     Ok(_) => {
                         return Err(format!(
-                            "{place} has {count} entries, indexed from 0: no `{step}`"
+                            "{here} has {count} entries, indexed from 0: no `{}`",
+                            shown(step)
                         ));
                     }
                     Err(_) => {
@@ -158,93 +267,414 @@ fn set(tree: &mut Value, path: &[String], value: Value, base_dir: &Path) -> Resu
                             .iter()
                             .filter_map(|item| item.get("name")?.as_str().map(str::to_string))
                             .collect();
-                        names.iter().position(|name| name == step).ok_or_else(|| {
-                            format!(
-                                "{place} has no entry named `{step}` (named: {}; or give an index from 0)",
-                                if names.is_empty() { "none".to_string() } else { names.join(", ") }
-                            )
-                        })?
+                        items
+                            .iter()
+                            .position(|item| item.get("name").and_then(Value::as_str) == Some(step))
+                            .ok_or_else(|| {
+                                format!(
+                                    "{here} has no entry named `{}` (named: {}; or give an index from 0)",
+                                    shown(step),
+                                    listed(&names)
+                                )
+                            })?
                     }
                 };
-                if last {
-                    items[index] = value;
-                    return Ok(());
-                }
-                &mut items[index]
+                place.push(Step::Index(index));
+                &items[index]
             }
-            _ => return Err(format!("{place} is a value, not a map or list")),
+            _ => return Err(format!("{here} is a value, not a map or list")),
         };
     }
-    Ok(())
+    Ok(place)
 }
 
-/// One set of values, one of each axis, and the scenario they make.
-struct Setting {
-    /// The value text of each axis, in axis order.
-    values: Vec<String>,
-    scenario: policy::Scenario,
+/// The value at `place`, where there is one.
+fn get<'t>(tree: &'t Value, place: &[Step]) -> Option<&'t Value> {
+    place.iter().try_fold(tree, |node, step| match step {
+        Step::Key(key) => node.get(key),
+        Step::Index(index) => node.get(index),
+    })
 }
 
-/// Every combination of the axes' values, each scenario parsed and validated.
-fn settings(path: &Path, axes: &[Axis]) -> Result<Vec<Setting>, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
-    let tree: Value = serde_saphyr::from_str_with_options(&text, yaml_options())
-        .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
-    let base_dir = path.parent().unwrap_or(Path::new(""));
-    let mut combinations: Vec<Vec<usize>> = vec![Vec::new()];
-    for axis in axes {
-        combinations = combinations
-            .into_iter()
-            .flat_map(|prefix| {
-                (0..axis.values.len()).map(move |index| {
-                    let mut combination = prefix.clone();
-                    combination.push(index);
-                    combination
-                })
-            })
-            .collect();
+/// Sets `value` at `place`, as [`resolve`] found it in the same tree; `None`
+/// where the tree is not the one it was resolved in.
+fn set(tree: &mut Value, place: &[Step], value: Value) -> Option<()> {
+    let (last, steps) = place.split_last()?;
+    let mut node = tree;
+    for step in steps {
+        node = match step {
+            Step::Key(key) => node.get_mut(key)?,
+            Step::Index(index) => node.get_mut(index)?,
+        };
     }
-    combinations
-        .into_iter()
-        .map(|combination| {
-            let mut tree = tree.clone();
-            let mut said = Vec::new();
-            for (axis, &index) in axes.iter().zip(&combination) {
-                let (text, value) = &axis.values[index];
-                set(&mut tree, &axis.path, value.clone(), base_dir).map_err(|e| {
-                    Failure::input(format!("{}: --set {}: {e}", path.display(), axis.key))
-                })?;
-                said.push(format!("{}={text}", axis.key));
+    match (last, node) {
+        (Step::Key(key), Value::Object(map)) => {
+            map.insert(key.clone(), value);
+        }
+        (Step::Index(index), Value::Array(items)) => *items.get_mut(*index)? = value,
+        _ => return None,
+    }
+    Some(())
+}
+
+/// The scenario file and its axes: setting `s` takes from axis `a` the value
+/// `(s / stride(a)) % len(a)`, the first axis outermost.
+struct Grid {
+    file: String,
+    base_dir: PathBuf,
+    tree: Value,
+    axes: Vec<Axis>,
+    settings: usize,
+}
+
+impl Grid {
+    /// Reads the scenario's tree once (and a `policy:` file in its place where a
+    /// key enters it) and resolves every key; refuses two keys that reach one
+    /// place or one inside the other, and keys no run takes from the scenario.
+    fn new(path: &Path, sets: &[GivenSet]) -> Result<Grid, Failure> {
+        let file = path.display().to_string();
+        let base_dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
+        let read = |path: &Path| -> Result<Value, Failure> {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+            serde_saphyr::from_str_with_options(&text, yaml_options())
+                .map_err(|e| Failure::input(format!("{}: {e}", path.display())))
+        };
+        let mut tree = read(path)?;
+        if sets.iter().any(|(_, steps, _)| steps[0] == "policy")
+            && let Some(Value::String(policy)) = tree.get("policy")
+        {
+            let policy = read(&base_dir.join(policy))?;
+            set(&mut tree, &[Step::Key("policy".into())], policy)
+                .expect("the scenario has a `policy` key");
+        }
+        let mut axes: Vec<Axis> = Vec::new();
+        for (key, steps, values) in sets {
+            let refused =
+                |why: String| Failure::input(format!("{file}: --set {}: {why}", shown(key)));
+            let place = resolve(&tree, steps).map_err(refused)?;
+            if place[0] == Step::Key("enforcers".into()) {
+                return Err(refused(
+                    "a sweep runs the enforcers of -e (or, without -e, those of the file's `enforcers:`): sweep them with -e NAME for each".into(),
+                ));
             }
-            let yaml = serde_json::to_string_pretty(&tree).expect("a YAML tree is JSON");
-            let file = path.display().to_string();
-            let scenario = policy::parse_scenario(&yaml, &file, base_dir, &lab::enforcer_names())
-                .map_err(|e| {
+            if let [Step::Key(policy), Step::Key(link), Step::Key(field)] = &place[..]
+                && policy == "policy"
+                && link == "link"
+                && get(&tree, &[Step::Key("link".into()), Step::Key(field.clone())]).is_some()
+            {
+                return Err(refused(format!(
+                    "the scenario's own `link: {{{field}: ...}}` overrides the policy's, so no value of this key would run: set `link.{field}` instead"
+                )));
+            }
+            for earlier in &axes {
+                let (a, b) = (&earlier.place, &place);
+                let (shorter, longer) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+                if longer.starts_with(shorter) {
+                    let why = if a.len() == b.len() {
+                        format!(
+                            "it reaches the same value as `--set {}` (`{}`): give its values in one --set",
+                            shown(&earlier.key),
+                            shown(&place_text(&place))
+                        )
+                    } else {
+                        format!(
+                            "it and `--set {}` reach one value, one inside the other (`{}` and `{}`): sweep one of them",
+                            shown(&earlier.key),
+                            shown(&place_text(&place)),
+                            shown(&place_text(&earlier.place))
+                        )
+                    };
+                    return Err(refused(why));
+                }
+            }
+            axes.push(Axis {
+                key: key.clone(),
+                place,
+                values: values.clone(),
+            });
+        }
+        let settings = axes
+            .iter()
+            .map(|axis| axis.values.len())
+            .fold(1usize, usize::saturating_mul);
+        Ok(Grid {
+            file,
+            base_dir,
+            tree,
+            axes,
+            settings,
+        })
+    }
+
+    fn stride(&self, axis: usize) -> usize {
+        self.axes[axis + 1..]
+            .iter()
+            .map(|a| a.values.len())
+            .product()
+    }
+
+    /// The index of axis `axis`'s value in setting `setting`.
+    fn index(&self, setting: usize, axis: usize) -> usize {
+        (setting / self.stride(axis)) % self.axes[axis].values.len()
+    }
+
+    /// The values of a setting as given, in axis order.
+    fn values(&self, setting: usize) -> impl Iterator<Item = &str> {
+        (0..self.axes.len())
+            .map(move |axis| self.axes[axis].values[self.index(setting, axis)].0.as_str())
+    }
+
+    /// `KEY=VALUE ...` of a setting, as it may be printed.
+    fn said(&self, setting: usize) -> String {
+        self.axes
+            .iter()
+            .zip(self.values(setting))
+            .map(|(axis, value)| format!("{}={}", shown(&axis.key), shown(value)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The scenario of a setting, as parsed from the tree with its values set
+    /// (but axis `omit`'s).
+    fn scenario(&self, setting: usize, omit: Option<usize>) -> Result<policy::Scenario, Failure> {
+        let mut tree = self.tree.clone();
+        for (axis, index) in (0..self.axes.len()).map(|a| (a, self.index(setting, a))) {
+            if Some(axis) == omit {
+                continue;
+            }
+            set(
+                &mut tree,
+                &self.axes[axis].place,
+                self.axes[axis].values[index].1.clone(),
+            )
+            .expect("keys on different places are set in any order");
+        }
+        let yaml = serde_json::to_string(&tree).expect("a YAML tree is JSON");
+        policy::parse_scenario(&yaml, &self.file, &self.base_dir, &lab::enforcer_names()).map_err(
+            |e| {
                 let hint = e.hint.map(|h| format!(" (hint: {h})")).unwrap_or_default();
                 Failure::input(format!(
-                    "{file}: --set {}: {}{hint}",
-                    said.join(" --set "),
-                    e.message
+                    "{}: --set {}: {}",
+                    self.file,
+                    self.said(setting),
+                    cut(&escaped(&format!("{}{hint}", e.message)), MESSAGE_CHARS_MAX)
                 ))
-            })?;
-            Ok(Setting {
-                values: combination
-                    .iter()
-                    .zip(axes)
-                    .map(|(&index, axis)| axis.values[index].0.clone())
-                    .collect(),
-                scenario,
-            })
-        })
-        .collect()
+            },
+        )
+    }
 }
 
-/// One run of the grid.
-struct Point {
-    setting: usize,
-    seed: u64,
-    enforcer: String,
+/// What a run takes from its scenario, as a hash: the scenario but for what a
+/// sweep sets itself (the seed, the enforcers) and its name, which changes no
+/// figure. Two settings of one hash run alike.
+fn run_hash(scenario: &policy::Scenario) -> u64 {
+    struct Hashing(std::collections::hash_map::DefaultHasher);
+    impl std::fmt::Write for Hashing {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.write(s.as_bytes());
+            Ok(())
+        }
+    }
+    let mut hashing = Hashing(Default::default());
+    write!(
+        hashing,
+        "{:?}{}{}{:?}",
+        scenario.policy, scenario.duration_ns, scenario.interval_ns, scenario.traffic
+    )
+    .expect("hashing does not fail");
+    hashing.0.finish()
+}
+
+/// A run's memory, as [`RUN_BYTES_BASE`] and the rest estimate it.
+fn run_bytes(scenario: &policy::Scenario) -> u64 {
+    let intervals = scenario.duration_ns.div_ceil(scenario.interval_ns.max(1));
+    let flows: u64 = scenario
+        .traffic
+        .iter()
+        .map(|t| u64::from(t.kind.flows()))
+        .sum();
+    let classes = (scenario.policy.tenants.len() + scenario.policy.apps.len()) as u64 + flows;
+    RUN_BYTES_BASE + classes * (intervals * RUN_BYTES_PER_CELL + RUN_BYTES_PER_CLASS)
+}
+
+/// Tenants and rpc traffics (those with latency) of any setting, in the order
+/// first met; and the largest run's memory.
+struct Columns {
+    tenants: Vec<String>,
+    traffics: Vec<String>,
+    run_bytes: u64,
+}
+
+/// Names by the setting and position they were first met at.
+#[derive(Default)]
+struct FirstMet(HashMap<String, (usize, usize)>);
+
+impl FirstMet {
+    fn meet<'n>(&mut self, setting: usize, names: impl Iterator<Item = &'n str>) {
+        for (position, name) in names.enumerate() {
+            match self.0.get_mut(name) {
+                Some(first) => *first = (*first).min((setting, position)),
+                None => {
+                    self.0.insert(name.to_string(), (setting, position));
+                }
+            }
+        }
+    }
+
+    fn in_order(self) -> Vec<String> {
+        let mut names: Vec<(String, (usize, usize))> = self.0.into_iter().collect();
+        names.sort_by_key(|(_, first)| *first);
+        names.into_iter().map(|(name, _)| name).collect()
+    }
+}
+
+/// Parses and validates every setting, `threads` at a time, each dropped once
+/// checked, and refuses an axis whose values change nothing that runs.
+fn validate(grid: &Grid, enforcers: &[String], threads: usize) -> Result<Columns, Failure> {
+    let hashes = Mutex::new(vec![0u64; grid.settings]);
+    let met = Mutex::new((FirstMet::default(), FirstMet::default(), 0u64));
+    jobs::try_each(grid.settings, threads, |setting| {
+        let scenario = grid.scenario(setting, None)?;
+        for name in enforcers {
+            sched::build(name, &scenario.policy).map_err(|e| {
+                Failure::input(format!(
+                    "{}: --set {}: {}",
+                    grid.file,
+                    grid.said(setting),
+                    cut(&escaped(&e.to_string()), MESSAGE_CHARS_MAX)
+                ))
+            })?;
+        }
+        let hash = run_hash(&scenario);
+        hashes.lock().expect("no worker panics holding it")[setting] = hash;
+        let mut met = met.lock().expect("no worker panics holding it");
+        met.0.meet(
+            setting,
+            scenario.policy.tenants.iter().map(|t| t.name.as_str()),
+        );
+        met.1.meet(
+            setting,
+            scenario
+                .traffic
+                .iter()
+                .filter(|t| matches!(t.kind, policy::TrafficKind::Rpc { .. }))
+                .map(|t| t.name.as_str()),
+        );
+        met.2 = met.2.max(run_bytes(&scenario));
+        Ok::<(), Failure>(())
+    })?;
+    let hashes = hashes.into_inner().expect("workers are done");
+    for (a, axis) in grid.axes.iter().enumerate() {
+        let changes = if axis.values.len() > 1 {
+            // Some two settings that differ in this axis' value alone run differently.
+            let (stride, count) = (grid.stride(a), axis.values.len());
+            (0..grid.settings).any(|s| hashes[s] != hashes[s - (s / stride) % count * stride])
+        } else {
+            // One value: it changes the run (or makes it valid), or the file
+            // already says it.
+            get(&grid.tree, &axis.place) == Some(&axis.values[0].1)
+                || grid
+                    .scenario(0, Some(a))
+                    .ok()
+                    .is_none_or(|without| run_hash(&without) != hashes[0])
+        };
+        if !changes {
+            return Err(Failure::input(format!(
+                "{}: --set {}: no value of this key changes what runs (the scenario parses the same for each: the key is overridden or ignored, or its values are one value written differently); sweep a key that the run takes",
+                grid.file,
+                shown(&axis.key)
+            )));
+        }
+    }
+    let (tenants, traffics, run_bytes) = met.into_inner().expect("workers are done");
+    Ok(Columns {
+        tenants: tenants.in_order(),
+        traffics: traffics.in_order(),
+        run_bytes,
+    })
+}
+
+/// The figures of a run kept for the files, the table and the plots, by column:
+/// [`FIXED`] figures, then a throughput and an ideal per tenant, then a p99 per
+/// traffic; NaN where the run has none (a tenant it does not have, a traffic that
+/// answered nothing).
+const FIXED: [&str; 5] = [
+    "utilization",
+    "jain_mean",
+    "jain_min",
+    "rel_error_mean",
+    "rel_error_max",
+];
+
+fn figures_of(summary: &report::Summary, columns: &Columns, at: &Lookup) -> Vec<f64> {
+    let f = &summary.fairness;
+    let mut row = vec![f64::NAN; FIXED.len() + 2 * columns.tenants.len() + columns.traffics.len()];
+    row[..FIXED.len()].copy_from_slice(&[
+        summary.utilization,
+        f.jain_mean,
+        f.jain_min,
+        f.rel_error_mean,
+        f.rel_error_max,
+    ]);
+    for tenant in &summary.tenants {
+        if let Some(&column) = at.tenants.get(&tenant.name) {
+            row[FIXED.len() + 2 * column] = tenant.throughput_bps;
+            row[FIXED.len() + 2 * column + 1] = tenant.ideal_bps;
+        }
+    }
+    for (traffic, latency) in &summary.latency {
+        if let Some(&column) = at.traffics.get(traffic)
+            && latency.count > 0
+        {
+            row[FIXED.len() + 2 * columns.tenants.len() + column] = latency.p99_us;
+        }
+    }
+    row
+}
+
+/// Columns by name.
+struct Lookup {
+    tenants: HashMap<String, usize>,
+    traffics: HashMap<String, usize>,
+}
+
+/// A figure the table and a plot show: read from a run's row of figures.
+#[derive(Clone, Copy)]
+enum Figure {
+    Fixed(usize),
+    /// Throughput / ideal of the tenant of this column, where it has an ideal.
+    Share(usize),
+    P99(usize),
+}
+
+impl Figure {
+    fn read(self, row: &[f64], tenants: usize) -> Option<f64> {
+        let value = match self {
+            Figure::Fixed(index) => row[index],
+            Figure::Share(column) => {
+                let (throughput, ideal) = (
+                    row[FIXED.len() + 2 * column],
+                    row[FIXED.len() + 2 * column + 1],
+                );
+                if ideal > 0.0 {
+                    throughput / ideal
+                } else {
+                    f64::NAN
+                }
+            }
+            Figure::P99(column) => row[FIXED.len() + 2 * tenants + column],
+        };
+        (!value.is_nan()).then_some(value)
+    }
+}
+
+/// What the finished runs leave in memory: per shown candidate its lowest and
+/// highest value over the grid, each run's drops and its failed checks' names.
+struct Fold {
+    ranges: Vec<(f64, f64)>,
+    drops: Vec<u64>,
+    failed: BTreeMap<usize, Vec<String>>,
 }
 
 pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
@@ -263,19 +693,19 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
             "nicsched sweep: give at least one --set KEY=V1,V2,... (docs/scenario.md, \"Sweeps\")",
         ));
     }
-    let axes: Vec<Axis> = args
+    let sets: Vec<GivenSet> = args
         .sets
         .iter()
         .map(|set| parse_set(set))
         .collect::<Result<_, _>>()?;
-    if let Some((_, twice)) = axes
+    if let Some((_, (twice, _, _))) = sets
         .iter()
         .enumerate()
-        .find(|(i, axis)| axes[..*i].iter().any(|a| a.key == axis.key))
+        .find(|(i, set)| sets[..*i].iter().any(|s| s.0 == set.0))
     {
         return Err(Failure::input(format!(
             "--set {}: the key is swept twice; give its values in one --set",
-            twice.key
+            shown(twice)
         )));
     }
     let seeds = match &args.seeds {
@@ -303,9 +733,9 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
             path.display()
         )));
     }
-    let runs = axes
+    let runs = sets
         .iter()
-        .map(|axis| axis.values.len())
+        .map(|(_, _, values)| values.len())
         .chain([seeds.len(), enforcers.len()])
         .fold(1usize, usize::saturating_mul);
     if runs > POINTS_MAX {
@@ -313,96 +743,74 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
             "nicsched sweep: the grid has {runs} runs (values × seeds × enforcers), more than {POINTS_MAX}; sweep fewer"
         )));
     }
-    let settings = settings(path, &axes)?;
-    for setting in &settings {
-        for name in &enforcers {
-            sched::build(name, &setting.scenario.policy).map_err(|e| {
-                Failure::input(format!("{}: {}: {e}", path.display(), said(&axes, setting)))
-            })?;
+    let grid = Grid::new(path, &sets)?;
+    // Parsing is work for the cores: more threads than cores would only hold
+    // more settings at once.
+    let parsing = jobs::threads(None, grid.settings).min(jobs::threads(args.jobs, grid.settings));
+    let columns = validate(&grid, &enforcers, parsing)?;
+    let threads = jobs::threads(args.jobs, runs);
+    let threads = match jobs::memory_available() {
+        Some(available) => {
+            let fit = jobs::within_memory(threads, columns.run_bytes, available);
+            if fit < threads {
+                eprintln!(
+                    "nicsched sweep: running {fit} at a time, not {threads}: a run of this scenario takes up to about {} MB and {} MB of memory is available",
+                    columns.run_bytes >> 20,
+                    available >> 20
+                );
+            }
+            fit
         }
-    }
-    let points: Vec<Point> = (0..settings.len())
-        .flat_map(|setting| {
-            seeds.iter().flat_map({
-                let enforcers = &enforcers;
-                move |&seed| {
-                    enforcers.iter().map(move |enforcer| Point {
-                        setting,
-                        seed,
-                        enforcer: enforcer.clone(),
-                    })
-                }
-            })
-        })
-        .collect();
+        None => threads,
+    };
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(format!("{}-sweep", base.name)));
-    let out = report::OutDir::claim(&out).map_err(Failure::input)?;
+    let out = report::OutDir::claim(&out, &[path.as_path()]).map_err(Failure::input)?;
     let provenance = provenance(path, base.seed)?;
 
-    let summaries = run_grid(&settings, &points, args.jobs, args.quiet)?;
     let sweep = Sweep {
         scenario: &base.name,
-        axes: &axes,
-        settings: &settings,
-        points: &points,
-        summaries: &summaries,
+        grid: &grid,
+        columns: &columns,
         enforcers: &enforcers,
         seeds: &seeds,
+        runs,
     };
-    let write = |name: &str, text: String| {
-        let file = out.staging().join(name);
-        std::fs::write(&file, text).map_err(|e| {
-            unwritten(
-                out.target(),
-                std::io::Error::new(e.kind(), format!("{}: {e}", file.display())),
-            )
-        })
+    let scratch = out.staging().join(".figures");
+    let (fold, plotted) = {
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&scratch)
+            .map_err(|e| unwritten(out.target(), io_at(&scratch, e)))?;
+        let fold = sweep.run(&file, &scratch, threads, args.quiet, out.target())?;
+        let plotted = sweep.plotted(&fold);
+        (fold, plotted)
     };
-    write("sweep.csv", sweep.csv())?;
-    write("sweep.json", sweep.json())?;
-    for figure in sweep.figures() {
-        let file = out.staging().join(format!("{}.png", figure.file));
-        report::write_sweep_plot(
-            &file,
-            &format!("{}: {} against {}", base.name, figure.title, axes[0].key),
-            &axes[0].key,
-            &axes[0]
-                .values
-                .iter()
-                .map(|(text, _)| text.clone())
-                .collect::<Vec<_>>(),
-            &figure.title,
-            figure.y_top_min.map(|least| {
-                let highest = figure
-                    .lines
-                    .iter()
-                    .flat_map(|line| line.points.iter().flatten())
-                    .map(|point| point.max)
-                    .fold(0.0, f64::max);
-                least.max(highest * 1.1)
-            }),
-            &figure.lines,
-        )
+    let cells = sweep
+        .write(&out, &scratch, &fold, &plotted)
         .map_err(|e| unwritten(out.target(), e))?;
+    std::fs::remove_file(&scratch).map_err(|e| unwritten(out.target(), io_at(&scratch, e)))?;
+    for (figure, plotted) in plotted.iter().enumerate() {
+        sweep
+            .plot(&out, figure, plotted, &cells)
+            .map_err(|e| unwritten(out.target(), e))?;
     }
     let target = out.target().to_path_buf();
     let written = out.commit(&provenance).map_err(|e| unwritten(&target, e))?;
-    print!("{}", sweep.table());
+    print!("{}", sweep.table(&plotted, &cells, &fold));
     println!("results: {}", written.display());
-    let failed: Vec<String> = points
+    let failed: Vec<String> = fold
+        .failed
         .iter()
-        .zip(&summaries)
-        .filter(|(_, summary)| summary.failed_checks().next().is_some())
-        .map(|(point, summary)| {
-            let checks: Vec<&str> = summary.failed_checks().map(|c| c.name.as_str()).collect();
+        .map(|(&point, checks)| {
+            let (setting, seed, enforcer) = sweep.point(point);
             format!(
-                "{} seed {} {}: {}",
-                said(&axes, &settings[point.setting]),
-                point.seed,
-                point.enforcer,
+                "{} seed {seed} {enforcer}: {}",
+                grid.said(setting),
                 checks.join(", ")
             )
         })
@@ -420,81 +828,32 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
     }
 }
 
-/// `KEY=VALUE ...` of a setting.
-fn said(axes: &[Axis], setting: &Setting) -> String {
-    axes.iter()
-        .zip(&setting.values)
-        .map(|(axis, value)| format!("{}={value}", axis.key))
-        .collect::<Vec<_>>()
-        .join(" ")
+fn io_at(path: &Path, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
-/// Runs every point on `jobs` threads (default: every core) and keeps only each
-/// run's summary: a record holds every interval of every class, a summary a few
-/// figures, so the grid's memory stays that of `jobs` runs.
-fn run_grid(
-    settings: &[Setting],
-    points: &[Point],
-    jobs: Option<usize>,
-    quiet: bool,
-) -> Result<Vec<report::Summary>, Failure> {
-    let bar = if quiet {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(points.len() as u64)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("sweep [{bar:30}] {pos:>5}/{len} runs  {elapsed}")
-            .expect("constant template")
-            .progress_chars("=> "),
-    );
-    let results = jobs::map(points, jobs::threads(jobs, points.len()), |point| {
-        let mut scenario = settings[point.setting].scenario.clone();
-        scenario.seed = point.seed;
-        let outcome = sim::run(
-            &scenario,
-            &point.enforcer,
-            sim::HostModel::default(),
-            &mut |_| {},
-        )
-        .map(|record| report::summarize(&record))
-        .map_err(|e| e.to_string());
-        bar.inc(1);
-        outcome
-    });
-    bar.finish_and_clear();
-    results
-        .into_iter()
-        .map(|outcome| outcome.map_err(Failure::input))
-        .collect()
-}
-
-/// A figure read from a run's summary; `None` where the run has none (a tenant
-/// without an ideal, a traffic without latency).
-type Reading = Box<dyn Fn(&report::Summary) -> Option<f64>>;
-
-/// A figure of every run, as the table, the CSV and the plots take it.
-struct Figure {
-    /// The CSV column, the plot's file name (without .png) and its y label.
+/// A figure shown in the table and plotted: its column, file and title.
+struct Plotted {
     column: String,
-    file: String,
     title: String,
     /// The least top of the plot's axis, so that sweeps compare by eye: Jain's
     /// index and utilization 0..1 (and a little room), relative error at least
     /// 0..1. `None`: from the data alone.
     y_top_min: Option<f64>,
-    value: Reading,
-    lines: Vec<report::SweepLine>,
+    figure: Figure,
 }
+
+/// Mean, lowest and highest over the seeds of each shown figure, per setting
+/// and enforcer (`setting * enforcers + enforcer`).
+type Cells = Vec<Vec<Option<report::SweepPoint>>>;
 
 struct Sweep<'a> {
     scenario: &'a str,
-    axes: &'a [Axis],
-    settings: &'a [Setting],
-    points: &'a [Point],
-    summaries: &'a [report::Summary],
+    grid: &'a Grid,
+    columns: &'a Columns,
     enforcers: &'a [String],
     seeds: &'a [u64],
+    runs: usize,
 }
 
 /// Letters, digits, `-` and `_` of a name, so that it makes a file name.
@@ -511,239 +870,290 @@ fn file_name(name: &str) -> String {
 }
 
 impl Sweep<'_> {
-    /// Tenants and latency traffics of any run, in the order first met.
-    fn names(&self) -> (Vec<String>, Vec<String>) {
-        let (mut tenants, mut traffics) = (Vec::new(), Vec::new());
-        for summary in self.summaries {
-            for tenant in &summary.tenants {
-                if !tenants.contains(&tenant.name) {
-                    tenants.push(tenant.name.clone());
-                }
-            }
-            for (traffic, latency) in &summary.latency {
-                if latency.count > 0 && !traffics.contains(traffic) {
-                    traffics.push(traffic.clone());
-                }
-            }
-        }
-        (tenants, traffics)
+    /// Run `point`'s setting, seed and enforcer: settings outermost, then seeds.
+    fn point(&self, point: usize) -> (usize, u64, &str) {
+        let per_setting = self.seeds.len() * self.enforcers.len();
+        (
+            point / per_setting,
+            self.seeds[point / self.enforcers.len() % self.seeds.len()],
+            &self.enforcers[point % self.enforcers.len()],
+        )
     }
 
-    /// The figures plotted and tabled: the fairness figures, utilization, each
-    /// tenant's throughput over its ideal and each latency traffic's p99.
-    fn figure_specs(&self) -> Vec<Figure> {
-        let figure = |column: &str, title: &str, y_top_min, value: Reading| Figure {
-            column: column.to_string(),
-            file: file_name(column),
+    fn record_bytes(&self) -> usize {
+        8 * (FIXED.len() + 2 * self.columns.tenants.len() + self.columns.traffics.len())
+    }
+
+    /// The candidates for showing beyond the fixed figures: each tenant's share,
+    /// then each traffic's p99.
+    fn candidates(&self) -> Vec<Figure> {
+        (0..self.columns.tenants.len())
+            .map(Figure::Share)
+            .chain((0..self.columns.traffics.len()).map(Figure::P99))
+            .collect()
+    }
+
+    /// Runs every point, `threads` at a time, each parsing its setting when it
+    /// starts; its figures go to `file` at its place as it finishes.
+    fn run(
+        &self,
+        file: &File,
+        scratch: &Path,
+        threads: usize,
+        quiet: bool,
+        target: &Path,
+    ) -> Result<Fold, Failure> {
+        let bar = if quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(self.runs as u64)
+        };
+        bar.set_style(
+            ProgressStyle::with_template("sweep [{bar:30}] {pos:>5}/{len} runs  {elapsed}")
+                .expect("constant template")
+                .progress_chars("=> "),
+        );
+        let lookup = Lookup {
+            tenants: (self.columns.tenants.iter().cloned()).zip(0..).collect(),
+            traffics: (self.columns.traffics.iter().cloned()).zip(0..).collect(),
+        };
+        let candidates = self.candidates();
+        let fold = Mutex::new(Fold {
+            ranges: vec![(f64::INFINITY, f64::NEG_INFINITY); candidates.len()],
+            drops: vec![0; self.runs],
+            failed: BTreeMap::new(),
+        });
+        let record_bytes = self.record_bytes();
+        let outcome = jobs::try_each(self.runs, threads, |point| {
+            let (setting, seed, enforcer) = self.point(point);
+            let mut scenario = self.grid.scenario(setting, None)?;
+            scenario.seed = seed;
+            let record = sim::run(&scenario, enforcer, sim::HostModel::default(), &mut |_| {})
+                .map_err(|e| {
+                    Failure::input(format!(
+                        "{}: --set {} seed {seed} {enforcer}: {e}",
+                        self.grid.file,
+                        self.grid.said(setting)
+                    ))
+                })?;
+            drop(scenario);
+            let summary = report::summarize(&record);
+            drop(record);
+            let row = figures_of(&summary, self.columns, &lookup);
+            let bytes: Vec<u8> = row.iter().flat_map(|v| v.to_le_bytes()).collect();
+            file.write_all_at(&bytes, (point * record_bytes) as u64)
+                .map_err(|e| unwritten(target, io_at(scratch, e)))?;
+            let mut fold = fold.lock().expect("no worker panics holding it");
+            for (range, candidate) in fold.ranges.iter_mut().zip(&candidates) {
+                if let Some(value) = candidate.read(&row, self.columns.tenants.len()) {
+                    *range = (range.0.min(value), range.1.max(value));
+                }
+            }
+            fold.drops[point] = summary.drops();
+            let failed: Vec<String> = summary.failed_checks().map(|c| c.name.clone()).collect();
+            if !failed.is_empty() {
+                fold.failed.insert(point, failed);
+            }
+            drop(fold);
+            bar.inc(1);
+            Ok::<(), Failure>(())
+        });
+        bar.finish_and_clear();
+        outcome?;
+        Ok(fold.into_inner().expect("workers are done"))
+    }
+
+    /// The figures shown: the fairness figures and utilization, then of the
+    /// tenants' shares and traffics' p99 those that vary over the grid, the
+    /// [`PLOTS_OF_KIND_MAX`] that vary most of each, in column order.
+    fn plotted(&self, fold: &Fold) -> Vec<Plotted> {
+        let fixed = |index: usize, title: &str, y_top_min| Plotted {
+            column: FIXED[index].to_string(),
             title: title.to_string(),
             y_top_min,
-            value,
-            lines: Vec::new(),
+            figure: Figure::Fixed(index),
         };
-        let mut figures = vec![
-            figure(
-                "jain_mean",
-                "Jain's index (mean)",
-                Some(1.05),
-                Box::new(|s| Some(s.fairness.jain_mean)),
-            ),
-            figure(
-                "rel_error_mean",
-                "relative error (mean)",
-                Some(1.0),
-                Box::new(|s| Some(s.fairness.rel_error_mean)),
-            ),
-            figure(
-                "utilization",
-                "utilization",
-                Some(1.05),
-                Box::new(|s| Some(s.utilization)),
-            ),
+        let mut plotted = vec![
+            fixed(1, "Jain's index (mean)", Some(1.05)),
+            fixed(3, "relative error (mean)", Some(1.0)),
+            fixed(0, "utilization", Some(1.05)),
         ];
-        let (tenants, traffics) = self.names();
-        for tenant in tenants {
-            let name = tenant.clone();
-            figures.push(figure(
-                &format!("share.{tenant}"),
-                &format!("throughput / ideal of {tenant}"),
-                None,
-                Box::new(move |s| {
-                    let t = s.tenants.iter().find(|t| t.name == name)?;
-                    (t.ideal_bps > 0.0).then(|| t.throughput_bps / t.ideal_bps)
-                }),
-            ));
+        let candidates = self.candidates();
+        let varying = |of_kind: &dyn Fn(&Figure) -> bool| {
+            let mut varying: Vec<(usize, f64)> = candidates
+                .iter()
+                .zip(&fold.ranges)
+                .enumerate()
+                .filter(|(_, (candidate, _))| of_kind(candidate))
+                .filter_map(|(index, (_, &(low, high)))| {
+                    let spread = (high - low) / low.abs().max(high.abs()).max(f64::MIN_POSITIVE);
+                    (spread > VARIES_RELATIVE).then_some((index, spread))
+                })
+                .collect();
+            varying.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            varying.truncate(PLOTS_OF_KIND_MAX);
+            varying.sort_by_key(|(index, _)| *index);
+            varying.into_iter().map(|(index, _)| candidates[index])
+        };
+        for figure in varying(&|c| matches!(c, Figure::Share(_))) {
+            let Figure::Share(column) = figure else {
+                continue;
+            };
+            let tenant = &self.columns.tenants[column];
+            plotted.push(Plotted {
+                column: format!("share.{tenant}"),
+                title: format!("throughput / ideal of {}", shown_name(tenant)),
+                y_top_min: None,
+                figure,
+            });
         }
-        for traffic in traffics {
-            let name = traffic.clone();
-            figures.push(figure(
-                &format!("p99_us.{traffic}"),
-                &format!("p99 latency of {traffic} (µs)"),
-                None,
-                Box::new(move |s| {
-                    s.latency
-                        .get(&name)
-                        .filter(|l| l.count > 0)
-                        .map(|l| l.p99_us)
-                }),
-            ));
+        for figure in varying(&|c| matches!(c, Figure::P99(_))) {
+            let Figure::P99(column) = figure else {
+                continue;
+            };
+            let traffic = &self.columns.traffics[column];
+            plotted.push(Plotted {
+                column: format!("p99_us.{traffic}"),
+                title: format!("p99 latency of {} (µs)", shown_name(traffic)),
+                y_top_min: None,
+                figure,
+            });
         }
-        figures
+        plotted
     }
 
-    /// The settings that differ only in the first axis' value, as lines: the
-    /// values of the other axes, in setting order.
-    fn rest_of(&self, setting: usize) -> Vec<String> {
-        self.settings[setting].values[1..].to_vec()
-    }
-
-    /// Mean, lowest and highest over the seeds of `value` at one setting and enforcer.
-    fn spread(
+    /// Writes sweep.csv and sweep.json from the scratch file, run by run in the
+    /// grid's order, and gathers the shown figures per setting and enforcer.
+    fn write(
         &self,
-        setting: usize,
-        enforcer: &str,
-        value: &dyn Fn(&report::Summary) -> Option<f64>,
-    ) -> Option<report::SweepPoint> {
-        let values: Vec<f64> = self
-            .points
-            .iter()
-            .zip(self.summaries)
-            .filter(|(p, _)| p.setting == setting && p.enforcer == enforcer)
-            .filter_map(|(_, s)| value(s))
-            .collect();
-        (!values.is_empty()).then(|| report::SweepPoint {
-            mean: values.iter().sum::<f64>() / values.len() as f64,
-            min: values.iter().copied().fold(f64::INFINITY, f64::min),
-            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        })
-    }
-
-    /// Lines of a figure: per enforcer and values of the other axes, the first
-    /// axis' values in order.
-    fn figures(&self) -> Vec<Figure> {
-        let first_len = self.axes[0].values.len();
-        // Settings are the cross product with the first axis outermost: setting
-        // `x * rest + r` has the first axis' value x and the others' combination r.
-        let rest = self.settings.len() / first_len;
-        let mut figures = self.figure_specs();
-        for figure in &mut figures {
-            for enforcer in self.enforcers {
-                for r in 0..rest {
-                    let others = self.rest_of(r);
-                    let mut name = enforcer.clone();
-                    for (axis, value) in self.axes[1..].iter().zip(&others) {
-                        name.push_str(&format!(" {}={value}", axis.key));
-                    }
-                    let points = (0..first_len)
-                        .map(|x| self.spread(x * rest + r, enforcer, &*figure.value))
-                        .collect();
-                    figure.lines.push(report::SweepLine { name, points });
+        out: &report::OutDir,
+        scratch: &Path,
+        fold: &Fold,
+        plotted: &[Plotted],
+    ) -> std::io::Result<Cells> {
+        let create = |name: &str| -> std::io::Result<(PathBuf, BufWriter<File>)> {
+            let path = out.staging().join(name);
+            let file = File::create(&path).map_err(|e| io_at(&path, e))?;
+            Ok((path, BufWriter::new(file)))
+        };
+        let (csv_path, mut csv) = create("sweep.csv")?;
+        let (json_path, mut json) = create("sweep.json")?;
+        let mut records = BufReader::new(File::open(scratch).map_err(|e| io_at(scratch, e))?);
+        let tenants = self.columns.tenants.len();
+        let (mut sums, mut cells): (Vec<Vec<(f64, usize)>>, Cells) = (
+            vec![vec![(0.0, 0); plotted.len()]; self.grid.settings * self.enforcers.len()],
+            vec![vec![None; plotted.len()]; self.grid.settings * self.enforcers.len()],
+        );
+        let mut text = self.csv_header();
+        csv.write_all(text.as_bytes())
+            .map_err(|e| io_at(&csv_path, e))?;
+        text = self.json_head();
+        json.write_all(text.as_bytes())
+            .map_err(|e| io_at(&json_path, e))?;
+        let mut bytes = vec![0u8; self.record_bytes()];
+        for point in 0..self.runs {
+            records
+                .read_exact(&mut bytes)
+                .map_err(|e| io_at(scratch, e))?;
+            let row: Vec<f64> = bytes
+                .chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().expect("chunks of 8")))
+                .collect();
+            let (setting, _, _) = self.point(point);
+            let failed = fold.failed.get(&point).map_or(&[][..], Vec::as_slice);
+            text = self.csv_row(point, &row, fold.drops[point], failed);
+            csv.write_all(text.as_bytes())
+                .map_err(|e| io_at(&csv_path, e))?;
+            text = self.json_point(point, &row, fold.drops[point], failed);
+            if point + 1 < self.runs {
+                text.push(',');
+            }
+            text.push('\n');
+            json.write_all(text.as_bytes())
+                .map_err(|e| io_at(&json_path, e))?;
+            let cell = setting * self.enforcers.len() + point % self.enforcers.len();
+            for (figure, plotted) in plotted.iter().enumerate() {
+                if let Some(value) = plotted.figure.read(&row, tenants) {
+                    let sum = &mut sums[cell][figure];
+                    *sum = (sum.0 + value, sum.1 + 1);
+                    let point = cells[cell][figure].get_or_insert(report::SweepPoint {
+                        mean: 0.0,
+                        min: value,
+                        max: value,
+                    });
+                    point.min = point.min.min(value);
+                    point.max = point.max.max(value);
+                    point.mean = sum.0 / sum.1 as f64;
                 }
             }
         }
-        figures
+        json.write_all(b"  ]\n}\n")
+            .map_err(|e| io_at(&json_path, e))?;
+        csv.flush().map_err(|e| io_at(&csv_path, e))?;
+        json.flush().map_err(|e| io_at(&json_path, e))?;
+        Ok(cells)
     }
 
-    fn csv(&self) -> String {
-        let (tenants, traffics) = self.names();
+    fn csv_header(&self) -> String {
         let mut header: Vec<String> = self
+            .grid
             .axes
             .iter()
             .map(|a| report::csv_field(&a.key))
             .collect();
         header.extend(
-            [
-                "seed",
-                "enforcer",
-                "utilization",
-                "jain_mean",
-                "jain_min",
-                "rel_error_mean",
-                "rel_error_max",
-                "drops",
-            ]
-            .map(str::to_string),
+            ["seed", "enforcer"]
+                .into_iter()
+                .chain(FIXED)
+                .chain(["drops"])
+                .map(str::to_string),
         );
-        for tenant in &tenants {
+        for tenant in &self.columns.tenants {
             for column in ["throughput_bps", "ideal_bps", "share"] {
                 header.push(report::csv_field(&format!("{column}.{tenant}")));
             }
         }
-        for traffic in &traffics {
+        for traffic in &self.columns.traffics {
             header.push(report::csv_field(&format!("p99_us.{traffic}")));
         }
         header.push("checks_failed".to_string());
-        let mut text = header.join(",") + "\n";
-        for (point, summary) in self.points.iter().zip(self.summaries) {
-            let mut row: Vec<String> = self.settings[point.setting]
-                .values
-                .iter()
-                .map(|v| report::csv_field(v))
-                .collect();
-            let f = &summary.fairness;
-            row.extend([
-                point.seed.to_string(),
-                report::csv_field(&point.enforcer),
-                summary.utilization.to_string(),
-                f.jain_mean.to_string(),
-                f.jain_min.to_string(),
-                f.rel_error_mean.to_string(),
-                f.rel_error_max.to_string(),
-                summary.drops().to_string(),
-            ]);
-            for tenant in &tenants {
-                match summary.tenants.iter().find(|t| &t.name == tenant) {
-                    Some(t) => row.extend([
-                        t.throughput_bps.to_string(),
-                        t.ideal_bps.to_string(),
-                        if t.ideal_bps > 0.0 {
-                            (t.throughput_bps / t.ideal_bps).to_string()
-                        } else {
-                            String::new()
-                        },
-                    ]),
-                    None => row.extend([String::new(), String::new(), String::new()]),
-                }
-            }
-            for traffic in &traffics {
-                row.push(
-                    summary
-                        .latency
-                        .get(traffic)
-                        .filter(|l| l.count > 0)
-                        .map_or_else(String::new, |l| l.p99_us.to_string()),
-                );
-            }
-            let failed: Vec<&str> = summary.failed_checks().map(|c| c.name.as_str()).collect();
-            row.push(report::csv_field(&failed.join(";")));
-            text.push_str(&row.join(","));
-            text.push('\n');
-        }
-        text
+        header.join(",") + "\n"
     }
 
-    fn json(&self) -> String {
-        let points: Vec<Value> = self
-            .points
-            .iter()
-            .zip(self.summaries)
-            .map(|(point, summary)| {
-                let values: serde_json::Map<String, Value> = self
-                    .axes
-                    .iter()
-                    .zip(&self.settings[point.setting].values)
-                    .map(|(axis, value)| (axis.key.clone(), Value::String(value.clone())))
-                    .collect();
-                let failed: Vec<&str> = summary.failed_checks().map(|c| c.name.as_str()).collect();
-                serde_json::json!({
-                    "values": values,
-                    "seed": point.seed,
-                    "enforcer": point.enforcer,
-                    "checks_failed": failed,
-                    "summary": summary,
-                })
-            })
-            .collect();
+    fn csv_row(&self, point: usize, row: &[f64], drops: u64, failed: &[String]) -> String {
+        let (setting, seed, enforcer) = self.point(point);
+        let mut line: Vec<String> = self.grid.values(setting).map(report::csv_field).collect();
+        line.extend([seed.to_string(), report::csv_field(enforcer)]);
+        line.extend(row[..FIXED.len()].iter().map(f64::to_string));
+        line.push(drops.to_string());
+        let number = |v: f64| {
+            if v.is_nan() {
+                String::new()
+            } else {
+                v.to_string()
+            }
+        };
+        for pair in row[FIXED.len()..FIXED.len() + 2 * self.columns.tenants.len()].chunks_exact(2) {
+            let (throughput, ideal) = (pair[0], pair[1]);
+            line.extend([number(throughput), number(ideal)]);
+            line.push(if ideal > 0.0 {
+                (throughput / ideal).to_string()
+            } else {
+                String::new()
+            });
+        }
+        line.extend(
+            row[FIXED.len() + 2 * self.columns.tenants.len()..]
+                .iter()
+                .map(|&v| number(v)),
+        );
+        line.push(report::csv_field(&failed.join(";")));
+        line.join(",") + "\n"
+    }
+
+    fn json_head(&self) -> String {
         let keys: BTreeMap<&str, Vec<&str>> = self
+            .grid
             .axes
             .iter()
             .map(|axis| {
@@ -753,32 +1163,167 @@ impl Sweep<'_> {
                 )
             })
             .collect();
-        let sweep = serde_json::json!({
-            "scenario": self.scenario,
-            "keys": self.axes.iter().map(|a| a.key.as_str()).collect::<Vec<_>>(),
-            "values": keys,
-            "seeds": self.seeds,
-            "enforcers": self.enforcers,
-            "points": points,
-        });
-        serde_json::to_string_pretty(&sweep).expect("figures are finite") + "\n"
+        let field = |name: &str, value: Value| {
+            format!(
+                "  {}: {},\n",
+                Value::String(name.into()),
+                serde_json::to_string(&value).expect("JSON of JSON")
+            )
+        };
+        let mut text = "{\n".to_string();
+        text += &field("scenario", self.scenario.into());
+        text += &field(
+            "keys",
+            self.grid.axes.iter().map(|a| a.key.as_str()).collect(),
+        );
+        text += &field("values", serde_json::json!(keys));
+        text += &field("seeds", serde_json::json!(self.seeds));
+        text += &field("enforcers", serde_json::json!(self.enforcers));
+        text += "  \"points\": [\n";
+        text
     }
 
-    /// Mean ± half the range over seeds, per setting and enforcer; a run whose
-    /// checks failed is counted in `checks`.
-    fn table(&self) -> String {
-        let figures = self.figure_specs();
-        let mut header: Vec<String> = self.axes.iter().map(|a| a.key.clone()).collect();
+    /// A run's entry in sweep.json, on one line: its values, seed, enforcer,
+    /// failed checks and the figures sweep.csv has.
+    fn json_point(&self, point: usize, row: &[f64], drops: u64, failed: &[String]) -> String {
+        let (setting, seed, enforcer) = self.point(point);
+        let values: serde_json::Map<String, Value> = self
+            .grid
+            .axes
+            .iter()
+            .zip(self.grid.values(setting))
+            .map(|(axis, value)| (axis.key.clone(), Value::String(value.to_string())))
+            .collect();
+        let at = |index: usize| row[index];
+        let tenants: Vec<Value> = self
+            .columns
+            .tenants
+            .iter()
+            .enumerate()
+            .filter(|(column, _)| !at(FIXED.len() + 2 * column).is_nan())
+            .map(|(column, name)| {
+                serde_json::json!({
+                    "name": name,
+                    "throughput_bps": at(FIXED.len() + 2 * column),
+                    "ideal_bps": at(FIXED.len() + 2 * column + 1),
+                })
+            })
+            .collect();
+        let latency: serde_json::Map<String, Value> = self
+            .columns
+            .traffics
+            .iter()
+            .enumerate()
+            .map(|(column, name)| {
+                (
+                    name,
+                    at(FIXED.len() + 2 * self.columns.tenants.len() + column),
+                )
+            })
+            .filter(|(_, p99)| !p99.is_nan())
+            .map(|(name, p99)| (name.clone(), serde_json::json!({ "p99_us": p99 })))
+            .collect();
+        let entry = serde_json::json!({
+            "values": values,
+            "seed": seed,
+            "enforcer": enforcer,
+            "checks_failed": failed,
+            "utilization": at(0),
+            "fairness": {
+                "jain_mean": at(1),
+                "jain_min": at(2),
+                "rel_error_mean": at(3),
+                "rel_error_max": at(4),
+            },
+            "drops": drops,
+            "tenants": tenants,
+            "latency": latency,
+        });
+        format!("    {entry}")
+    }
+
+    /// One shown figure's plot against the first key: a line per enforcer and
+    /// combination of the other keys' values.
+    fn plot(
+        &self,
+        out: &report::OutDir,
+        figure: usize,
+        plotted: &Plotted,
+        cells: &Cells,
+    ) -> std::io::Result<()> {
+        let axes = &self.grid.axes;
+        let first_len = axes[0].values.len();
+        // Setting `x * rest + r` has the first axis' value x and the others' combination r.
+        let rest = self.grid.settings / first_len;
+        let mut lines = Vec::new();
+        let all_lines = self.enforcers.len() * rest;
+        for (e, enforcer) in self.enforcers.iter().enumerate() {
+            for r in (0..rest).take(PLOT_LINES_MAX.saturating_sub(lines.len())) {
+                let mut name = enforcer.clone();
+                for (axis, value) in axes[1..].iter().zip(self.grid.values(r).skip(1)) {
+                    name.push_str(&format!(" {}={}", shown(&axis.key), shown(value)));
+                }
+                let points = (0..first_len)
+                    .map(|x| cells[(x * rest + r) * self.enforcers.len() + e][figure])
+                    .collect();
+                lines.push(report::SweepLine { name, points });
+            }
+        }
+        let file = out
+            .staging()
+            .join(format!("{}.png", file_name(&plotted.column)));
+        report::write_sweep_plot(
+            &file,
+            &format!(
+                "{}: {} against {}{}",
+                self.scenario,
+                plotted.title,
+                shown(&axes[0].key),
+                if all_lines > lines.len() {
+                    format!(" (the first {} of {all_lines} lines)", lines.len())
+                } else {
+                    String::new()
+                }
+            ),
+            &shown(&axes[0].key),
+            &axes[0]
+                .values
+                .iter()
+                .map(|(text, _)| shown(text))
+                .collect::<Vec<_>>(),
+            &plotted.title,
+            plotted.y_top_min.map(|least| {
+                let highest = lines
+                    .iter()
+                    .flat_map(|line| line.points.iter().flatten())
+                    .map(|point| point.max)
+                    .fold(0.0, f64::max);
+                least.max(highest * 1.1)
+            }),
+            &lines,
+        )
+    }
+
+    /// Mean ± half the range over seeds of each shown figure, per setting and
+    /// enforcer; a run whose checks failed is counted in `checks`.
+    fn table(&self, plotted: &[Plotted], cells: &Cells, fold: &Fold) -> String {
+        let mut header: Vec<String> = self.grid.axes.iter().map(|a| shown_name(&a.key)).collect();
         header.push("enforcer".to_string());
-        header.extend(figures.iter().map(|f| f.column.clone()));
+        header.extend(plotted.iter().map(|f| shown_name(&f.column)));
         header.push("checks".to_string());
+        let mut failed = vec![0usize; cells.len()];
+        for &point in fold.failed.keys() {
+            let (setting, _, _) = self.point(point);
+            failed[setting * self.enforcers.len() + point % self.enforcers.len()] += 1;
+        }
         let mut rows = Vec::new();
-        for (setting, values) in self.settings.iter().enumerate() {
-            for enforcer in self.enforcers {
-                let mut row = values.values.clone();
+        for setting in 0..self.grid.settings {
+            for (e, enforcer) in self.enforcers.iter().enumerate() {
+                let cell = setting * self.enforcers.len() + e;
+                let mut row: Vec<String> = self.grid.values(setting).map(shown).collect();
                 row.push(enforcer.clone());
-                for figure in &figures {
-                    row.push(match self.spread(setting, enforcer, &*figure.value) {
+                for point in &cells[cell] {
+                    row.push(match point {
                         Some(p) => {
                             // Four significant digits of a ratio near 1, fewer
                             // decimals for latencies in the hundreds of µs.
@@ -797,25 +1342,20 @@ impl Sweep<'_> {
                         None => "-".to_string(),
                     });
                 }
-                let runs: Vec<&report::Summary> = self
-                    .points
-                    .iter()
-                    .zip(self.summaries)
-                    .filter(|(p, _)| p.setting == setting && &p.enforcer == enforcer)
-                    .map(|(_, s)| s)
-                    .collect();
-                let failed = runs
-                    .iter()
-                    .filter(|s| s.failed_checks().next().is_some())
-                    .count();
-                row.push(if failed == 0 {
+                row.push(if failed[cell] == 0 {
                     "ok".to_string()
                 } else {
-                    format!("FAILED {failed}/{}", runs.len())
+                    format!("FAILED {}/{}", failed[cell], self.seeds.len())
                 });
                 rows.push(row);
             }
         }
-        report::aligned_table(&header, &rows, self.axes.len() + 1, true)
+        report::aligned_table(&header, &rows, self.grid.axes.len() + 1, true)
     }
+}
+
+/// A name from the scenario (a tenant's, a traffic's) as it may be printed,
+/// whole but for control characters.
+fn shown_name(name: &str) -> String {
+    cut(&escaped(name), 2 * SHOWN_CHARS_MAX)
 }

@@ -261,7 +261,7 @@ fn five_enforcers_of_a_sim_run_draw_in_chromium_without_overflow() {
 /// a link `factor` times slower: mode `lab`, rates divided, committed with its
 /// marker so that `nicsched report` takes it as complete.
 fn fabricate_lab_run(sim: &Path, lab: &Path, enforcer: &str, factor: f64) {
-    let out = report::OutDir::claim(lab).unwrap();
+    let out = report::OutDir::claim(lab, &[]).unwrap();
     let (from, to) = (sim.join(enforcer), out.staging().join(enforcer));
     fs::create_dir_all(&to).unwrap();
     let mut summary: Value =

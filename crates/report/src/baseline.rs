@@ -3,13 +3,16 @@
 //! enforcer and mode, gives the delta of every figure, and calls a figure regressed
 //! when it got worse by more than its threshold. Worse has a direction per figure:
 //! Jain's index down, relative error up, utilization down, a tenant's throughput
-//! further from its ideal, a latency p99 up, drops up.
+//! further from its ideal, a latency p99 up, drops up. It fails closed: what the
+//! baseline had and a run lacks (a run, tenant, app or traffic missing, or there
+//! but silent) is a regression too, unless `--expect-missing` names it.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use crate::summary::Summary;
+use crate::table::{figure_cell, signed_figure_cell};
 
 /// The kinds of figure a threshold is set for; each says how "worse" is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -139,6 +142,55 @@ pub struct RunDelta {
     /// Figures only one side has (a tenant or a latency traffic the other lacks,
     /// or that recorded no sample there), with the side that has it.
     pub one_sided: Vec<OneSided>,
+    /// What the baseline run had and this run lacks or left silent.
+    pub missing: Vec<Missing>,
+}
+
+/// What a baseline run had and a run lacks: a tenant, one of its apps, or a traffic
+/// (known by its latency or pacing figures).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Missing {
+    /// What `--expect-missing` names it by: `TENANT`, `TENANT/APP` or `TRAFFIC`.
+    pub name: String,
+    pub what: MissingKind,
+    pub how: Absence,
+    /// Its place in summary.json: the entry when missing (`tenants.NAME`,
+    /// `tenants.NAME.apps.APP`, `latency.TRAFFIC`, `pacing.TRAFFIC`), the figure
+    /// that fell to 0 when silent (`tenants.NAME.throughput_bps`,
+    /// `tenants.NAME.apps.APP.throughput_bps`, `latency.TRAFFIC.count`,
+    /// `pacing.TRAFFIC.samples`).
+    pub figure: String,
+    /// That figure in the baseline (bit/s, requests answered, gaps timed).
+    pub baseline: f64,
+    /// Named by `--expect-missing`: listed, not a regression.
+    pub expected: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissingKind {
+    Tenant,
+    App,
+    Traffic,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Absence {
+    /// Not in the run's summary.json.
+    Missing,
+    /// There, but with nothing where the baseline had something: 0 bit/s, no
+    /// request answered, no packet paced.
+    Silent,
+}
+
+/// A baseline run no run of the results matches.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BaselineOnly {
+    #[serde(flatten)]
+    pub run: RunKey,
+    /// Named by `--expect-missing SCENARIO/ENFORCER/MODE`: listed, not a regression.
+    pub expected: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -180,8 +232,12 @@ pub struct BaselineComparison {
     /// Runs of the results no baseline run matches.
     pub only_in_results: Vec<RunKey>,
     /// Baseline runs no run of the results matches.
-    pub only_in_baseline: Vec<RunKey>,
-    /// `SCENARIO/ENFORCER/MODE FIGURE` of every regressed figure.
+    pub only_in_baseline: Vec<BaselineOnly>,
+    /// The names given to `--expect-missing`.
+    pub expect_missing: Vec<String>,
+    /// `SCENARIO/ENFORCER/MODE FIGURE` of every regressed figure and of everything
+    /// missing or silent that was not expected; `SCENARIO/ENFORCER/MODE` alone for
+    /// a baseline run missing from the results.
     pub regressions: Vec<String>,
 }
 
@@ -209,47 +265,80 @@ fn worse_by(kind: FigureKind, baseline: f64, value: f64, ideals: (f64, f64)) -> 
 }
 
 /// Matches every run of `results` with the baseline run of the same scenario,
-/// enforcer and mode, and judges each figure by `thresholds`.
+/// enforcer and mode, and judges each figure by `thresholds`; what the baseline
+/// had and the results lack is a regression unless `expect_missing` names it
+/// (see [`Missing`] and [`BaselineOnly`]).
 pub fn against_baseline(
     results: &[Summary],
     baseline: &[Summary],
     thresholds: &Thresholds,
+    expect_missing: &[String],
 ) -> BaselineComparison {
+    let expected = |names: &[&str]| {
+        names
+            .iter()
+            .any(|name| expect_missing.iter().any(|e| e == name))
+    };
     let mut runs = Vec::new();
     let mut only_in_results = Vec::new();
     for run in results {
         let key = RunKey::of(run);
         match baseline.iter().find(|b| RunKey::of(b) == key) {
-            Some(base) => runs.push(run_delta(key, base, run, thresholds)),
+            Some(base) => runs.push(run_delta(key, base, run, thresholds, &expected)),
             None => only_in_results.push(key),
         }
     }
-    let only_in_baseline: Vec<RunKey> = baseline
+    let only_in_baseline: Vec<BaselineOnly> = baseline
         .iter()
         .map(RunKey::of)
         .filter(|key| !results.iter().any(|r| RunKey::of(r) == *key))
-        .collect();
-    let regressions = runs
-        .iter()
-        .flat_map(|run| {
-            run.figures.iter().filter(|f| f.regressed).map(move |f| {
-                format!(
-                    "{}/{}/{} {}",
-                    run.scenario, run.enforcer, run.mode, f.figure
-                )
-            })
+        .map(|run| BaselineOnly {
+            expected: expected(&[&run.to_string()]),
+            run,
         })
         .collect();
+    let mut regressions: Vec<String> = runs
+        .iter()
+        .flat_map(|run| {
+            let key = run.key();
+            let figures = run
+                .figures
+                .iter()
+                .filter(|f| f.regressed)
+                .map(|f| &f.figure);
+            let missing = run
+                .missing
+                .iter()
+                .filter(|m| !m.expected)
+                .map(|m| &m.figure);
+            figures
+                .chain(missing)
+                .map(move |figure| format!("{key} {figure}"))
+        })
+        .collect();
+    regressions.extend(
+        only_in_baseline
+            .iter()
+            .filter(|only| !only.expected)
+            .map(|only| only.run.to_string()),
+    );
     BaselineComparison {
         thresholds: thresholds.clone(),
         runs,
         only_in_results,
         only_in_baseline,
+        expect_missing: expect_missing.to_vec(),
         regressions,
     }
 }
 
-fn run_delta(key: RunKey, base: &Summary, run: &Summary, thresholds: &Thresholds) -> RunDelta {
+fn run_delta(
+    key: RunKey,
+    base: &Summary,
+    run: &Summary,
+    thresholds: &Thresholds,
+    expected: &dyn Fn(&[&str]) -> bool,
+) -> RunDelta {
     let mut figures = Vec::new();
     let mut add = |figure: String, kind: FigureKind, baseline: f64, value: f64, ideals| {
         let worse_by = worse_by(kind, baseline, value, ideals);
@@ -262,7 +351,9 @@ fn run_delta(key: RunKey, base: &Summary, run: &Summary, thresholds: &Thresholds
             delta: value - baseline,
             worse_by,
             threshold,
-            regressed: worse_by > threshold,
+            // A figure that cannot be judged (NaN, from a summary.json holding
+            // values no run gives) fails the comparison rather than passing it.
+            regressed: worse_by.is_nan() || worse_by > threshold,
         });
     };
     let none = (0.0, 0.0);
@@ -367,23 +458,145 @@ fn run_delta(key: RunKey, base: &Summary, run: &Summary, thresholds: &Thresholds
         mode: key.mode,
         figures,
         one_sided,
+        missing: missing(base, run, expected),
     }
 }
 
-/// Figures that are counts or rates read best without decimals.
-fn number(kind: FigureKind, x: f64) -> String {
+/// What `base` had and `run` lacks: each tenant, then each app of a tenant that
+/// is there and not silent, then each traffic, by latency (requests answered) or
+/// else pacing (departures timed), the first one that tells.
+fn missing(base: &Summary, run: &Summary, expected: &dyn Fn(&[&str]) -> bool) -> Vec<Missing> {
+    let mut found = Vec::new();
+    let mut lacks = |name: String, what, how, figure: String, baseline: f64, names: &[&str]| {
+        found.push(Missing {
+            expected: expected(names),
+            name,
+            what,
+            how,
+            figure,
+            baseline,
+        })
+    };
+    for tenant in &base.tenants {
+        let entry = format!("tenants.{}", tenant.name);
+        let Some(now) = run.tenants.iter().find(|t| t.name == tenant.name) else {
+            lacks(
+                tenant.name.clone(),
+                MissingKind::Tenant,
+                Absence::Missing,
+                entry,
+                tenant.throughput_bps,
+                &[&tenant.name],
+            );
+            continue;
+        };
+        if tenant.throughput_bps > 0.0 && now.throughput_bps <= 0.0 {
+            lacks(
+                tenant.name.clone(),
+                MissingKind::Tenant,
+                Absence::Silent,
+                format!("{entry}.throughput_bps"),
+                tenant.throughput_bps,
+                &[&tenant.name],
+            );
+            continue;
+        }
+        for app in &tenant.apps {
+            let name = format!("{}/{}", tenant.name, app.name);
+            let entry = format!("{entry}.apps.{}", app.name);
+            let names = [name.as_str(), tenant.name.as_str()];
+            match now.apps.iter().find(|a| a.name == app.name) {
+                None => lacks(
+                    name.clone(),
+                    MissingKind::App,
+                    Absence::Missing,
+                    entry,
+                    app.throughput_bps,
+                    &names,
+                ),
+                Some(now) if app.throughput_bps > 0.0 && now.throughput_bps <= 0.0 => lacks(
+                    name.clone(),
+                    MissingKind::App,
+                    Absence::Silent,
+                    format!("{entry}.throughput_bps"),
+                    app.throughput_bps,
+                    &names,
+                ),
+                Some(_) => {}
+            }
+        }
+    }
+    let mut traffics: Vec<&String> = base.latency.keys().chain(base.pacing.keys()).collect();
+    traffics.sort_unstable();
+    traffics.dedup();
+    for traffic in traffics {
+        // (figure, its count in the baseline, and in the run if it has the entry)
+        let latency = base.latency.get(traffic).map(|b| {
+            let now = run.latency.get(traffic).map(|r| r.count);
+            (format!("latency.{traffic}"), "count", b.count, now)
+        });
+        let pacing = base.pacing.get(traffic).map(|b| {
+            let now = run.pacing.get(traffic).map(|r| r.samples);
+            (format!("pacing.{traffic}"), "samples", b.samples, now)
+        });
+        let lacking = latency
+            .into_iter()
+            .chain(pacing)
+            .find_map(|(entry, field, was, now)| match now {
+                None => Some((Absence::Missing, entry, was)),
+                Some(0) if was > 0 => Some((Absence::Silent, format!("{entry}.{field}"), was)),
+                Some(_) => None,
+            });
+        if let Some((how, figure, was)) = lacking {
+            lacks(
+                traffic.clone(),
+                MissingKind::Traffic,
+                how,
+                figure,
+                was as f64,
+                &[traffic],
+            );
+        }
+    }
+    found
+}
+
+/// Decimals a figure of `kind` reads best with: counts and rates none.
+fn decimals(kind: FigureKind) -> usize {
     match kind {
-        FigureKind::Throughput | FigureKind::Drops => format!("{x:.0}"),
-        FigureKind::P99 => format!("{x:.1}"),
-        _ => format!("{x:.4}"),
+        FigureKind::Throughput | FigureKind::Drops => 0,
+        FigureKind::P99 => 1,
+        _ => 4,
     }
 }
 
-fn signed(kind: FigureKind, x: f64) -> String {
-    match kind {
-        FigureKind::Throughput | FigureKind::Drops => format!("{x:+.0}"),
-        FigureKind::P99 => format!("{x:+.1}"),
-        _ => format!("{x:+.4}"),
+impl RunDelta {
+    /// `SCENARIO/ENFORCER/MODE`, as regressions name the run.
+    pub fn key(&self) -> String {
+        format!("{}/{}/{}", self.scenario, self.enforcer, self.mode)
+    }
+}
+
+impl Missing {
+    /// What is missing, and how, in words.
+    fn described(&self) -> String {
+        let what = match self.what {
+            MissingKind::Tenant => "tenant",
+            MissingKind::App => "app",
+            MissingKind::Traffic => "traffic",
+        };
+        let was = figure_cell(self.baseline, 0);
+        let how = match (self.how, self.what) {
+            (Absence::Missing, _) => "missing from the results".to_string(),
+            (Absence::Silent, MissingKind::Traffic) if self.figure.starts_with("latency.") => {
+                format!("silent: no request answered, {was} in the baseline")
+            }
+            (Absence::Silent, MissingKind::Traffic) => {
+                format!("silent: no packet sent, {was} gaps timed in the baseline")
+            }
+            (Absence::Silent, _) => format!("silent: 0 bit/s, {was} bit/s in the baseline"),
+        };
+        format!("{what} {} {how}", self.name)
     }
 }
 
@@ -392,8 +605,9 @@ impl BaselineComparison {
         !self.regressions.is_empty()
     }
 
-    /// One row per figure of every matched run, then the runs and figures only one
-    /// side has. `markdown`: a Markdown table instead of aligned text.
+    /// One row per figure of every matched run; then what the baseline had and the
+    /// results lack, regressed or expected; then the runs and figures only the
+    /// results have. `markdown`: a Markdown table instead of aligned text.
     pub fn table(&self, markdown: bool) -> String {
         let header: Vec<String> = [
             "run",
@@ -412,14 +626,15 @@ impl BaselineComparison {
             .iter()
             .flat_map(|run| {
                 run.figures.iter().map(move |f| {
+                    let decimals = decimals(f.kind);
                     vec![
-                        format!("{}/{}/{}", run.scenario, run.enforcer, run.mode),
+                        run.key(),
                         f.figure.clone(),
-                        number(f.kind, f.baseline),
-                        number(f.kind, f.value),
-                        signed(f.kind, f.delta),
-                        format!("{:+.4}", f.worse_by),
-                        format!("{:.4}", f.threshold),
+                        figure_cell(f.baseline, decimals),
+                        figure_cell(f.value, decimals),
+                        signed_figure_cell(f.delta, decimals),
+                        signed_figure_cell(f.worse_by, 4),
+                        figure_cell(f.threshold, 4),
                         if f.regressed { "REGRESSED" } else { "ok" }.to_string(),
                     ]
                 })
@@ -439,20 +654,43 @@ impl BaselineComparison {
         let mut notes = vec![
             "worse by: Jain's index, p99 and drops relative to the baseline; rel_error and utilization in absolute fractions; a tenant's throughput as the growth of its distance from its ideal, in fractions of the ideal".to_string(),
         ];
-        for key in &self.only_in_results {
-            notes.push(format!("{key}: no baseline run to compare with"));
-        }
-        for key in &self.only_in_baseline {
+        let verdict = |expected: bool, name: &str| {
+            if expected {
+                format!("expected (--expect-missing {name})")
+            } else {
+                format!("REGRESSED; if that is intended, name it with --expect-missing {name}")
+            }
+        };
+        for only in &self.only_in_baseline {
+            let key = only.run.to_string();
             notes.push(format!(
-                "{key}: in the baseline only, not among the results"
+                "{key}: in the baseline only, not among the results: {}",
+                verdict(only.expected, &key)
             ));
         }
         for run in &self.runs {
-            for f in &run.one_sided {
+            for m in &run.missing {
                 notes.push(format!(
-                    "{}/{}/{} {}: in the {} only",
-                    run.scenario, run.enforcer, run.mode, f.figure, f.only_in
+                    "{} {}: {}: {}",
+                    run.key(),
+                    m.figure,
+                    m.described(),
+                    verdict(m.expected, &m.name)
                 ));
+            }
+        }
+        for name in self.unused_expectations() {
+            notes.push(format!(
+                "--expect-missing {name}: no run, tenant, app or traffic of that name is missing or silent"
+            ));
+        }
+        for key in &self.only_in_results {
+            notes.push(format!("{key}: no baseline run to compare with"));
+        }
+        for run in &self.runs {
+            // What only the baseline has is listed above, as missing or silent.
+            for f in run.one_sided.iter().filter(|f| f.only_in == "results") {
+                notes.push(format!("{} {}: in the results only", run.key(), f.figure));
             }
         }
         out.push('\n');
@@ -464,6 +702,21 @@ impl BaselineComparison {
             out.push('\n');
         }
         out
+    }
+
+    /// The `--expect-missing` names that named nothing missing or silent.
+    fn unused_expectations(&self) -> impl Iterator<Item = &String> {
+        self.expect_missing.iter().filter(|name| {
+            let runs = self
+                .only_in_baseline
+                .iter()
+                .any(|only| only.run.to_string() == **name);
+            let inside = self.runs.iter().flat_map(|run| &run.missing).any(|m| {
+                m.name == **name
+                    || (m.what == MissingKind::App && m.name.split('/').next() == Some(name))
+            });
+            !runs && !inside
+        })
     }
 }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::files::{RUN_MARKER, SUMMARY_JSON, at, complete_run_files, staged_for};
 use crate::summary::Summary;
+use crate::table::figure_cell;
 
 /// The summaries under `path`, which must lie inside a complete run (one whose
 /// nicsched-run.json lists every file the run wrote, each still there at the size
@@ -153,16 +154,21 @@ pub fn side_by_side(runs: &[Summary], markdown: bool) -> String {
                 run.scenario.clone(),
                 run.enforcer.clone(),
                 run.mode.as_str().to_string(),
-                format!("{:.3}", run.utilization),
+                figure_cell(run.utilization, 3),
                 format!(
-                    "{:.3} / {:.3}",
-                    run.fairness.jain_mean, run.fairness.jain_min
+                    "{} / {}",
+                    figure_cell(run.fairness.jain_mean, 3),
+                    figure_cell(run.fairness.jain_min, 3)
                 ),
-                format!("{:.3}", run.fairness.rel_error_mean),
+                figure_cell(run.fairness.rel_error_mean, 3),
             ];
             row.extend(tenants.iter().map(
                 |&name| match run.tenants.iter().find(|t| t.name == name) {
-                    Some(t) => format!("{:.0}/{:.0}", t.throughput_bps / 1e6, t.ideal_bps / 1e6),
+                    Some(t) => format!(
+                        "{}/{}",
+                        figure_cell(t.throughput_bps / 1e6, 0),
+                        figure_cell(t.ideal_bps / 1e6, 0)
+                    ),
                     None => "-".into(),
                 },
             ));
@@ -170,7 +176,7 @@ pub fn side_by_side(runs: &[Summary], markdown: bool) -> String {
                 traffics
                     .iter()
                     .map(|&traffic| match run.latency.get(traffic) {
-                        Some(latency) if latency.count > 0 => format!("{:.0}", latency.p99_us),
+                        Some(latency) if latency.count > 0 => figure_cell(latency.p99_us, 0),
                         _ => "-".into(),
                     }),
             );
@@ -388,7 +394,7 @@ mod tests {
         let temp = TempDir::new("unfinished");
         let complete = temp.0.join("complete");
         two_enforcers(&complete);
-        let out = OutDir::claim(&temp.0.join("run")).unwrap();
+        let out = OutDir::claim(&temp.0.join("run"), &[]).unwrap();
         let summary = out.staging().join("tonic").join(SUMMARY_JSON);
         fs::create_dir_all(summary.parent().unwrap()).unwrap();
         fs::copy(complete.join("tonic").join(SUMMARY_JSON), &summary).unwrap();

@@ -1,6 +1,7 @@
 //! The files one run leaves in its folder: summary.json, the two CSVs and the plots;
 //! and the folder itself, owned by one run at a time and marked when complete.
 
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::MetadataExt;
@@ -150,6 +151,7 @@ struct Marker<'a> {
 
 /// One file of a run as its marker lists it.
 #[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct RunFile {
     /// Relative to the run's folder, with `/` between folders.
     pub path: String,
@@ -181,43 +183,50 @@ pub(crate) fn complete_run_files(root: &Path) -> io::Result<Vec<RunFile>> {
     })?;
     let problems: Vec<String> = files
         .iter()
-        .filter_map(|file| {
-            let relative = Path::new(&file.path);
-            let inside = relative.components().next().is_some()
-                && relative
-                    .components()
-                    .all(|c| matches!(c, Component::Normal(_)));
-            if !inside {
-                return Some(format!("{:?} is not a path inside the run", file.path));
-            }
-            match fs::symlink_metadata(root.join(relative)) {
-                Ok(found) if found.is_file() && found.len() == file.bytes => None,
-                Ok(found) if found.is_file() => Some(format!(
-                    "{} has {} bytes, written with {}",
-                    file.path,
-                    found.len(),
-                    file.bytes
-                )),
-                Ok(_) => Some(format!("{} is not a file", file.path)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    Some(format!("{} is missing", file.path))
-                }
-                Err(e) => Some(format!("{}: {e}", file.path)),
-            }
-        })
+        .filter_map(|file| listed_file_problem(root, file))
         .collect();
     if problems.is_empty() {
         return Ok(files);
     }
-    const SHOWN: usize = 5;
+    Err(invalid(format!(
+        "{}: an incomplete nicsched run: {} ({RUN_MARKER} lists what the run wrote); run it again, or copy the whole folder",
+        root.display(),
+        some_of(&problems)
+    )))
+}
+
+/// What is wrong with `file` of the run in `root` as its marker lists it: a path
+/// that leaves the run, or a file missing or not the size it was written at.
+fn listed_file_problem(root: &Path, file: &RunFile) -> Option<String> {
+    let relative = Path::new(&file.path);
+    let inside = relative.components().next().is_some()
+        && relative
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)));
+    if !inside {
+        return Some(format!("{:?} is not a path inside the run", file.path));
+    }
+    match fs::symlink_metadata(root.join(relative)) {
+        Ok(found) if found.is_file() && found.len() == file.bytes => None,
+        Ok(found) if found.is_file() => Some(format!(
+            "{} has {} bytes, written with {}",
+            file.path,
+            found.len(),
+            file.bytes
+        )),
+        Ok(_) => Some(format!("{} is not a file", file.path)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Some(format!("{} is missing", file.path)),
+        Err(e) => Some(format!("{}: {e}", file.path)),
+    }
+}
+
+/// The first few of `problems`, and how many more there are.
+fn some_of(problems: &[String]) -> String {
     let mut said = problems[..problems.len().min(SHOWN)].join(", ");
     if problems.len() > SHOWN {
         said.push_str(&format!(" and {} more", problems.len() - SHOWN));
     }
-    Err(invalid(format!(
-        "{}: an incomplete nicsched run: {said} ({RUN_MARKER} lists what the run wrote); run it again, or copy the whole folder",
-        root.display()
-    )))
+    said
 }
 
 /// The NAME of the `--out` whose run writes, or wrote, in the folder named
@@ -244,6 +253,18 @@ impl OutLock {
     fn take(target: &Path, name: &str) -> Result<OutLock, String> {
         let path = target.with_file_name(format!(".{name}.lock"));
         let failed = |e: io::Error| format!("{}: {e}", path.display());
+        // The lock is an empty file a run removes as it ends; anything else there
+        // is someone's, and removing it would lose it.
+        match fs::symlink_metadata(&path) {
+            Ok(found) if !found.is_file() || found.len() > 0 => {
+                return Err(format!(
+                    "{}: nicsched locks {} with an empty file of this name, but this is not one; move it away, or give --out another name",
+                    path.display(),
+                    target.display()
+                ));
+            }
+            _ => {}
+        }
         loop {
             let file = File::options()
                 .read(true)
@@ -292,10 +313,12 @@ impl Drop for OutLock {
 /// A run's `--out`, owned for the run: its files are written beside the folder,
 /// in a staging folder of its own, and only a run that finished moves them in,
 /// replacing an earlier nicsched run whole (never leaving another run's enforcer
-/// folders beside its own). A folder with files that no nicsched run made is
-/// refused before anything runs, and so is a folder another run owns: the lock
-/// beside it is held until the `OutDir` is dropped. Dropped uncommitted, the
-/// staging folder goes.
+/// folders beside its own). An existing folder is replaced only when it proves
+/// to be a whole earlier run: its [`RUN_MARKER`] a complete record (provenance
+/// with the nicsched that wrote it, every file with its size) and nothing in the
+/// folder that the marker does not list. Any other folder is refused before
+/// anything runs, and so is a folder another run owns: the lock beside it is
+/// held until the `OutDir` is dropped. Dropped uncommitted, the staging folder goes.
 #[derive(Debug)]
 pub struct OutDir {
     target: PathBuf,
@@ -306,8 +329,21 @@ pub struct OutDir {
 }
 
 impl OutDir {
-    /// Claims `target`, or says why it cannot be a run's folder.
-    pub fn claim(target: &Path) -> Result<OutDir, String> {
+    /// Claims `target` for a run that reads `inputs` (its scenario), or says why
+    /// it cannot be that run's folder: a path that is, holds or lies inside an
+    /// input, one inside another run's folder, a folder that is not wholly an
+    /// earlier nicsched run's (see [`OutDir`]), one another run owns. Nothing is
+    /// removed from a folder that is refused. A symbolic link named as `target`
+    /// is followed: the run replaces the folder it names, not the link.
+    pub fn claim(target: &Path, inputs: &[&Path]) -> Result<OutDir, String> {
+        let resolved = resolved(target)?;
+        let inputs = Inputs::new(inputs)?;
+        refuse_unasked(target, &resolved, &inputs)?;
+        let target = if fs::symlink_metadata(target).is_ok_and(|m| m.file_type().is_symlink()) {
+            resolved.as_path()
+        } else {
+            target
+        };
         let name = target
             .file_name()
             .ok_or_else(|| format!("{}: not a folder a run can own", target.display()))?
@@ -326,19 +362,10 @@ impl OutDir {
         fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
         let lock = OutLock::take(target, &name)?;
         clear_killed_runs_leftovers(parent, &name, target)?;
-        match fs::read_dir(target) {
-            Ok(mut entries) => {
-                if entries.next().is_some() && !target.join(RUN_MARKER).is_file() {
-                    return Err(format!(
-                        "{}: the folder has files that no nicsched run made; give --out an empty or new folder, or an earlier run's",
-                        target.display()
-                    ));
-                }
-            }
+        match fs::symlink_metadata(target) {
+            Ok(found) if found.is_dir() => replaceable(target, &inputs)?,
+            Ok(_) => return Err(format!("{}: not a folder", target.display())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
-                return Err(format!("{}: not a folder", target.display()));
-            }
             Err(e) => return Err(format!("{}: {e}", target.display())),
         }
         let staging = target.with_file_name(format!(".{name}.partial-{}", std::process::id()));
@@ -365,6 +392,9 @@ impl OutDir {
     /// and every file written) and moves it in place of the target. An error names
     /// the file or folder it happened at; the target is then as it was.
     pub fn commit(mut self, provenance: &Provenance) -> io::Result<PathBuf> {
+        // A folder the marker cannot list would make the run's folder hold
+        // something unlisted, which the next claim refuses.
+        remove_empty_folders(&self.staging)?;
         let mut files = Vec::new();
         list_files(&self.staging, &self.staging, &mut files)?;
         files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -420,7 +450,9 @@ fn clear_killed_runs_leftovers(parent: &Path, name: &str, target: &Path) -> Resu
         let Some(folder) = entry.file_name().to_str().map(str::to_owned) else {
             continue;
         };
-        if staged_for(&folder) != Some(name) {
+        // Only a run's folder is a run's leftover: a link or file of that name is
+        // someone else's.
+        if staged_for(&folder) != Some(name) || !entry.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         if folder.ends_with(".old") && !target.exists() {
@@ -437,6 +469,321 @@ fn clear_killed_runs_leftovers(parent: &Path, name: &str, target: &Path) -> Resu
         }
     }
     Ok(())
+}
+
+/// `path` as the file system reaches it: absolute, through every symbolic link of
+/// the part that exists (its last component's too), and the part that does not
+/// exist yet as written, a `..` there dropping the name before it. A link to
+/// nothing is refused: what a write through it creates is not where it says.
+pub fn resolved(path: &Path) -> Result<PathBuf, String> {
+    let failed = |e: io::Error| format!("{}: {e}", path.display());
+    let absolute = std::path::absolute(path).map_err(failed)?;
+    let components: Vec<Component> = absolute.components().collect();
+    let mut exists = components.len();
+    while exists > 1 {
+        let prefix: PathBuf = components[..exists].iter().collect();
+        if fs::symlink_metadata(&prefix).is_ok() {
+            break;
+        }
+        exists -= 1;
+    }
+    let prefix: PathBuf = components[..exists].iter().collect();
+    let mut found = prefix.canonicalize().map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            format!(
+                "{}: {} is a symbolic link to nothing; give the path it should name",
+                path.display(),
+                prefix.display()
+            )
+        } else {
+            failed(e)
+        }
+    })?;
+    for component in &components[exists..] {
+        match component {
+            Component::ParentDir => {
+                found.pop();
+            }
+            Component::CurDir => {}
+            other => found.push(other),
+        }
+    }
+    Ok(found)
+}
+
+/// What a command reads: its scenario, or the runs `report` draws. Nothing it
+/// writes may be one of them, hold one or lie inside one, nor be a hard link to
+/// one of their files.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    /// Canonical.
+    paths: Vec<PathBuf>,
+    /// (device, inode) of every file among them.
+    files: HashSet<(u64, u64)>,
+}
+
+impl Inputs {
+    pub fn new(paths: &[&Path]) -> Result<Inputs, String> {
+        let mut inputs = Inputs::default();
+        for path in paths {
+            let found = path
+                .canonicalize()
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            inputs.add_files(&found)?;
+            inputs.paths.push(found);
+        }
+        Ok(inputs)
+    }
+
+    fn add_files(&mut self, path: &Path) -> Result<(), String> {
+        let failed = |e: io::Error| format!("{}: {e}", path.display());
+        let metadata = fs::symlink_metadata(path).map_err(failed)?;
+        if metadata.is_dir() {
+            for entry in fs::read_dir(path).map_err(failed)? {
+                self.add_files(&entry.map_err(failed)?.path())?;
+            }
+        } else if metadata.is_file() {
+            self.files.insert((metadata.dev(), metadata.ino()));
+        }
+        Ok(())
+    }
+
+    /// Whether `found` (as `symlink_metadata` gives it) is one of the inputs'
+    /// files under another name: a hard link, which a write would go through.
+    pub fn holds_file(&self, found: &fs::Metadata) -> bool {
+        found.is_file() && self.files.contains(&(found.dev(), found.ino()))
+    }
+}
+
+/// Refuses `path`, `resolved` as [`resolved`] gives it, as somewhere to write when
+/// it lies inside a run's folder (one holding [`RUN_MARKER`]) or the folder an
+/// unfinished run writes in, or is, holds or lies inside one of `inputs`: none of
+/// that is nicsched's to change unless asked to replace that very folder.
+pub fn refuse_unasked(path: &Path, resolved: &Path, inputs: &Inputs) -> Result<(), String> {
+    for dir in resolved.ancestors().skip(1) {
+        if fs::symlink_metadata(dir.join(RUN_MARKER)).is_ok() {
+            return Err(format!(
+                "{}: inside the run folder {}, whose files its {RUN_MARKER} vouches for; give a path outside it",
+                path.display(),
+                dir.display()
+            ));
+        }
+        let name = dir.file_name().and_then(|name| name.to_str());
+        if name.and_then(staged_for).is_some() {
+            return Err(format!(
+                "{}: inside {}, the folder of a run that did not finish; give a path outside it",
+                path.display(),
+                dir.display()
+            ));
+        }
+    }
+    for input in &inputs.paths {
+        let relation = if resolved == input {
+            "is"
+        } else if resolved.starts_with(input) {
+            "lies inside"
+        } else if input.starts_with(resolved) {
+            "holds"
+        } else {
+            continue;
+        };
+        return Err(format!(
+            "{}: {relation} {}, which this command reads; give a path of its own",
+            path.display(),
+            input.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the existing folder `target` may be replaced whole: it is empty, or an
+/// earlier run's and nothing else. Refused, it says what it found there.
+fn replaceable(target: &Path, inputs: &Inputs) -> Result<(), String> {
+    let refuse = |found: String| {
+        Err(format!(
+            "{}: {found}; nothing was removed: give --out a new or empty folder, or one an earlier nicsched run wrote and nobody changed",
+            target.display()
+        ))
+    };
+    let marker = target.join(RUN_MARKER);
+    if let Err(e) = fs::symlink_metadata(&marker) {
+        if e.kind() != io::ErrorKind::NotFound {
+            return Err(format!("{}: {e}", marker.display()));
+        }
+        let mut found = Vec::new();
+        let more = walk(target, target, &mut |relative, _| {
+            found.push(relative.to_string());
+            found.len() < SHOWN
+        })?;
+        if found.is_empty() {
+            return Ok(());
+        }
+        return refuse(format!(
+            "holds what no nicsched run made (no {RUN_MARKER}): {}{}",
+            found.join(", "),
+            if more { " and more" } else { "" }
+        ));
+    }
+    let files = match marker_record(&marker) {
+        Ok(files) => files,
+        Err(why) => return refuse(why),
+    };
+    let listed: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let folders: HashSet<&str> = files
+        .iter()
+        .flat_map(|f| f.path.match_indices('/').map(|(at, _)| &f.path[..at]))
+        .collect();
+    let mut problems = Vec::new();
+    let more = walk(target, target, &mut |relative, found| {
+        let kind = found.file_type();
+        let problem = if relative == RUN_MARKER && kind.is_file() {
+            None
+        } else if kind.is_dir() {
+            (!folders.contains(relative)).then(|| format!("{relative}/, a folder it does not list"))
+        } else if !kind.is_file() {
+            Some(format!("{relative}, which is not a file a run writes"))
+        } else if !listed.contains(relative) {
+            Some(format!("{relative}, a file it does not list"))
+        } else if inputs.holds_file(found) {
+            Some(format!(
+                "{relative}, a hard link to a file this command reads"
+            ))
+        } else {
+            None
+        };
+        problems.extend(problem);
+        problems.len() < SHOWN
+    })?;
+    if !more {
+        problems.extend(
+            files
+                .iter()
+                .filter_map(|file| listed_file_problem(target, file))
+                .take(SHOWN - problems.len()),
+        );
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    refuse(format!(
+        "not as its {RUN_MARKER} says an earlier run left it: {}{}",
+        problems.join(", "),
+        if more { " and more" } else { "" }
+    ))
+}
+
+/// How many of the things wrong with a folder an error names.
+const SHOWN: usize = 5;
+
+/// Calls `visit` with every entry under `dir` by its path relative to `root`
+/// (`/` between folders), each folder before what it holds, for as long as
+/// `visit` says to go on. Whether it was stopped with entries left.
+fn walk(
+    root: &Path,
+    dir: &Path,
+    visit: &mut dyn FnMut(&str, &fs::Metadata) -> bool,
+) -> Result<bool, String> {
+    let failed = |e: io::Error| format!("{}: {e}", dir.display());
+    for entry in fs::read_dir(dir).map_err(failed)? {
+        let path = entry.map_err(failed)?.path();
+        let found = fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let relative = path
+            .strip_prefix(root)
+            .expect("read_dir lists what is under its folder")
+            .to_string_lossy()
+            .into_owned();
+        if !visit(&relative, &found) {
+            return Ok(true);
+        }
+        if found.is_dir() && walk(root, &path, visit)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The files `marker` lists, once it proves to be a whole record of a run as
+/// [`OutDir::commit`] writes it (the provenance, with the nicsched that wrote it,
+/// and every file with its size, each once and inside the run); or what it is
+/// instead.
+fn marker_record(marker: &Path) -> Result<Vec<RunFile>, String> {
+    #[derive(Serialize, Deserialize)]
+    struct Record {
+        #[serde(flatten)]
+        provenance: Provenance,
+        files: Vec<RunFile>,
+    }
+    let found = fs::symlink_metadata(marker).map_err(|e| format!("{RUN_MARKER}: {e}"))?;
+    if !found.is_file() {
+        return Err(format!("its {RUN_MARKER} is not a file"));
+    }
+    let text = fs::read_to_string(marker).map_err(|e| format!("{RUN_MARKER}: {e}"))?;
+    let not_a_record = |why: String| format!("its {RUN_MARKER} is not a record of a run ({why})");
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| not_a_record(e.to_string()))?;
+    let record: Record =
+        serde_json::from_value(value.clone()).map_err(|e| not_a_record(e.to_string()))?;
+    let written = serde_json::to_value(&record).expect("a record serializes");
+    let unknown: Vec<&str> = value
+        .as_object()
+        .into_iter()
+        .flat_map(|keys| keys.keys())
+        .filter(|key| written.get(key.as_str()).is_none())
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(not_a_record(format!(
+            "keys nicsched does not write: {}",
+            unknown.join(", ")
+        )));
+    }
+    let provenance = &record.provenance;
+    if provenance.nicsched.is_empty() {
+        return Err(not_a_record("no nicsched version".to_string()));
+    }
+    let is_sha256 = provenance.scenario_sha256.len() == 64
+        && provenance
+            .scenario_sha256
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !is_sha256 {
+        return Err(not_a_record("scenario_sha256 is not a SHA-256".to_string()));
+    }
+    let mut paths = HashSet::new();
+    for file in &record.files {
+        let relative = Path::new(&file.path);
+        let inside = relative.components().next().is_some()
+            && relative
+                .components()
+                .all(|c| matches!(c, Component::Normal(_)));
+        if !inside || file.path == RUN_MARKER {
+            return Err(not_a_record(format!(
+                "{:?} is not a file of a run",
+                file.path
+            )));
+        }
+        if !paths.insert(file.path.as_str()) {
+            return Err(not_a_record(format!("{} is listed twice", file.path)));
+        }
+    }
+    Ok(record.files)
+}
+
+/// Removes every folder under `dir` that holds no file at any depth; whether
+/// `dir` holds one.
+fn remove_empty_folders(dir: &Path) -> io::Result<bool> {
+    let mut holds = false;
+    for entry in fs::read_dir(dir).map_err(at(dir))? {
+        let entry = entry.map_err(at(dir))?;
+        let path = entry.path();
+        let folder = entry.file_type().map_err(at(&path))?.is_dir();
+        if !folder || remove_empty_folders(&path)? {
+            holds = true;
+        } else {
+            fs::remove_dir(&path).map_err(at(&path))?;
+        }
+    }
+    Ok(holds)
 }
 
 /// Every file under `dir`, by its path relative to `root`, with its size.
@@ -497,16 +844,25 @@ pub(crate) mod tests {
         }
     }
 
+    /// A provenance as a run records it.
+    pub(crate) fn provenance() -> Provenance {
+        Provenance {
+            nicsched: "0.1.0".to_string(),
+            scenario_sha256: "ab".repeat(32),
+            ..Provenance::default()
+        }
+    }
+
     /// Commits a run holding `files` (path in the run, contents) to `target`, as
     /// `nicsched sim` does.
     pub(crate) fn committed_run(target: &Path, files: &[(&str, &str)]) {
-        let out = OutDir::claim(target).unwrap();
+        let out = OutDir::claim(target, &[]).unwrap();
         for (path, text) in files {
             let path = out.staging().join(path);
             fs::create_dir_all(path.parent().unwrap()).unwrap();
             fs::write(path, text).unwrap();
         }
-        out.commit(&Provenance::default()).unwrap();
+        out.commit(&provenance()).unwrap();
     }
 
     #[test]
@@ -514,9 +870,9 @@ pub(crate) mod tests {
         let temp = TempDir::new("lock");
         let target = temp.0.join("out");
         let lock = temp.0.join(".out.lock");
-        let first = OutDir::claim(&target).unwrap();
+        let first = OutDir::claim(&target, &[]).unwrap();
         assert!(lock.is_file());
-        let refused = OutDir::claim(&target).unwrap_err();
+        let refused = OutDir::claim(&target, &[]).unwrap_err();
         assert!(
             refused.starts_with(&format!(
                 "{}: another nicsched run is writing it",
@@ -527,9 +883,12 @@ pub(crate) mod tests {
         assert!(first.staging().is_dir(), "the refusal touched nothing");
         drop(first);
         assert!(!lock.exists(), "a run that ends takes its lock file along");
-        let second = OutDir::claim(&target).unwrap();
-        second.commit(&Provenance::default()).unwrap();
-        assert!(OutDir::claim(&target).is_ok(), "a committed run lets go");
+        let second = OutDir::claim(&target, &[]).unwrap();
+        second.commit(&provenance()).unwrap();
+        assert!(
+            OutDir::claim(&target, &[]).is_ok(),
+            "a committed run lets go"
+        );
     }
 
     #[test]
@@ -547,7 +906,7 @@ pub(crate) mod tests {
             assert_eq!(staged_for(name), None, "{name}");
         }
         let temp = TempDir::new("staging-name");
-        let refused = OutDir::claim(&temp.0.join(".out.partial-3")).unwrap_err();
+        let refused = OutDir::claim(&temp.0.join(".out.partial-3"), &[]).unwrap_err();
         assert!(refused.contains("give --out another name"), "{refused}");
     }
 
@@ -566,10 +925,10 @@ pub(crate) mod tests {
         }
         // Killed between moving the earlier run aside and its own in place.
         let aside = temp.0.join(".out.partial-7.old");
-        fs::create_dir_all(&aside).unwrap();
-        fs::write(aside.join(RUN_MARKER), "{}").unwrap();
+        committed_run(&temp.0.join("earlier"), &[("tonic/summary.json", "{}")]);
+        fs::rename(temp.0.join("earlier"), &aside).unwrap();
 
-        let out = OutDir::claim(&target).unwrap();
+        let out = OutDir::claim(&target, &[]).unwrap();
         assert!(!leftover.exists());
         assert!(!aside.exists());
         assert!(target.join(RUN_MARKER).is_file(), "the earlier run is back");

@@ -7,7 +7,7 @@
 //! or archived as one file. Every chart's series are aligned here on one x axis
 //! and put in units chosen from the data, so the script only draws.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::fs;
 use std::io;
@@ -23,9 +23,25 @@ const OVERLAY_PNGS: [&str; 3] = [
     OVERLAY_FAIRNESS_PNG,
     OVERLAY_LATENCY_CDF_PNG,
 ];
-use crate::runs::{Run, SeriesKind, read_run};
+use crate::plot::{POINTS_MAX, Thinned, top};
+use crate::runs::{Run, Series, SeriesKind, Wanted, read_run, read_series};
 
 pub const REPORT_HTML: &str = "report.html";
+/// In the head of every page nicsched writes: what tells a page `nicsched report --out` may
+/// overwrite from a file of someone else's.
+pub const REPORT_PAGE_MARK: &str = "<meta name=\"generator\" content=\"nicsched report\">";
+/// How far into a page [`REPORT_PAGE_MARK`] is looked for.
+const REPORT_PAGE_HEAD_BYTES: u64 = 512;
+
+/// Whether the file `path` is a page nicsched wrote: [`REPORT_PAGE_MARK`] in its head.
+pub fn is_report_page(path: &Path) -> io::Result<bool> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    fs::File::open(path)?
+        .take(REPORT_PAGE_HEAD_BYTES)
+        .read_to_end(&mut head)?;
+    Ok(String::from_utf8_lossy(&head).contains(REPORT_PAGE_MARK))
+}
 
 /// uPlot 1.6.32 (MIT), see assets/LICENSE-uPlot.txt; from its npm package's dist/.
 const UPLOT_JS: &str = include_str!("../assets/uPlot.iife.min.js");
@@ -53,7 +69,7 @@ pub fn write_report(path: &Path, runs: &[Run]) -> io::Result<()> {
         _ => Path::new("."),
     };
     fs::create_dir_all(folder).map_err(at(folder))?;
-    let html = render(runs, folder);
+    let html = render(runs, folder)?;
     fs::write(path, html).map_err(at(path))
 }
 
@@ -107,7 +123,78 @@ struct Shown<'a> {
     scale: f64,
 }
 
-fn render(runs: &[Run], folder: &Path) -> String {
+/// Throughput charts of one kind (tenants, apps, VMs, flows) at most: past
+/// it, those with the most traffic get one each and the rest one together, so
+/// that a page of 4,000 apps stays one a browser opens.
+const CHARTS_PER_KIND_MAX: usize = 24;
+
+/// The throughput charts of one kind.
+struct KindCharts {
+    kind: SeriesKind,
+    /// Those with a chart of their own, in the order they first appear.
+    names: Vec<String>,
+    /// How many more there are, summed in one chart.
+    rest: usize,
+}
+
+/// The series of each kind the page draws one by one: all of them up to
+/// [`CHARTS_PER_KIND_MAX`], else those with the most traffic (the larger of
+/// their throughput and ideal over the run, summed over the runs as drawn).
+fn kind_charts(shown: &[Shown]) -> Vec<KindCharts> {
+    [
+        SeriesKind::Tenant,
+        SeriesKind::App,
+        SeriesKind::Vm,
+        SeriesKind::Flow,
+    ]
+    .into_iter()
+    .filter_map(|kind| {
+        let mut names: Vec<&str> = Vec::new();
+        let mut keys: Vec<f64> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        for s in shown {
+            for series in s.run.series.iter().filter(|x| x.kind == kind) {
+                let at = *index.entry(series.name.as_str()).or_insert_with(|| {
+                    names.push(&series.name);
+                    keys.push(0.0);
+                    names.len() - 1
+                });
+                keys[at] += series.throughput.max(series.ideal) * s.scale;
+            }
+        }
+        if names.is_empty() {
+            return None;
+        }
+        let chosen = top(&keys, CHARTS_PER_KIND_MAX);
+        Some(KindCharts {
+            kind,
+            rest: names.len() - chosen.len(),
+            names: chosen.into_iter().map(|i| names[i].to_string()).collect(),
+        })
+    })
+    .collect()
+}
+
+/// What one run draws of `kinds`: its series thinned, by what they are.
+fn drawn_series(run: &Run, kinds: &[KindCharts]) -> io::Result<HashMap<Wanted, Series>> {
+    let wanted: Vec<Wanted> = kinds
+        .iter()
+        .flat_map(|k| {
+            k.names
+                .iter()
+                .map(|name| Wanted::One(k.kind, name.clone()))
+                .chain((k.rest > 0).then_some(Wanted::Rest(k.kind)))
+        })
+        .collect();
+    let series = read_series(run, &wanted)?;
+    Ok(wanted
+        .into_iter()
+        .zip(series)
+        .filter(|(_, s)| !s.time_s.is_empty())
+        .collect())
+}
+
+fn render(runs: &[Run], folder: &Path) -> io::Result<String> {
     let reference_bps = runs.iter().map(|r| r.link_rate_bps).fold(0.0, f64::max);
     let labels = labels(runs);
     let shown: Vec<Shown> = runs
@@ -127,27 +214,35 @@ fn render(runs: &[Run], folder: &Path) -> String {
         })
         .collect();
 
+    let kinds = kind_charts(&shown);
+    let drawn = shown
+        .iter()
+        .map(|s| drawn_series(s.run, &kinds))
+        .collect::<io::Result<Vec<_>>>()?;
     let mut charts = Vec::new();
     let mut sections: Vec<(&str, Vec<usize>)> = Vec::new();
-    for (kind, heading) in [
-        (SeriesKind::Tenant, "Throughput per tenant"),
-        (SeriesKind::App, "Throughput per app"),
-        (SeriesKind::Vm, "Throughput per sending VM"),
-        (SeriesKind::Flow, "Throughput per flow"),
-    ] {
-        let mut names: Vec<&str> = Vec::new();
-        for s in shown.iter().flat_map(|s| &s.run.series) {
-            if s.kind == kind && !names.contains(&s.name.as_str()) {
-                names.push(&s.name);
-            }
-        }
-        if names.is_empty() {
-            continue;
-        }
+    for k in &kinds {
+        let (heading, what, whats) = match k.kind {
+            SeriesKind::Tenant => ("Throughput per tenant", "tenant", "tenants"),
+            SeriesKind::App => ("Throughput per app", "app", "apps"),
+            SeriesKind::Vm => ("Throughput per sending VM", "VM", "VMs"),
+            SeriesKind::Flow => ("Throughput per flow", "flow", "flows"),
+        };
         let mut members = Vec::new();
-        for name in names {
+        let wanted = k
+            .names
+            .iter()
+            .map(|name| (Wanted::One(k.kind, name.clone()), format!("{what} {name}")))
+            .chain((k.rest > 0).then(|| {
+                (
+                    Wanted::Rest(k.kind),
+                    format!("{whats}: the other {} together", k.rest),
+                )
+            }));
+        for (want, title) in wanted {
             members.push(charts.len());
-            charts.push(throughput_chart(&shown, kind, name, charts.len()));
+            let series: Vec<Option<&Series>> = drawn.iter().map(|d| d.get(&want)).collect();
+            charts.push(throughput_chart(&shown, &series, title, charts.len()));
         }
         sections.push((heading, members));
     }
@@ -181,7 +276,7 @@ fn render(runs: &[Run], folder: &Path) -> String {
         html,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{UPLOT_CSS}\n{REPORT_CSS}</style>\n\
+         {REPORT_PAGE_MARK}\n<title>{}</title>\n<style>{UPLOT_CSS}\n{REPORT_CSS}</style>\n\
          <script>{}</script>\n</head>\n<body>\n<h1>{}</h1>\n",
         escape(&title),
         ERROR_TRAP,
@@ -189,6 +284,7 @@ fn render(runs: &[Run], folder: &Path) -> String {
     );
     let _ = writeln!(html, "<p class=\"meta\">{}</p>", escape(&overview(runs)));
     push_notes(&mut html, &shown, reference_bps);
+    push_left_out(&mut html, &shown, &kinds);
     push_summary_table(&mut html, &shown);
 
     for (heading, members) in &sections {
@@ -210,7 +306,50 @@ fn render(runs: &[Run], folder: &Path) -> String {
          <script type=\"application/json\" id=\"report-data\">{data}</script>\n\
          <script>{UPLOT_JS}</script>\n<script>{REPORT_JS}</script>\n</body>\n</html>\n"
     );
-    html
+    Ok(html)
+}
+
+/// Says what the charts leave out: series past [`CHARTS_PER_KIND_MAX`] of a
+/// kind, and intervals past [`POINTS_MAX`] of a run, which are thinned.
+fn push_left_out(html: &mut String, shown: &[Shown], kinds: &[KindCharts]) {
+    let summed: Vec<String> = kinds
+        .iter()
+        .filter(|k| k.rest > 0)
+        .map(|k| {
+            let whats = match k.kind {
+                SeriesKind::Tenant => "tenants",
+                SeriesKind::App => "apps (of tenants of several)",
+                SeriesKind::Vm => "sending VMs (of several flows)",
+                SeriesKind::Flow => "flows",
+            };
+            format!(
+                "of {} {whats}, the {} with the most traffic have a chart each and the other {} one chart together",
+                k.names.len() + k.rest,
+                k.names.len(),
+                k.rest
+            )
+        })
+        .collect();
+    if !summed.is_empty() {
+        let _ = writeln!(
+            html,
+            "<p class=\"note\">Throughput charts are bounded at {CHARTS_PER_KIND_MAX} of a kind: {} \
+             (traffic: the larger of its throughput and its ideal over the run, summed over the runs). \
+             Each run's timeseries.csv holds every one.</p>",
+            escape(&summed.join("; "))
+        );
+    }
+    let longest = shown.iter().map(|s| s.run.times_s.len()).max().unwrap_or(0);
+    if longest > POINTS_MAX {
+        let _ = writeln!(
+            html,
+            "<p class=\"note\">Runs of more than {POINTS_MAX} intervals (the longest here has {longest}) \
+             are drawn thinned to at most {POINTS_MAX} points a line: each run of consecutive intervals \
+             under a pixel wide is drawn as its lowest and its highest value, so that spikes and swings \
+             show as they would at full detail; zoomed in, the lines are no finer than that. \
+             Each run's timeseries.csv holds every interval.</p>"
+        );
+    }
 }
 
 /// Registered first, so that an error anywhere on the page is kept for its
@@ -592,17 +731,19 @@ fn push_overlay_links(html: &mut String, shown: &[Shown], folder: &Path) {
     }
 }
 
-fn throughput_chart(shown: &[Shown], kind: SeriesKind, name: &str, index: usize) -> Chart {
+/// The chart of one series (or the sum of a kind's rest), `series` each run's
+/// as drawn, where it has one.
+fn throughput_chart(
+    shown: &[Shown],
+    series: &[Option<&Series>],
+    title: String,
+    index: usize,
+) -> Chart {
     let mut columns: Vec<Column> = Vec::new();
     let mut ideals: Vec<Vec<(f64, f64)>> = Vec::new();
     let mut ideal_of: Vec<String> = Vec::new();
-    for s in shown {
-        let Some(series) = s
-            .run
-            .series
-            .iter()
-            .find(|x| x.kind == kind && x.name == name)
-        else {
+    for (s, series) in shown.iter().zip(series) {
+        let Some(series) = series else {
             continue;
         };
         let points = |values: &[f64]| -> Vec<(f64, f64)> {
@@ -651,12 +792,6 @@ fn throughput_chart(shown: &[Shown], kind: SeriesKind, name: &str, index: usize)
         name: unit,
         bps: divisor,
     } = crate::checks::rate_unit(max_bps);
-    let what = match kind {
-        SeriesKind::Tenant => "tenant",
-        SeriesKind::App => "app",
-        SeriesKind::Vm => "VM",
-        SeriesKind::Flow => "flow",
-    };
     let (x, series) = aligned(
         columns
             .into_iter()
@@ -674,7 +809,7 @@ fn throughput_chart(shown: &[Shown], kind: SeriesKind, name: &str, index: usize)
     );
     Chart {
         id: format!("chart-{index}"),
-        title: format!("{what} {name}"),
+        title,
         x_label: "time (s)",
         y_label: format!("throughput ({unit})"),
         unit: unit.to_string(),
@@ -699,12 +834,13 @@ fn fairness_chart(shown: &[Shown], jain: bool, index: usize) -> Chart {
     let columns = shown
         .iter()
         .map(|s| {
-            let points = s
-                .run
-                .fairness
-                .iter()
-                .map(|p| (p.time_s, if jain { p.jain } else { p.rel_error }))
-                .collect();
+            let mut thinned = Thinned::<1>::new(s.run.fairness.len());
+            for (i, p) in s.run.fairness.iter().enumerate() {
+                let value = if jain { p.jain } else { p.rel_error };
+                thinned.push(i, p.time_s, p.time_s, [value]);
+            }
+            let (x, [y]) = thinned.finish();
+            let points = x.into_iter().zip(y).collect();
             (s.label.clone(), s.color, s.dash, false, points)
         })
         .collect();
@@ -766,8 +902,7 @@ fn latency_chart(shown: &[Shown], traffic: &str, index: usize) -> Chart {
 fn time_domain(shown: &[Shown]) -> [f64; 2] {
     let end_s = shown
         .iter()
-        .flat_map(|s| &s.run.series)
-        .filter_map(|series| series.time_s.last().copied())
+        .filter_map(|s| s.run.times_s.last().copied())
         .fold(0.0, f64::max);
     [0.0, end_s]
 }

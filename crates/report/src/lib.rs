@@ -40,8 +40,8 @@ mod summary;
 mod table;
 
 pub use baseline::{
-    BaselineComparison, FigureDelta, FigureKind, OneSided, RunDelta, RunKey, THRESHOLD_DEFAULT,
-    Thresholds, against_baseline,
+    Absence, BaselineComparison, BaselineOnly, FigureDelta, FigureKind, Missing, MissingKind,
+    OneSided, RunDelta, RunKey, THRESHOLD_DEFAULT, Thresholds, against_baseline,
 };
 pub use checks::{
     Check, EngineLedger, OfferedLoad, Provenance, RateUnit, TenantLedger, conservation,
@@ -61,4 +61,4 @@ pub use plot::{
 };
 pub use record::*;
 pub use summary::{AppSummary, Fairness, PacingSummary, Summary, TenantSummary, summarize};
-pub use table::{aligned_table, comparison_table};
+pub use table::{aligned_table, comparison_table, figure_cell, signed_figure_cell};

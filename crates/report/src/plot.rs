@@ -7,6 +7,7 @@
 //! are solid and wide, ideals dashed, thin and drawn last, so that a run that meets
 //! its ideal exactly still shows both.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::ops::Range;
@@ -133,6 +134,139 @@ fn time_axis<'a>(runs: impl IntoIterator<Item = &'a RunRecord>) -> Range<f64> {
             .chain([run.duration_ns as f64 / 1e9])
     });
     axis_to(ends, 1.0, 1e-3)
+}
+
+/// The most points a line is drawn with, on report.html and in a PNG: two per
+/// pixel column of a chart 1000 px wide, which is what a screen shows.
+pub(crate) const POINTS_MAX: usize = 2000;
+
+/// Values per interval thinned to at most [`POINTS_MAX`] points, as they come:
+/// up to `POINTS_MAX` intervals every one is kept; past that, intervals are put
+/// in buckets of equal count, and each bucket is drawn as its lowest and its
+/// highest value, in the order they came, at its first and last interval. A
+/// bucket is under a pixel wide, so the line touches the very pixels the whole
+/// data would: a spike or an oscillation stays as wide as it was, where a mean
+/// per bucket would smooth an enforcer that swings around its share into one
+/// that looks fair. The CSVs keep every interval. `N` values share the points'
+/// times (a throughput and its ideal).
+#[derive(Clone, Debug)]
+pub(crate) struct Thinned<const N: usize> {
+    per_bucket: usize,
+    bucket: Option<Bucket<N>>,
+    x: Vec<f64>,
+    values: [Vec<f64>; N],
+}
+
+/// One bucket so far: its number, first start and last end, and per value its
+/// lowest and highest with the place each came in.
+#[derive(Clone, Copy, Debug)]
+struct Bucket<const N: usize> {
+    number: usize,
+    start: f64,
+    end: f64,
+    count: usize,
+    low: [(f64, usize); N],
+    high: [(f64, usize); N],
+}
+
+impl<const N: usize> Thinned<N> {
+    /// For a series of `intervals` intervals.
+    pub(crate) fn new(intervals: usize) -> Self {
+        let buckets = POINTS_MAX / 2;
+        Thinned {
+            per_bucket: if intervals <= POINTS_MAX {
+                1
+            } else {
+                intervals.div_ceil(buckets)
+            },
+            bucket: None,
+            x: Vec::new(),
+            values: std::array::from_fn(|_| Vec::new()),
+        }
+    }
+
+    /// The values of interval `interval` (counted from 0, ascending), which spans
+    /// `start` to `end` on the x axis: a rate drawn as a step spans its
+    /// interval; one drawn as a point has `start` = `end`.
+    pub(crate) fn push(&mut self, interval: usize, start: f64, end: f64, values: [f64; N]) {
+        let number = interval / self.per_bucket;
+        match &mut self.bucket {
+            Some(bucket) if bucket.number == number => {
+                bucket.end = end;
+                for (i, &v) in values.iter().enumerate() {
+                    if v < bucket.low[i].0 {
+                        bucket.low[i] = (v, bucket.count);
+                    }
+                    if v > bucket.high[i].0 {
+                        bucket.high[i] = (v, bucket.count);
+                    }
+                }
+                bucket.count += 1;
+            }
+            _ => {
+                self.flush();
+                self.bucket = Some(Bucket {
+                    number,
+                    start,
+                    end,
+                    count: 1,
+                    low: values.map(|v| (v, 0)),
+                    high: values.map(|v| (v, 0)),
+                });
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let Some(bucket) = self.bucket.take() else {
+            return;
+        };
+        let (first, last): ([f64; N], [f64; N]) = if bucket.count == 1 {
+            let values = bucket.low.map(|(v, _)| v);
+            (values, values)
+        } else {
+            let mut first = [0.0; N];
+            let mut last = [0.0; N];
+            for i in 0..N {
+                let (low, high) = (bucket.low[i], bucket.high[i]);
+                (first[i], last[i]) = if low.1 <= high.1 {
+                    (low.0, high.0)
+                } else {
+                    (high.0, low.0)
+                };
+            }
+            (first, last)
+        };
+        self.x.push(bucket.start);
+        for (values, v) in self.values.iter_mut().zip(first) {
+            values.push(v);
+        }
+        if bucket.end != bucket.start {
+            self.x.push(bucket.end);
+            for (values, v) in self.values.iter_mut().zip(last) {
+                values.push(v);
+            }
+        }
+    }
+
+    /// The points' x and, per value, its y.
+    pub(crate) fn finish(mut self) -> (Vec<f64>, [Vec<f64>; N]) {
+        self.flush();
+        (self.x, self.values)
+    }
+}
+
+/// The indexes of the (at most) `max` largest of `keys`, in index order: the
+/// series drawn one by one where there are more than a figure can show. Ties go
+/// to the earlier.
+pub(crate) fn top(keys: &[f64], max: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    if keys.len() > max {
+        order.sort_by(|&a, &b| keys[b].total_cmp(&keys[a]).then(a.cmp(&b)));
+        order.truncate(max);
+        order.sort_unstable();
+    }
+    order
 }
 
 /// Points of a line, in chart coordinates.
@@ -373,15 +507,40 @@ where
     Ok(())
 }
 
-/// `(start, value)`, `(end, value)` of each interval: a rate holds over its interval.
+/// `(start, value)`, `(end, value)` of each interval: a rate holds over its
+/// interval; thinned to what the figure shows ([`Thinned`]).
 fn steps(run: &RunRecord, value: impl Fn(&crate::record::Interval) -> f64) -> Curve {
-    run.intervals
-        .iter()
-        .flat_map(|interval| {
-            let v = value(interval);
-            [(interval.start_ns as f64 / 1e9, v), (interval.end_s(), v)]
-        })
-        .collect()
+    let mut thinned = Thinned::<1>::new(run.intervals.len());
+    for (index, interval) in run.intervals.iter().enumerate() {
+        let start = interval.start_ns as f64 / 1e9;
+        thinned.push(index, start, interval.end_s(), [value(interval)]);
+    }
+    let (x, [y]) = thinned.finish();
+    x.into_iter().zip(y).collect()
+}
+
+/// The lines of `samples` (see [`segments`]), each thinned to what the figure
+/// shows ([`Thinned`]) for a run of `intervals` intervals.
+fn thinned_segments(samples: &[(usize, f64, f64)], intervals: usize) -> Vec<Curve> {
+    let mut lines: Vec<Curve> = Vec::new();
+    let mut thinned: Option<Thinned<1>> = None;
+    let mut previous: Option<usize> = None;
+    for &(index, x, y) in samples {
+        if previous.is_none_or(|p| p + 1 != index) {
+            lines.extend(thinned.take().map(finished_curve));
+        }
+        thinned
+            .get_or_insert_with(|| Thinned::new(intervals))
+            .push(index, x, x, [y]);
+        previous = Some(index);
+    }
+    lines.extend(thinned.map(finished_curve));
+    lines
+}
+
+fn finished_curve(thinned: Thinned<1>) -> Curve {
+    let (x, [y]) = thinned.finish();
+    x.into_iter().zip(y).collect()
 }
 
 /// Runs of consecutive intervals, so that lines stop where non-steady intervals were
@@ -456,18 +615,81 @@ pub struct AppPanel {
 /// per app): each tenant of more than one app, with its apps. A tenant of one app
 /// is its app; its panel says it all.
 pub fn app_panels(run: &RunRecord) -> Vec<AppPanel> {
-    (0..run.tenants.len())
-        .filter_map(|tenant| {
-            let classes: Vec<usize> = run
-                .class_tenant
-                .iter()
-                .enumerate()
-                .filter(|&(_, &owner)| owner == tenant)
-                .map(|(class, _)| class)
-                .collect();
-            (classes.len() > 1).then_some(AppPanel { tenant, classes })
-        })
+    classes_of_tenants(run)
+        .into_iter()
+        .enumerate()
+        .filter(|(_, classes)| classes.len() > 1)
+        .map(|(tenant, classes)| AppPanel { tenant, classes })
         .collect()
+}
+
+/// Each tenant's classes, in one pass over the classes.
+fn classes_of_tenants(run: &RunRecord) -> Vec<Vec<usize>> {
+    let mut classes = vec![Vec::new(); run.tenants.len()];
+    for (class, &tenant) in run.class_tenant.iter().enumerate() {
+        if let Some(of) = classes.get_mut(tenant) {
+            of.push(class);
+        }
+    }
+    classes
+}
+
+/// The throughput of the classes `classes` in `interval`: a tenant's is its
+/// classes' (`RunRecord::tenant_throughput_bps` without looking at every class).
+fn classes_throughput_bps(interval: &crate::record::Interval, classes: &[usize]) -> f64 {
+    classes
+        .iter()
+        .map(|&class| interval.class_throughput_bps(class))
+        .sum()
+}
+
+/// Lines of one panel at most, past which those with the most traffic are
+/// drawn and the title or caption says how many were left out: more lines
+/// than the palette has colours could not be told apart.
+const LINES_MAX: usize = 10;
+
+/// The (at most) `max` of `count` series with the most traffic over `run`, in
+/// their order: the larger of the sums of `throughput` and `ideal` over its
+/// intervals.
+fn busiest(
+    run: &RunRecord,
+    count: usize,
+    max: usize,
+    throughput: impl Fn(&crate::record::Interval, usize) -> f64,
+    ideal: impl Fn(&crate::record::Interval, usize) -> f64,
+) -> Vec<usize> {
+    if count <= max {
+        return (0..count).collect();
+    }
+    let mut sums = vec![(0.0, 0.0); count];
+    for interval in &run.intervals {
+        for (i, sum) in sums.iter_mut().enumerate() {
+            sum.0 += throughput(interval, i);
+            sum.1 += ideal(interval, i);
+        }
+    }
+    let keys: Vec<f64> = sums.iter().map(|&(t, i): &(f64, f64)| t.max(i)).collect();
+    top(&keys, max)
+}
+
+/// The tenants of `run` its per-tenant figures draw: those with the most traffic.
+fn busiest_tenants(run: &RunRecord, classes: &[Vec<usize>]) -> Vec<usize> {
+    busiest(
+        run,
+        run.tenants.len(),
+        LINES_MAX,
+        |interval, t| classes_throughput_bps(interval, &classes[t]),
+        |interval, t| interval.tenant_ideal_bps(t),
+    )
+}
+
+/// `, the N with the most traffic of ALL WHAT` where some were left out.
+fn left_out(shown: usize, all: usize, what: &str) -> String {
+    if shown < all {
+        format!(", the {shown} with the most traffic of {all} {what}")
+    } else {
+        String::new()
+    }
 }
 
 fn rate_panel(caption: String, lines: Vec<Line>) -> Panel {
@@ -481,20 +703,22 @@ fn rate_panel(caption: String, lines: Vec<Line>) -> Panel {
 
 /// Throughput per tenant, each against its ideal (dashed, same colour).
 pub(crate) fn throughput(path: &Path, run: &RunRecord) -> io::Result<()> {
+    let classes = classes_of_tenants(run);
+    let tenants = busiest_tenants(run, &classes);
     let mut lines = Vec::new();
-    for (tenant, name) in run.tenants.iter().enumerate() {
+    for (nth, &tenant) in tenants.iter().enumerate() {
         lines.push(Line {
-            name: name.clone(),
-            colour: colour(tenant),
+            name: run.tenants[tenant].clone(),
+            colour: colour(nth),
             stroke: Stroke::Measured,
-            width: nested_width(tenant, run.tenants.len(), 3),
-            segments: vec![steps(run, |i| run.tenant_throughput_bps(i, tenant))],
+            width: nested_width(nth, tenants.len(), 3),
+            segments: vec![steps(run, |i| classes_throughput_bps(i, &classes[tenant]))],
         });
     }
-    for (tenant, name) in run.tenants.iter().enumerate() {
+    for (nth, &tenant) in tenants.iter().enumerate() {
         lines.push(Line {
-            name: format!("{name} ideal"),
-            colour: colour(tenant),
+            name: format!("{} ideal", run.tenants[tenant]),
+            colour: colour(nth),
             stroke: Stroke::Ideal,
             width: 2,
             segments: vec![steps(run, |i| i.tenant_ideal_bps(tenant))],
@@ -503,9 +727,10 @@ pub(crate) fn throughput(path: &Path, run: &RunRecord) -> io::Result<()> {
     let mut panels = [rate_panel("per tenant".into(), lines)];
     in_unit(&mut panels);
     let title = format!(
-        "{} ({}): throughput per tenant",
+        "{} ({}): throughput per tenant{}",
         run.enforcer,
-        run.mode.as_str()
+        run.mode.as_str(),
+        left_out(tenants.len(), run.tenants.len(), "tenants")
     );
     let x_axis = time_axis([run]);
     figure(
@@ -521,10 +746,29 @@ pub(crate) fn throughput(path: &Path, run: &RunRecord) -> io::Result<()> {
 
 /// The apps of each tenant of several, a panel per tenant, on shared axes.
 pub(crate) fn throughput_apps(path: &Path, run: &RunRecord) -> io::Result<()> {
-    let mut panels: Vec<Panel> = app_panels(run)
-        .into_iter()
-        .take(PANELS_MAX)
-        .map(|AppPanel { tenant, classes }| {
+    let all = app_panels(run);
+    let chosen = busiest(
+        run,
+        all.len(),
+        PANELS_MAX,
+        |interval, p| classes_throughput_bps(interval, &all[p].classes),
+        |interval, p| interval.tenant_ideal_bps(all[p].tenant),
+    );
+    let mut panels: Vec<Panel> = chosen
+        .iter()
+        .map(|&p| {
+            let AppPanel { tenant, classes } = &all[p];
+            let apps = classes.len();
+            let classes: Vec<usize> = busiest(
+                run,
+                apps,
+                LINES_MAX,
+                |interval, c| interval.class_throughput_bps(classes[c]),
+                |interval, c| interval.class_ideal_bps(classes[c]),
+            )
+            .into_iter()
+            .map(|c| classes[c])
+            .collect();
             let mut lines = Vec::new();
             for (stroke, suffix) in [(Stroke::Measured, ""), (Stroke::Ideal, " ideal")] {
                 for (nth, &class) in classes.iter().enumerate() {
@@ -548,15 +792,17 @@ pub(crate) fn throughput_apps(path: &Path, run: &RunRecord) -> io::Result<()> {
                     });
                 }
             }
-            rate_panel(format!("tenant {}", run.tenants[tenant]), lines)
+            let caption = format!("tenant {}", run.tenants[*tenant]);
+            rate_panel(caption + &left_out(classes.len(), apps, "apps"), lines)
         })
         .collect();
     in_unit(&mut panels);
     share_y(&mut panels);
     let title = format!(
-        "{} ({}): throughput per app",
+        "{} ({}): throughput per app{}",
         run.enforcer,
-        run.mode.as_str()
+        run.mode.as_str(),
+        left_out(panels.len(), all.len(), "tenants of several apps")
     );
     let x_axis = time_axis([run]);
     let columns = panels.len().min(2);
@@ -578,20 +824,43 @@ pub(crate) fn throughput_apps(path: &Path, run: &RunRecord) -> io::Result<()> {
     )
 }
 
-/// Jain's index of every steady interval, and each tenant's relative error, of one run.
-fn fairness_samples(run: &RunRecord) -> (Samples, Vec<Samples>) {
-    let mut jain = Vec::new();
-    let mut errors: Vec<Samples> = vec![Vec::new(); run.tenants.len()];
+/// The fairness of one run's steady intervals.
+struct FairnessSamples {
+    jain: Samples,
+    /// The mean relative error over the tenants judged, as summary.json's mean.
+    mean_error: Samples,
+    /// The relative error of each tenant asked for, in that order.
+    errors: Vec<Samples>,
+}
+
+/// Jain's index of every steady interval, the mean relative error, and the
+/// relative error of each of `tenants`, of one run.
+fn fairness_samples(run: &RunRecord, tenants: &[usize]) -> FairnessSamples {
+    let mut asked: Vec<Option<usize>> = vec![None; run.tenants.len()];
+    for (nth, &tenant) in tenants.iter().enumerate() {
+        asked[tenant] = Some(nth);
+    }
+    let mut samples = FairnessSamples {
+        jain: Vec::new(),
+        mean_error: Vec::new(),
+        errors: vec![Vec::new(); tenants.len()],
+    };
     for (index, interval) in run.intervals.iter().enumerate() {
         let Some(figures) = interval_fairness(run, interval) else {
             continue;
         };
-        jain.push((index, interval.end_s(), figures.jain));
+        let x = interval.end_s();
+        samples.jain.push((index, x, figures.jain));
+        let sum: f64 = figures.rel_error.iter().map(|&(_, e)| e).sum();
+        let mean = sum / figures.rel_error.len() as f64;
+        samples.mean_error.push((index, x, mean));
         for (tenant, error) in figures.rel_error {
-            errors[tenant].push((index, interval.end_s(), error));
+            if let Some(nth) = asked.get(tenant).copied().flatten() {
+                samples.errors[nth].push((index, x, error));
+            }
         }
     }
-    (jain, errors)
+    samples
 }
 
 /// Jain's index on a fixed 0..1 axis and relative error on 0..max(1, data), so
@@ -617,7 +886,9 @@ fn error_panel(caption: String, lines: Vec<Line>) -> Panel {
 
 /// Jain's index per steady interval on top, each tenant's relative error below.
 pub(crate) fn fairness(path: &Path, run: &RunRecord) -> io::Result<()> {
-    let (jain, errors) = fairness_samples(run);
+    let tenants = busiest_tenants(run, &classes_of_tenants(run));
+    let samples = fairness_samples(run, &tenants);
+    let intervals = run.intervals.len();
     let panels = [
         jain_panel(
             "Jain's index of throughput / ideal (steady intervals)".into(),
@@ -626,20 +897,25 @@ pub(crate) fn fairness(path: &Path, run: &RunRecord) -> io::Result<()> {
                 colour: IDEAL_COLOUR,
                 stroke: Stroke::Marked,
                 width: 2,
-                segments: segments(&jain),
+                segments: thinned_segments(&samples.jain, intervals),
             }],
         ),
         error_panel(
-            "relative error per tenant".into(),
-            errors
+            format!(
+                "relative error per tenant{}",
+                left_out(tenants.len(), run.tenants.len(), "tenants")
+            ),
+            samples
+                .errors
                 .iter()
+                .zip(&tenants)
                 .enumerate()
-                .map(|(tenant, samples)| Line {
+                .map(|(nth, (errors, &tenant))| Line {
                     name: run.tenants[tenant].clone(),
-                    colour: colour(tenant),
+                    colour: colour(nth),
                     stroke: Stroke::Marked,
-                    width: nested_width(tenant, run.tenants.len(), 2),
-                    segments: segments(samples),
+                    width: nested_width(nth, tenants.len(), 2),
+                    segments: thinned_segments(errors, intervals),
                 })
                 .collect(),
         ),
@@ -808,8 +1084,8 @@ fn overlay_rate_panel(
     caption: String,
     runs: &[&RunRecord],
     names: &[String],
-    measured: impl Fn(&RunRecord, &crate::record::Interval) -> f64,
-    ideal: impl Fn(&RunRecord, &crate::record::Interval) -> f64,
+    measured: impl Fn(usize, &crate::record::Interval) -> f64,
+    ideal: impl Fn(usize, &crate::record::Interval) -> f64,
 ) -> Panel {
     let mut lines: Vec<Line> = runs
         .iter()
@@ -820,15 +1096,15 @@ fn overlay_rate_panel(
             colour: colour(index),
             stroke: Stroke::Measured,
             width: nested_width(index, runs.len(), 3),
-            segments: vec![steps(run, |i| measured(run, i))],
+            segments: vec![steps(run, |i| measured(index, i))],
         })
         .collect();
-    lines.extend(runs.iter().map(|run| Line {
+    lines.extend(runs.iter().enumerate().map(|(index, run)| Line {
         name: "ideal".into(),
         colour: IDEAL_COLOUR,
         stroke: Stroke::Ideal,
         width: 2,
-        segments: vec![steps(run, |i| ideal(run, i))],
+        segments: vec![steps(run, |i| ideal(index, i))],
     }));
     rate_panel(caption, lines)
 }
@@ -879,13 +1155,12 @@ fn flow_steps(rows: &[HostsRow], flow: &str, value: impl Fn(&HostsRow) -> f64) -
         .iter()
         .map(|row| row.time_s)
         .fold(f64::INFINITY, f64::min);
-    rows.iter()
-        .filter(|row| row.flow == flow)
-        .flat_map(|row| {
-            let v = value(row);
-            [(row.time_s - interval_s, v), (row.time_s, v)]
-        })
-        .collect()
+    let of_flow: Vec<&HostsRow> = rows.iter().filter(|row| row.flow == flow).collect();
+    let mut thinned = Thinned::<1>::new(of_flow.len());
+    for (index, row) in of_flow.into_iter().enumerate() {
+        thinned.push(index, row.time_s - interval_s, row.time_s, [value(row)]);
+    }
+    finished_curve(thinned)
 }
 
 /// overlay_throughput.png of runs across hosts (hosts.md), written into `dir`
@@ -900,13 +1175,23 @@ pub fn write_hosts_overlay_plot(
         return Ok(());
     };
     let mut flows: Vec<&HostsRow> = Vec::new();
+    let mut traffic: Vec<(f64, f64)> = Vec::new();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
     for row in first {
-        if !flows.iter().any(|f| f.flow == row.flow) {
+        let at = *seen.entry(row.flow.as_str()).or_insert_with(|| {
             flows.push(row);
-        }
+            traffic.push((0.0, 0.0));
+            flows.len() - 1
+        });
+        traffic[at].0 += row.throughput_bps;
+        traffic[at].1 += row.ideal_bps;
     }
     let all = flows.len();
-    flows.truncate(PANELS_MAX);
+    let keys: Vec<f64> = traffic.iter().map(|&(t, i)| t.max(i)).collect();
+    let flows: Vec<&HostsRow> = top(&keys, PANELS_MAX)
+        .into_iter()
+        .map(|f| flows[f])
+        .collect();
     let mut panels: Vec<Panel> = flows
         .iter()
         .map(|flow| {
@@ -936,10 +1221,10 @@ pub fn write_hosts_overlay_plot(
         .collect();
     in_unit(&mut panels);
     share_y(&mut panels);
-    let mut title = format!("{scenario}: throughput of every run (dashed: ideal)");
-    if all > panels.len() {
-        title.push_str(&format!(", first {} of {all} flows", panels.len()));
-    }
+    let title = format!(
+        "{scenario}: throughput of every run (dashed: ideal){}",
+        left_out(panels.len(), all, "flows")
+    );
     let end_s = runs
         .iter()
         .flat_map(|(_, rows)| rows.iter().map(|row| row.time_s))
@@ -958,61 +1243,105 @@ pub fn write_hosts_overlay_plot(
     .map_err(crate::files::at(&path))
 }
 
-fn position(names: &[String], name: &str) -> Option<usize> {
-    names.iter().position(|n| n == name)
+/// A run's tenants and classes by name, and each tenant's classes, to match
+/// the runs of an overlay by name.
+struct ByName<'a> {
+    tenants: HashMap<&'a str, usize>,
+    classes: HashMap<(&'a str, &'a str), usize>,
+    of_tenant: Vec<Vec<usize>>,
 }
 
-fn class_of(run: &RunRecord, tenant: &str, app: &str) -> Option<usize> {
-    run.classes
-        .iter()
-        .position(|class| class.tenant == tenant && class.app == app)
+impl<'a> ByName<'a> {
+    fn of(run: &'a RunRecord) -> Self {
+        ByName {
+            tenants: run
+                .tenants
+                .iter()
+                .enumerate()
+                .map(|(t, name)| (name.as_str(), t))
+                .collect(),
+            classes: run
+                .classes
+                .iter()
+                .enumerate()
+                .map(|(c, name)| ((name.tenant.as_str(), name.app.as_str()), c))
+                .collect(),
+            of_tenant: classes_of_tenants(run),
+        }
+    }
+}
+
+/// One panel of overlay_throughput.png: a tenant, or a class (an app of a tenant
+/// of several), of the first run.
+#[derive(Clone, Copy)]
+enum Overlaid {
+    Tenant(usize),
+    Class(usize),
 }
 
 fn overlay_throughput(path: &Path, runs: &[&RunRecord], names: &[String]) -> io::Result<()> {
     let first = runs[0];
-    let mut panels: Vec<Panel> = first
-        .tenants
+    let by_name: Vec<ByName> = runs.iter().map(|run| ByName::of(run)).collect();
+    let mut candidates: Vec<Overlaid> = (0..first.tenants.len()).map(Overlaid::Tenant).collect();
+    for AppPanel { classes, .. } in app_panels(first) {
+        candidates.extend(classes.into_iter().map(Overlaid::Class));
+    }
+    let chosen = busiest(
+        first,
+        candidates.len(),
+        PANELS_MAX,
+        |interval, p| match candidates[p] {
+            Overlaid::Tenant(t) => classes_throughput_bps(interval, &by_name[0].of_tenant[t]),
+            Overlaid::Class(c) => interval.class_throughput_bps(c),
+        },
+        |interval, p| match candidates[p] {
+            Overlaid::Tenant(t) => interval.tenant_ideal_bps(t),
+            Overlaid::Class(c) => interval.class_ideal_bps(c),
+        },
+    );
+    let mut panels: Vec<Panel> = chosen
         .iter()
-        .map(|tenant| {
-            overlay_rate_panel(
-                format!("tenant {tenant}"),
-                runs,
-                names,
-                |run, i| {
-                    position(&run.tenants, tenant).map_or(0.0, |t| run.tenant_throughput_bps(i, t))
-                },
-                |run, i| position(&run.tenants, tenant).map_or(0.0, |t| i.tenant_ideal_bps(t)),
-            )
+        .map(|&p| match candidates[p] {
+            Overlaid::Tenant(t) => {
+                let tenant = first.tenants[t].as_str();
+                let at: Vec<Option<usize>> = by_name
+                    .iter()
+                    .map(|b| b.tenants.get(tenant).copied())
+                    .collect();
+                overlay_rate_panel(
+                    format!("tenant {tenant}"),
+                    runs,
+                    names,
+                    |r, i| {
+                        at[r].map_or(0.0, |t| classes_throughput_bps(i, &by_name[r].of_tenant[t]))
+                    },
+                    |r, i| at[r].map_or(0.0, |t| i.tenant_ideal_bps(t)),
+                )
+            }
+            Overlaid::Class(c) => {
+                let name = &first.classes[c];
+                let key = (name.tenant.as_str(), name.app.as_str());
+                let at: Vec<Option<usize>> = by_name
+                    .iter()
+                    .map(|b| b.classes.get(&key).copied())
+                    .collect();
+                overlay_rate_panel(
+                    format!("app {}/{}", name.tenant, name.app),
+                    runs,
+                    names,
+                    |r, i| at[r].map_or(0.0, |c| i.class_throughput_bps(c)),
+                    |r, i| at[r].map_or(0.0, |c| i.class_ideal_bps(c)),
+                )
+            }
         })
         .collect();
-    for AppPanel { classes, .. } in app_panels(first) {
-        for class in classes {
-            let name = &first.classes[class];
-            panels.push(overlay_rate_panel(
-                format!("app {}/{}", name.tenant, name.app),
-                runs,
-                names,
-                |run, i| {
-                    class_of(run, &name.tenant, &name.app)
-                        .map_or(0.0, |c| i.class_throughput_bps(c))
-                },
-                |run, i| {
-                    class_of(run, &name.tenant, &name.app).map_or(0.0, |c| i.class_ideal_bps(c))
-                },
-            ));
-        }
-    }
-    let all = panels.len();
-    panels.truncate(PANELS_MAX);
     in_unit(&mut panels);
     share_y(&mut panels);
-    let mut title = format!(
-        "{}: throughput of every run (dashed: ideal)",
-        first.scenario
+    let title = format!(
+        "{}: throughput of every run (dashed: ideal){}",
+        first.scenario,
+        left_out(panels.len(), candidates.len(), "panels")
     );
-    if all > panels.len() {
-        title.push_str(&format!(", first {} of {all} panels", panels.len()));
-    }
     let x_axis = time_axis(runs.iter().copied());
     let columns = panels.len().min(2);
     figure(
@@ -1030,36 +1359,21 @@ fn overlay_fairness(path: &Path, runs: &[&RunRecord], names: &[String]) -> io::R
     let mut jain = Vec::new();
     let mut error = Vec::new();
     for (index, (run, name)) in runs.iter().zip(names).enumerate() {
-        let (samples, errors) = fairness_samples(run);
+        let samples = fairness_samples(run, &[]);
+        let intervals = run.intervals.len();
         jain.push(Line {
             name: name.clone(),
             colour: colour(index),
             stroke: Stroke::Marked,
             width: nested_width(index, runs.len(), 2),
-            segments: segments(&samples),
+            segments: thinned_segments(&samples.jain, intervals),
         });
-        // The mean over the tenants judged in each interval, as summary.json's mean.
-        let mut per_interval: Vec<(usize, f64, f64, usize)> = Vec::new();
-        for &(interval, x, e) in errors.iter().flatten() {
-            match per_interval.iter_mut().find(|(i, ..)| *i == interval) {
-                Some(entry) => {
-                    entry.2 += e;
-                    entry.3 += 1;
-                }
-                None => per_interval.push((interval, x, e, 1)),
-            }
-        }
-        per_interval.sort_by_key(|&(interval, ..)| interval);
-        let mean: Vec<(usize, f64, f64)> = per_interval
-            .into_iter()
-            .map(|(interval, x, sum, n)| (interval, x, sum / n as f64))
-            .collect();
         error.push(Line {
             name: name.clone(),
             colour: colour(index),
             stroke: Stroke::Marked,
             width: nested_width(index, runs.len(), 2),
-            segments: segments(&mean),
+            segments: thinned_segments(&samples.mean_error, intervals),
         });
     }
     let panels = [
@@ -1154,6 +1468,17 @@ pub struct SweepPoint {
     pub max: f64,
 }
 
+/// How many of `labels`' texts fit side by side on an x axis in a figure
+/// `width_px` wide, at least one.
+fn labels_that_fit(labels: &[String], width_px: u32) -> usize {
+    // The axis: the figure less its margins and the y labels' area; a glyph is
+    // about 0.6 of the font's size wide, and labels keep a gap between them.
+    let axis_px = f64::from(width_px.saturating_sub(2 * 12 + 84));
+    let widest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(1);
+    let label_px = widest as f64 * f64::from(LABEL_FONT_PX) * 0.6 + f64::from(LABEL_FONT_PX);
+    ((axis_px / label_px) as usize).max(1)
+}
+
 /// One figure of a sweep against the swept key, whose values `x_labels` name in
 /// order: a line per `lines` through the means, a bar over each point from the
 /// lowest to the highest seed. `y_top`: the axis's top where the figure has a
@@ -1204,9 +1529,10 @@ pub fn write_sweep_plot(
             .y_desc(y_desc)
             .y_labels(6)
             .y_label_formatter(&|v| tick_text(*v))
-            // At most one tick per value: plotters then puts them on the integers,
-            // the values' places.
-            .x_labels(count)
+            // At most one tick per value, and no more than fit side by side:
+            // plotters then puts them on the integers (every value's place, or
+            // every 2nd, 5th, 10th... where the labels would overlap).
+            .x_labels(count.min(labels_that_fit(x_labels, WIDTH_PX)))
             .x_label_formatter(&|x| {
                 let index = x.round();
                 if (x - index).abs() < 1e-6 && index >= 0.0 && (index as usize) < x_labels.len() {

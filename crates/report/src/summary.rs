@@ -119,8 +119,12 @@ impl Summary {
         self.checks.iter().filter(|c| !c.ok)
     }
 
+    /// Every tenant's drops, saturating at `u64::MAX`: a summary.json read back may
+    /// hold any count, and a total that wrapped would read as fewer drops.
     pub fn drops(&self) -> u64 {
-        self.tenants.iter().map(|tenant| tenant.drops).sum()
+        self.tenants
+            .iter()
+            .fold(0, |total: u64, tenant| total.saturating_add(tenant.drops))
     }
 
     /// Pretty JSON as written to summary.json.

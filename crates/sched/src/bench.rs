@@ -17,7 +17,7 @@
 //! and the result also holds the one-thread rate measured in the same run:
 //! - `fairnic` runs as FairNIC's engine would, one [`fairnic::Shard`] per thread on a
 //!   policy of N engine cores: each thread serves the classes its core's tenants
-//!   own, with its own virtual clock, its local buckets and the [`SharedPool`]
+//!   own, with its own virtual clock, its local buckets and the [`SharedPools`]
 //!   that every thread reaches through atomics only;
 //! - every other enforcer is one object that only one thread may touch, so it runs
 //!   behind a hand-off as the lab's engine thread does: N producer threads prepare
@@ -25,7 +25,7 @@
 //!   batches over a bounded `sync_channel`; that thread enqueues and dequeues, and
 //!   hands each departure back to the producer of its class to be refilled.
 //!
-//! [`SharedPool`]: fairnic::SharedPool
+//! [`SharedPools`]: fairnic::SharedPools
 
 use crate::{Enforcer, Packet, fairnic};
 use policy::{AppId, Link, Policy, Split, SplitBy, TenantId};
@@ -328,7 +328,7 @@ fn shard_classes(config: &BenchConfig) -> Result<(Policy, Vec<Vec<u32>>), String
 fn run_shards(config: &BenchConfig, budget: Duration) -> Result<(u64, f64), String> {
     let (policy, per_core) = shard_classes(config)?;
     let classes = classes_rounded(config.classes);
-    let pool = Arc::new(fairnic::SharedPool::new(&policy)?);
+    let pool = Arc::new(fairnic::SharedPools::new(&policy)?);
     // Every thread builds its shard, then they start the clock together.
     let ready = Barrier::new(per_core.len());
     let measured: Vec<Result<(u64, f64), String>> = std::thread::scope(|scope| {

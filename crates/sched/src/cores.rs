@@ -8,9 +8,12 @@
 //! each tenant waits in its own queue and the cores are shared by start-time fair
 //! queueing on core time divided by tenant weight (PicNIC's CPU-fair queues).
 //! Under an enforcer with a core mask (`fairnic`), a tenant's packets wait only for
-//! its own cores: each core has its queue, fed in arrival order by the tenants it
-//! serves (a packet to one of its tenant's cores, chosen by its key), so another
-//! tenant's costly packets never hold up a core outside its mask.
+//! its own cores: each core is a group of its own (a packet goes to one of its
+//! tenant's cores, chosen by its key), so another tenant's costly packets never
+//! hold up a core outside its mask. Where masks share a core (fewer cores than
+//! tenants), `engine.cpu` decides among the tenants on it as it does among all
+//! tenants without a mask: one queue in arrival order under `fifo`, a queue per
+//! tenant shared by weight under `weighted`.
 
 use policy::{CpuSharing, Policy, TenantId};
 use std::collections::{BTreeSet, VecDeque};
@@ -58,25 +61,38 @@ pub struct CoreLedger {
     pub refused_bytes: u64,
 }
 
-pub struct Cores<T> {
-    sharing: CpuSharing,
-    /// Weighted: one queue per tenant; fifo: one queue for all; masked: one per core.
-    queues: Vec<VecDeque<Waiting<T>>>,
-    /// Per tenant, the cores it may use (masked), from the enforcer's registry row.
-    mask: Option<Vec<Vec<u16>>>,
-    /// Whether each core is busy.
-    core_busy: Vec<bool>,
-    /// Room of each queue, in packets.
-    room: usize,
-    idle_cores: usize,
-    weights: Vec<u32>,
-    /// Weighted: (start tag, tenant) of each non-empty queue's head.
+/// Cores that take packets from the same queues, and how they choose among them:
+/// every core without a mask, one core with one.
+struct Group {
+    /// Its queues: one under `fifo`, one per tenant it serves under `weighted`.
+    queues: Vec<usize>,
+    /// Weighted: (start tag, queue) of each non-empty queue's head.
     heads: BTreeSet<(u128, usize)>,
     /// Weighted: the start tag of the packet a core took last; a new packet starts
     /// no earlier, so that a tenant idle for a while gets no credit for it.
     virtual_time: u128,
-    /// Weighted: each tenant's finish tag of its last packet.
+    /// Its cores now busy.
+    busy: usize,
+}
+
+pub struct Cores<T> {
+    sharing: CpuSharing,
+    queues: Vec<VecDeque<Waiting<T>>>,
+    /// Per tenant, per position in its mask (one position without a mask): the
+    /// queue its packets wait in.
+    queue_of: Vec<Vec<usize>>,
+    /// Per queue: its group, and its tenant's weight (weighted).
+    queue_group: Vec<usize>,
+    queue_weight: Vec<u32>,
+    /// Weighted, per queue: the finish tag of its last packet.
     last_finish: Vec<u128>,
+    groups: Vec<Group>,
+    /// Whether each group is one core (masked), whose index it shares.
+    masked: bool,
+    /// Whether each core is busy.
+    core_busy: Vec<bool>,
+    /// Room of each queue, in packets.
+    room: usize,
     /// Per tenant: core time its packets were charged (their costs), and packets
     /// refused for want of room.
     pub busy_ns: Vec<u64>,
@@ -92,22 +108,60 @@ impl<T> Cores<T> {
     pub fn new(policy: &Policy, room: u32, mask: Option<Vec<Vec<u16>>>) -> Cores<T> {
         let tenants = policy.tenants.len();
         let cores = usize::from(policy.engine.cores.max(1));
-        let queues = match (&mask, policy.engine.cpu) {
-            (Some(_), _) => cores,
-            (None, CpuSharing::Fifo) => 1,
-            (None, CpuSharing::Weighted) => tenants,
-        };
+        let sharing = policy.engine.cpu;
+        let masked = mask.is_some();
+        // Each tenant's cores: its mask, or every core as one group.
+        let mask = mask.unwrap_or_else(|| vec![vec![0]; tenants]);
+        let group_count = if masked { cores } else { 1 };
+        let mut groups: Vec<Group> = (0..group_count)
+            .map(|_| Group {
+                queues: Vec::new(),
+                heads: BTreeSet::new(),
+                virtual_time: 0,
+                busy: 0,
+            })
+            .collect();
+        let (mut queue_group, mut queue_weight, mut queue_tenant) =
+            (Vec::new(), Vec::new(), Vec::new());
+        let queue_of = mask
+            .iter()
+            .enumerate()
+            .map(|(t, tenant_cores)| {
+                tenant_cores
+                    .iter()
+                    .map(|&core| {
+                        let g = usize::from(core);
+                        let shared = match sharing {
+                            CpuSharing::Fifo => groups[g].queues.first(),
+                            CpuSharing::Weighted => {
+                                groups[g].queues.iter().find(|&&q| queue_tenant[q] == t)
+                            }
+                        };
+                        if let Some(&q) = shared {
+                            return q;
+                        }
+                        let q = queue_group.len();
+                        queue_group.push(g);
+                        queue_weight.push(policy.tenants[t].weight);
+                        queue_tenant.push(t);
+                        groups[g].queues.push(q);
+                        q
+                    })
+                    .collect()
+            })
+            .collect();
+        let queues = queue_group.len();
         Cores {
-            sharing: policy.engine.cpu,
+            sharing,
             queues: (0..queues).map(|_| VecDeque::new()).collect(),
+            queue_of,
+            queue_group,
+            queue_weight,
+            last_finish: vec![0; queues],
+            groups,
+            masked,
             core_busy: vec![false; cores],
-            mask,
             room: room as usize,
-            idle_cores: cores,
-            weights: policy.tenants.iter().map(|t| t.weight).collect(),
-            heads: BTreeSet::new(),
-            virtual_time: 0,
-            last_finish: vec![0; tenants],
             busy_ns: vec![0; tenants],
             refused_packets: vec![0; tenants],
             ledgers: vec![CoreLedger::default(); tenants],
@@ -115,27 +169,24 @@ impl<T> Cores<T> {
         }
     }
 
-    /// The queue a packet of `tenant` waits in, and its core when masked; `key`
-    /// picks one of a masked tenant's cores (a sender, a flow), so that its
-    /// packets stay on one core, in order.
-    fn queue_of(&self, tenant: TenantId, key: u32) -> (usize, u16) {
-        match &self.mask {
-            Some(mask) => {
-                let core = core_of(mask, tenant, key);
-                (usize::from(core), core)
-            }
-            None => match self.sharing {
-                CpuSharing::Fifo => (0, 0),
-                CpuSharing::Weighted => (tenant.index(), 0),
-            },
-        }
+    /// The queue a packet of `tenant` keyed `key` waits in: `key` picks one of a
+    /// masked tenant's cores (a sender, a flow), so that its packets stay on one
+    /// core, in order.
+    fn queue_for(&self, tenant: TenantId, key: u32) -> usize {
+        let queues = &self.queue_of[tenant.index()];
+        queues[mask_index(key, queues.len())]
+    }
+
+    /// The group core `core` takes packets from.
+    fn group_of(&self, core: usize) -> usize {
+        if self.masked { core } else { 0 }
     }
 
     /// Whether each tenant waits in a queue of its own (`weighted`, no mask): a
     /// world may then leave a tenant's packets where they arrived (its own socket)
     /// until its queue has room, instead of refusing them.
     pub fn queue_per_tenant(&self) -> bool {
-        self.mask.is_none() && self.sharing == CpuSharing::Weighted
+        !self.masked && self.sharing == CpuSharing::Weighted
     }
 
     /// Queues packets wait in, each of [`Self::room_for`] packets at most.
@@ -145,7 +196,7 @@ impl<T> Cores<T> {
 
     /// Packets of `tenant` (keyed `key`) its queue has room for now.
     pub fn room_for(&self, tenant: TenantId, key: u32) -> usize {
-        let (q, _) = self.queue_of(tenant, key);
+        let q = self.queue_for(tenant, key);
         self.room.saturating_sub(self.queues[q].len())
     }
 
@@ -161,42 +212,53 @@ impl<T> Cores<T> {
     ) -> Result<(), T> {
         let t = tenant.index();
         self.ledgers[t].arrived_bytes += u64::from(bytes);
-        let (q, core) = self.queue_of(tenant, key);
+        let q = self.queue_for(tenant, key);
         if self.queues[q].len() >= self.room {
             self.ledgers[t].refused_bytes += u64::from(bytes);
             self.refused_packets[t] += 1;
             return Err(item);
         }
-        let start_tag = match (&self.mask, self.sharing) {
-            (None, CpuSharing::Weighted) => {
-                let start = self.virtual_time.max(self.last_finish[t]);
-                self.last_finish[t] =
-                    start + u128::from(cost_ns) * TAG_SCALE / u128::from(self.weights[t]);
+        let g = self.queue_group[q];
+        let start_tag = match self.sharing {
+            CpuSharing::Weighted => {
+                let group = &mut self.groups[g];
+                let start = group.virtual_time.max(self.last_finish[q]);
+                self.last_finish[q] =
+                    start + u128::from(cost_ns) * TAG_SCALE / u128::from(self.queue_weight[q]);
                 if self.queues[q].is_empty() {
-                    self.heads.insert((start, q));
+                    group.heads.insert((start, q));
                 }
                 start
             }
-            _ => 0,
+            CpuSharing::Fifo => 0,
         };
         self.queues[q].push_back(Waiting {
             item,
             tenant,
             bytes,
             cost_ns,
-            core,
+            core: if self.masked { g as u16 } else { 0 },
             start_tag,
         });
         Ok(())
     }
 
+    /// Whether a packet waits in group `g`.
+    fn has_work(&self, g: usize) -> bool {
+        let group = &self.groups[g];
+        match self.sharing {
+            CpuSharing::Fifo => group
+                .queues
+                .first()
+                .is_some_and(|&q| !self.queues[q].is_empty()),
+            CpuSharing::Weighted => !group.heads.is_empty(),
+        }
+    }
+
     /// Puts the next waiting packet on an idle core, if there are both.
     pub fn take(&mut self) -> Option<Waiting<T>> {
-        let core = match &self.mask {
-            Some(_) => (0..self.queues.len())
-                .find(|&c| !self.core_busy[c] && !self.queues[c].is_empty())?,
-            None => self.core_busy.iter().position(|busy| !busy)?,
-        };
+        let core = (0..self.core_busy.len())
+            .find(|&c| !self.core_busy[c] && self.has_work(self.group_of(c)))?;
         self.take_for(core as u16)
     }
 
@@ -206,49 +268,53 @@ impl<T> Cores<T> {
         if self.core_busy[c] {
             return None;
         }
-        let mut packet = if self.mask.is_some() {
-            self.queues[c].pop_front()?
-        } else {
-            self.take_shared()?
+        let g = self.group_of(c);
+        let mut packet = match self.sharing {
+            CpuSharing::Fifo => {
+                let &q = self.groups[g].queues.first()?;
+                self.queues[q].pop_front()?
+            }
+            CpuSharing::Weighted => {
+                let group = &mut self.groups[g];
+                let (start, q) = group.heads.pop_first()?;
+                let packet = self.queues[q]
+                    .pop_front()
+                    .expect("a head names a non-empty queue");
+                if let Some(next) = self.queues[q].front() {
+                    group.heads.insert((next.start_tag, q));
+                }
+                group.virtual_time = start;
+                packet
+            }
         };
         packet.core = core;
         self.core_busy[c] = true;
-        self.idle_cores -= 1;
+        self.groups[g].busy += 1;
         let t = packet.tenant.index();
         self.busy_ns[t] += packet.cost_ns;
         self.on_cores_bytes[t] += u64::from(packet.bytes);
         Some(packet)
     }
 
-    /// The next packet for any idle core, by `engine.cpu`.
-    fn take_shared(&mut self) -> Option<Waiting<T>> {
-        Some(match self.sharing {
-            CpuSharing::Fifo => self.queues[0].pop_front()?,
-            CpuSharing::Weighted => {
-                let (start, q) = self.heads.pop_first()?;
-                let packet = self.queues[q]
-                    .pop_front()
-                    .expect("a head names a non-empty queue");
-                if let Some(next) = self.queues[q].front() {
-                    self.heads.insert((next.start_tag, q));
-                }
-                self.virtual_time = start;
-                packet
-            }
-        })
-    }
-
     /// Core `core` finished a packet of `tenant`.
     pub fn processed(&mut self, tenant: TenantId, bytes: u32, core: u16) {
         let t = tenant.index();
-        self.idle_cores += 1;
-        self.core_busy[usize::from(core)] = false;
+        let c = usize::from(core);
+        self.core_busy[c] = false;
         self.on_cores_bytes[t] -= u64::from(bytes);
         self.ledgers[t].processed_bytes += u64::from(bytes);
-        if self.heads.is_empty() && self.idle_cores == self.core_busy.len() {
+        let g = self.group_of(c);
+        let group = &mut self.groups[g];
+        group.busy -= 1;
+        if group.heads.is_empty() && group.busy == 0 {
             // Idle cores: every tenant starts afresh, as SFQ's virtual time jumps
             // to the largest finish tag when the server idles.
-            self.virtual_time = self.last_finish.iter().copied().max().unwrap_or(0);
+            group.virtual_time = group
+                .queues
+                .iter()
+                .map(|&q| self.last_finish[q])
+                .max()
+                .unwrap_or(0);
         }
     }
 
@@ -263,7 +329,9 @@ impl<T> Cores<T> {
 
     /// Takes out every packet still waiting for a core (the run ended).
     pub fn drain(&mut self) -> impl Iterator<Item = Waiting<T>> + '_ {
-        self.heads.clear();
+        for group in &mut self.groups {
+            group.heads.clear();
+        }
         self.queues.iter_mut().flat_map(|q| q.drain(..))
     }
 }
@@ -337,5 +405,34 @@ mod tests {
         assert_eq!((second.item, second.core), (3, 1));
         assert_eq!(cores.waiting_bytes(), vec![200, 100]);
         assert_eq!(cores.drain().count(), 1);
+    }
+
+    /// Both tenants masked to the one core (fewer cores than tenants), a filling
+    /// 4 packets of 3 µs each before b's first arrives.
+    fn one_shared_core(cpu: &str) -> (Vec<u16>, Vec<u64>) {
+        let mut cores = Cores::new(&policy(cpu, 1), 4, Some(vec![vec![0], vec![0]]));
+        for t in [0, 1] {
+            for i in 0..4 {
+                // A full queue refuses; refused_packets counts it.
+                let _ = cores.arrive(i, 0, TenantId(t), 100, 3_000);
+            }
+        }
+        let refused = cores.refused_packets.clone();
+        (order(&mut cores), refused)
+    }
+
+    #[test]
+    fn a_core_that_masks_share_is_shared_by_weight_under_weighted() {
+        let (taken, refused) = one_shared_core("weighted");
+        assert_eq!(refused, vec![0, 0], "each tenant its own queue on the core");
+        // b (weight 3) takes three of every four once both wait, although a came first.
+        assert_eq!(taken, vec![0, 1, 1, 1, 0, 1, 0, 0]);
+    }
+
+    #[test]
+    fn a_core_that_masks_share_serves_in_arrival_order_under_fifo() {
+        let (taken, refused) = one_shared_core("fifo");
+        assert_eq!(refused, vec![0, 4], "one queue on the core, full with a's");
+        assert_eq!(taken, vec![0, 0, 0, 0]);
     }
 }

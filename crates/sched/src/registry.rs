@@ -101,7 +101,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
     EnforcerInfo {
         name: "wf2q",
         from: "SENIC",
-        mechanism: "rate-limited WF2Q+ with system time slowed by oversubscription",
+        mechanism: "rate-limited WF2Q+: shares water-filled by weight up to each cap, caps held in real time, tenant priorities as strict bands",
         nic: None,
         build: wf2q::build,
         approximation: wf2q::approximation,

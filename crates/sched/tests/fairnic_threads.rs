@@ -1,4 +1,4 @@
-//! FairNIC's threaded form (`fairnic::Shard` over a `fairnic::SharedPool`): one
+//! FairNIC's threaded form (`fairnic::Shard` over `fairnic::SharedPools`): one
 //! shard is the whole enforcer when there is one core; shards on threads lose and
 //! duplicate no packet; the shared pool never hands out more than it was given,
 //! whatever the threads' interleaving; and a capped tenant on several cores stays
@@ -7,7 +7,7 @@
 use policy::{AppId, Policy, TenantId};
 use sched::bench::{packet_of, policy_for};
 use sched::cores::core_of;
-use sched::fairnic::{Bucket, FairNic, Shard, SharedPool, UNITS_PER_BYTE, core_mask};
+use sched::fairnic::{Bucket, FairNic, Shard, SharedPool, SharedPools, UNITS_PER_BYTE, core_mask};
 use sched::{Capacity, Enforcer, Packet};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -52,7 +52,7 @@ fn serialisation_ns(bytes: u32, rate_bps: u64) -> u64 {
 fn one_shard_of_one_core_decides_as_the_whole_enforcer() {
     // c comes and goes for longer than its buckets take to fill (two periods of
     // 8.4 ms at 1 Gbit/s), so they spill and a and b compete for the pool: their
-    // allowances grow while it has tokens and halve when it runs dry.
+    // allowances grow while it suffices and shrink when it does not.
     let policy = parse(
         "link: { rate: 1Gbit }\ntenants:\n  - { name: a, weight: 1 }\n  - { name: b, weight: 2 }\n  - { name: c, weight: 3 }\n",
         1,
@@ -64,7 +64,7 @@ fn one_shard_of_one_core_decides_as_the_whole_enforcer() {
         class_packets: None,
     };
     let mut whole = FairNic::new(&policy, capacity);
-    let pool = Arc::new(SharedPool::new(&policy).unwrap());
+    let pool = Arc::new(SharedPools::new(&policy).unwrap());
     let mut shard = Shard::shard(&policy, capacity, 0, Arc::clone(&pool));
     let mut rng = Lcg(7);
     let mut now_ns = 0u64;
@@ -101,7 +101,10 @@ fn one_shard_of_one_core_decides_as_the_whole_enforcer() {
     }
     assert!(departures > 10_000, "{departures}");
     assert!(now_ns > 200_000_000, "{now_ns}: c came and went");
-    assert!(pool.snapshot().stamp_ns > 0, "the shard took from the pool");
+    assert!(
+        pool.link.snapshot().stamp_ns > 0,
+        "the shard took from the pool"
+    );
     assert_eq!(whole.counters(), shard.counters());
 }
 
@@ -121,7 +124,7 @@ fn shards_on_threads_send_every_packet_of_their_cores_once() {
     let packets: Vec<Packet> = (0..classes * 4)
         .map(|i| packet_of(i % classes, u64::from(i)))
         .collect();
-    let pool = Arc::new(SharedPool::new(&policy).unwrap());
+    let pool = Arc::new(SharedPools::new(&policy).unwrap());
     let sent: Vec<(Vec<u64>, Vec<u64>)> = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..threads)
             .map(|core| {
@@ -267,7 +270,7 @@ fn a_capped_tenant_on_two_cores_steals_up_to_its_cap_and_no_more() {
         qdisc_packets: None,
         class_packets: None,
     };
-    let pool = Arc::new(SharedPool::new(&policy).unwrap());
+    let pool = Arc::new(SharedPools::new(&policy).unwrap());
     let mut shards: Vec<Shard> = (0..4)
         .map(|core| Shard::shard(&policy, capacity, core, Arc::clone(&pool)))
         .collect();

@@ -1,5 +1,6 @@
 //! `wf2q` (SENIC's rate-limited WF2Q+) on a saturated link: exact schedules, limits,
-//! fallback to limit-proportional shares, and the invariants every enforcer keeps.
+//! weighted shares under caps, work conservation, priorities, and the invariants
+//! every enforcer keeps.
 
 use policy::{AppId, Policy, TenantId, parse_policy};
 use sched::testkit::{Source, drive_link};
@@ -97,13 +98,17 @@ tenants:
     assert!((mean - 1500.0 * 8.0 / 3.3).abs() < 1.0, "mean gap {mean}");
 }
 
+/// Caps that add up to more than the link: each tenant (or app) gets its weighted
+/// share up to its cap, as the ideal water-fills, not SENIC's shares in the ratio
+/// of the caps (issue 25, defect 4). Weights 2, 1, 1 and caps 6, 4, 2 Gbit/s on
+/// 10: c stops at 2, a and b share 8 as 2:1.
 #[test]
-fn oversubscribed_limits_share_in_proportion_to_the_limits() {
+fn caps_that_oversubscribe_the_link_share_it_by_weight_up_to_each_cap() {
     for yaml in [
         "
 link: { rate: 10Gbit }
 tenants:
-  - { name: a, max_rate: 6Gbit }
+  - { name: a, weight: 2, max_rate: 6Gbit }
   - { name: b, max_rate: 4Gbit }
   - { name: c, max_rate: 2Gbit }
 ",
@@ -112,7 +117,7 @@ link: { rate: 10Gbit }
 tenants:
   - name: t
     apps:
-      - { name: a, max_rate: 6Gbit, match: { ports: [5001] } }
+      - { name: a, weight: 2, max_rate: 6Gbit, match: { ports: [5001] } }
       - { name: b, max_rate: 4Gbit, match: { ports: [5002] } }
       - { name: c, max_rate: 2Gbit, match: { ports: [5003] } }
 ",
@@ -122,17 +127,166 @@ tenants:
         let duration_ns = 20_000_000;
         let sources = [backlogged(0), backlogged(1), backlogged(2)];
         let run = drive_link(&p, wf2q.as_mut(), &sources, 0, duration_ns);
-        let total: u64 = run.app_bytes.iter().sum();
-        for (app, limit) in [(0, 6.0), (1, 4.0), (2, 2.0)] {
-            let share = run.app_bytes[app] as f64 / total as f64;
+        for (app, ideal) in [(0, 16e9 / 3.0), (1, 8e9 / 3.0), (2, 2e9)] {
+            let got = rate_bps(run.app_bytes[app], duration_ns);
             assert!(
-                (share / (limit / 12.0) - 1.0).abs() < 0.01,
-                "{yaml}: app {app} share {share}"
+                (got / ideal - 1.0).abs() < 0.01,
+                "{yaml}: app {app} {got} against {ideal}"
             );
         }
-        let link = rate_bps(total, duration_ns);
+        let link = rate_bps(run.app_bytes.iter().sum(), duration_ns);
         assert!(link > 0.999e10, "oversubscribed link stays busy: {link}");
     }
+}
+
+/// Issue 25, defect 4: a tenant capped at 500 Mbit/s beside four uncapped ones of
+/// the same weight got 385 of 1000 Mbit/s, its cap counted as its share.
+#[test]
+fn a_tenant_capped_above_its_share_gets_its_weighted_share() {
+    let p = policy(
+        "
+link: { rate: 1Gbit }
+tenants:
+  - { name: capped, max_rate: 500Mbit }
+  - { name: a }
+  - { name: b }
+  - { name: c }
+  - { name: d }
+",
+    );
+    let mut wf2q = sched::build("wf2q", &p).unwrap();
+    let duration_ns = 50_000_000;
+    let sources: Vec<Source> = (0..5).map(backlogged).collect();
+    let run = drive_link(&p, wf2q.as_mut(), &sources, 0, duration_ns);
+    for app in 0..5 {
+        let got = rate_bps(run.app_bytes[app], duration_ns);
+        assert!((got / 2e8 - 1.0).abs() < 0.005, "tenant {app}: {got}");
+    }
+}
+
+/// Issue 25, defect 5: a capped tenant that holds packets of an app sending below
+/// its share now and then must not idle the link while another tenant is
+/// backlogged. Here x (capped at 8 Gbit/s) has a packet every 24 µs (500 Mbit/s of
+/// 1500 B) beside its 1 Gbit/s-capped app, and y takes all the rest.
+#[test]
+fn the_link_serves_a_backlogged_tenant_while_a_capped_one_waits() {
+    let p = policy(
+        "
+link: { rate: 10Gbit }
+tenants:
+  - name: x
+    max_rate: 8Gbit
+    apps:
+      - { name: capped, max_rate: 1Gbit, match: { ports: [5001] } }
+      - { name: rest }
+  - { name: y }
+",
+    );
+    let mut wf2q = sched::build("wf2q", &p).unwrap();
+    let packet = |app: u32, now: u64, handle: u64| Packet {
+        len_bytes: 1500,
+        tenant: p.app(AppId(app)).tenant,
+        app: AppId(app),
+        flow: app,
+        destination: app,
+        core: 0,
+        arrival_ns: now,
+        handle,
+    };
+    let duration_ns = 20_000_000;
+    let gap_ns = 24_000;
+    let mut bytes = [0u64; 3];
+    let mut queued = [0u32; 3];
+    let mut next_rest_ns = 0;
+    let mut now = 0;
+    while now < duration_ns {
+        for app in [0, 2] {
+            while queued[app as usize] < 16 {
+                assert!(wf2q.enqueue(now, packet(app, now, u64::from(app))).is_ok());
+                queued[app as usize] += 1;
+            }
+        }
+        while next_rest_ns <= now {
+            assert!(wf2q.enqueue(now, packet(1, next_rest_ns, 1)).is_ok());
+            queued[1] += 1;
+            next_rest_ns += gap_ns;
+        }
+        let frame = wf2q.dequeue(now).expect("y is backlogged");
+        bytes[frame.packet.handle as usize] += u64::from(frame.bytes);
+        queued[frame.packet.handle as usize] -= 1;
+        now += 1200;
+    }
+    let capped = rate_bps(bytes[0], duration_ns);
+    let rest = rate_bps(bytes[1], duration_ns);
+    let y = rate_bps(bytes[2], duration_ns);
+    assert!((capped / 1e9 - 1.0).abs() < 0.01, "capped {capped}");
+    assert!((rest / 5e8 - 1.0).abs() < 0.01, "rest {rest}");
+    assert!((y / 8.5e9 - 1.0).abs() < 0.01, "y {y}");
+}
+
+/// Issue 25, defect 6: a priority-0 tenant's packets now and then must not change
+/// the weights of the tenants below it: 3:5 of what it leaves.
+#[test]
+fn a_priority_tenant_leaves_the_weights_below_it_intact() {
+    let p = policy(
+        "
+link: { rate: 1Gbit }
+tenants:
+  - { name: prio, priority: 0 }
+  - { name: small, weight: 3 }
+  - { name: big, weight: 5 }
+",
+    );
+    let mut wf2q = sched::build("wf2q", &p).unwrap();
+    let packet = |app: u32, len_bytes: u32, now: u64| Packet {
+        len_bytes,
+        tenant: p.app(AppId(app)).tenant,
+        app: AppId(app),
+        flow: app,
+        destination: app,
+        core: 0,
+        arrival_ns: now,
+        handle: u64::from(app),
+    };
+    // prio: 228 B every 40 µs (about 45 Mbit/s); small: 92 B packets; big: TSO sends.
+    let len = [228u32, 92, 65_536];
+    let duration_ns = 200_000_000;
+    let mut bytes = [0u64; 3];
+    let mut queued = [0u32; 3];
+    let mut next_prio_ns = 0;
+    let mut now = 0;
+    while now < duration_ns {
+        for app in [1u32, 2] {
+            while queued[app as usize] < 8 {
+                assert!(
+                    wf2q.enqueue(now, packet(app, len[app as usize], now))
+                        .is_ok()
+                );
+                queued[app as usize] += 1;
+            }
+        }
+        while next_prio_ns <= now {
+            assert!(wf2q.enqueue(now, packet(0, len[0], next_prio_ns)).is_ok());
+            queued[0] += 1;
+            next_prio_ns += 40_000;
+        }
+        let frame = wf2q.dequeue(now).expect("backlogged");
+        let app = frame.packet.handle as usize;
+        bytes[app] += u64::from(frame.bytes);
+        queued[app] -= 1;
+        now += u64::from(frame.bytes) * 8;
+    }
+    let prio = rate_bps(bytes[0], duration_ns);
+    assert!(
+        (prio / (228.0 * 8.0 / 40e-6) - 1.0).abs() < 0.01,
+        "prio {prio}"
+    );
+    let below = (bytes[1] + bytes[2]) as f64;
+    let small = bytes[1] as f64 / below;
+    assert!(
+        (small / (3.0 / 8.0) - 1.0).abs() < 0.01,
+        "small's part {small}"
+    );
 }
 
 #[test]
@@ -431,6 +585,82 @@ fn check_says_app_priorities_are_strict_levels() {
         "{a:?}"
     );
     assert!(!a.approximate.iter().any(|l| l.contains("weight factor")));
+}
+
+/// What `check` says of caps, weights and tenant priorities: the claims the
+/// regression tests above hold, each with its bound, and no longer SENIC's
+/// fallback to the ratio of the caps nor priorities as weight factors.
+#[test]
+fn check_states_each_claim_with_its_bound() {
+    let p = policy(
+        "
+link: { rate: 10Gbit }
+tenants:
+  - { name: gold, priority: 0, max_rate: 4Gbit }
+  - { name: silver, weight: 3 }
+  - { name: bronze, max_rate: 1Gbit }
+",
+    );
+    let a = sched::approximation("wf2q", &p).unwrap();
+    assert_eq!(a.share_error_max, Some(0.01));
+    assert!(
+        a.exact.iter().any(|l| l.starts_with("gold: max_rate 4Gbit")
+            && l.contains("over any window at most one packet")
+            && l.contains("419us")),
+        "{a:?}"
+    );
+    let weights = a
+        .approximate
+        .iter()
+        .find(|l| l.starts_with("weights and caps"))
+        .expect("a weights sentence");
+    assert!(weights.contains("within one packet"), "{weights}");
+    assert!(weights.contains("1% of the ideal"), "{weights}");
+    assert!(
+        a.approximate
+            .iter()
+            .any(|l| l.starts_with("tenant priorities: 2 levels, strict")),
+        "{a:?}"
+    );
+    let all = format!("{a:?}");
+    assert!(!all.contains("ratio of their caps"), "{all}");
+    assert!(!all.contains("weight factor"), "{all}");
+}
+
+/// Guarantees are not enforced, so the share error `check` states grows by what
+/// ignoring them moves a tenant's share: 10 Gbit/s, a with a 4 Gbit/s guarantee
+/// beside b, both weight 1: the ideal is 7 and 3, `wf2q` gives 5 and 5 (b +67%).
+#[test]
+fn check_counts_ignored_guarantees_in_the_share_error() {
+    let p = policy(
+        "
+link: { rate: 10Gbit }
+tenants:
+  - { name: a, min_rate: 4Gbit }
+  - { name: b }
+",
+    );
+    let a = sched::approximation("wf2q", &p).unwrap();
+    let error = a.share_error_max.unwrap();
+    assert!((error - (0.01 + 2.0 / 3.0)).abs() < 1e-9, "{error}");
+    assert!(
+        a.ignored
+            .iter()
+            .any(|l| l.starts_with("a: min_rate 4Gbit") && l.contains("66.7%")),
+        "{a:?}"
+    );
+    // And the run gives what the sentence says.
+    let mut wf2q = sched::build("wf2q", &p).unwrap();
+    let duration_ns = 20_000_000;
+    let run = drive_link(
+        &p,
+        wf2q.as_mut(),
+        &[backlogged(0), backlogged(1)],
+        0,
+        duration_ns,
+    );
+    let b = rate_bps(run.app_bytes[1], duration_ns);
+    assert!((b / 5e9 - 1.0).abs() < 0.01, "b {b}");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! §3.2 (the unified scheduler) and §3.3 (the two-level hierarchy), built on
 //! Bennett and Zhang's WF2Q+ (the paper's reference 6). Names follow the paper: S and F are
 //! a class's start and finish tags, V the system virtual time, w_i a class's rate,
-//! φ the rate oversubscription factor, R the link's drain rate.
+//! R the link's drain rate.
 //!
 //! ## The model
 //!
@@ -17,50 +17,74 @@
 //! ```
 //!
 //! A class is eligible when S_i <= V; among eligible classes the smallest F_i goes
-//! first. V is real time measured in bytes at the link's rate, slowed when the
-//! backlogged classes ask for more than the link has:
+//! first. V is WF2Q+'s: it advances by the bytes sent (in byte-times at R), and when
+//! no class is eligible it moves up to the smallest start tag, `V = max(V + W, min S)`.
+//! So the scheduler is work conserving: the link idles only while every class that
+//! holds packets waits for a cap (below).
+//!
+//! ## Rates: the ideal's sharing of the classes that hold packets
+//!
+//! SENIC computes tags for leaves only, a leaf's w_i its configured rate scaled to
+//! its parent's current rate (§3.3). Here w_i is what policy.md's ideal gives the
+//! class with every class that holds packets backlogged, level by level (link →
+//! tenant → app → split class): at each node the children of one priority share
+//! the node's rate by water-filling ([`fill`]), each child min(c_i, λ·w_i) where
+//! c_i is its `max_rate` and what its backlogged classes can take, the rest by
+//! weight. SENIC instead gave a capped class its cap as its rate, so a tenant capped
+//! at 500 Mbit/s beside four uncapped ones of the same weight took 385 of 1000
+//! Mbit/s (issue 25); its fallback for caps that oversubscribe the link (shares in
+//! the ratio of the caps) is replaced by the same water-filling. Split classes share
+//! their app's rate equally.
+//!
+//! Only the ratios of the rates in one band matter to WF2Q+ with V as above (what
+//! some classes leave goes to the others in proportion), so at the link a tenant's
+//! tags run at its share over λ: w_t·R/W for a tenant below its cap (W the band's
+//! weights), which does not change when another tenant comes or goes, and
+//! c_t·R/(λ·W) for one at its cap. With absolute rates, a tenant's TSO send tagged
+//! while a Poisson tenant held a packet was costed at the lower rate of that
+//! moment, and one of four bulk tenants got 226 of its 237 Mbit/s. Inside a tenant
+//! the rates stay absolute, since an app's share of its tenant must shrink when a
+//! sibling comes. The fills are kept incrementally when a class becomes
+//! backlogged or empty (O(log n) per change, n the node's children); w_i is computed
+//! when a tag is, cached per app until the backlogged set changes, so a tag costs a
+//! multiply.
+//!
+//! ## Caps: real-time ceilings
+//!
+//! Since V runs ahead of real time whenever classes leave capacity unused, a cap
+//! cannot be a rate in V (SENIC's V ran in real time, slowed when the limits
+//! oversubscribed the link, and so idled the link whenever a class held a packet
+//! but sent below its rate: 77% utilization with a tenant backlogged, issue 25).
+//! Every class under a cap (its app's, its tenant's, its split class's) has a
+//! second start tag in real time T (nanoseconds scaled to byte-times at R):
 //!
 //! ```text
-//! V(t + τ) = V(t) + R·τ / max(1, φ),   φ = Σ_{backlogged} w_i / R
+//! T_i = max(T_i, T - C_cap) + L / c_i       after each of its packets
 //! ```
 //!
-//! so a class alone at 4 Gbit/s on a 10 Gbit/s link gets exactly 4 Gbit/s and the link
-//! idles 60 % (strict limits), and limits that add up to more than R fall back to
-//! shares proportional to the limits. [`Enforcer::next_ready_ns`] is the instant V
-//! reaches the smallest start tag.
+//! where c_i is its ceiling: its app's share of its tenant's `max_rate` among the
+//! tenant's backlogged apps of its priority (the same water-filling with the cap as
+//! the capacity), or its app's own limit, split equally among split classes. A class
+//! whose T_i is ahead of real time is *parked* on a real-time wheel until it is
+//! due, and the other classes are served meanwhile. C_cap ([`CAP_CREDIT_BYTES`] of
+//! link time) keeps the time a class lost waiting for other classes' packets (up
+//! to eight TSO sends), so a cap is met over the run; over any window a class sends
+//! at most one packet and c_i·C_cap/R above c_i, and a class kept waiting longer
+//! (behind a more urgent band, say) loses the excess. [`Enforcer::next_ready_ns`] is the instant the
+//! first parked class is due.
 //!
-//! ## Scaled rates: tenant, app, split class
+//! ## Tenant priorities: a band each
 //!
-//! SENIC computes tags for leaves only; a leaf's w_i is its configured rate scaled to
-//! its parent's current rate (§3.3: `w_i^scaled = min(w_i, w_L1 · w_i / φ_L1)`). We
-//! apply the same rule at every level of the policy tree (link → tenant → app →
-//! split class), with one refinement for classes that have no limit: each node
-//! offers its parent a *share* (ω, limited?):
-//!
-//! - a tenant or app with `max_rate` offers ω = max_rate, limited (SENIC's sharing in
-//!   the ratio of limits); one without offers its weighted share of the link or of
-//!   its tenant from [`policy::ideal_allocation`] with everything backlogged,
-//!   unlimited; a split class offers `split.max_rate`, limited;
-//! - a node whose backlogged children are all limited offers no more than they can
-//!   take: min(ω, Σ limited ω of its children), limited when that is below ω.
-//!
-//! A node running at rate P with backlogged limited children summing to L and
-//! unlimited ones to U gives its child of share ω the rate
-//!
-//! ```text
-//! unlimited children absorb the slack:  b = (P - L) / U  when U > 0 and P > L + U, else 1
-//! everyone scales down when oversubscribed:  s = min(1, P / (L + U·b))
-//! w_child = ω · (b if unlimited else 1) · s
-//! ```
-//!
-//! At the link the scale-down s is not applied to the rates: it is V's slowdown by φ
-//! above, exactly as SENIC's flat scheduler. The sums are kept incrementally when a
-//! class becomes backlogged or empty (O(depth) = O(3)), and w_i is computed when a
-//! tag is, so per-packet work does not depend on the number of classes.
-//!
-//! When no backlogged class is limited anywhere (the link's L is 0), the scheduler is
-//! plain work-conserving WF2Q+: if nothing is eligible V jumps to the smallest start
-//! tag (WF2Q+'s `V = max(V, min S)`), so rounding never idles the link.
+//! Tenants of one priority form a *band* with its own V and wheels; a dequeue takes
+//! the first band, most urgent first, that has a class to send. Each band's tenants
+//! share the link as if the band were alone, and its V advances only by what the
+//! band sends, so a more urgent band's bytes come out of the less urgent band as a
+//! whole and its weights stay as they are. (Priority as a weight factor of 16, what
+//! `wf2q` did first, gave a weight-3 tenant 118 of its 354 Mbit/s beside a
+//! priority-0 Poisson tenant: its tags were costed at the rate it had while a
+//! Poisson packet waited.) A class's S is kept within [`LEVEL_CREDIT_BYTES`] of its
+//! own rate of V, so a class that a cap parked does not come back with an unbounded
+//! claim on its band.
 //!
 //! ## App priorities: strict levels inside a tenant
 //!
@@ -74,9 +98,9 @@
 //! a quarter of its share (TONIC's `prio-sockperf`: 3.65 of 5 Gbit/s). So in a tenant
 //! whose apps have more than one priority, each priority is a *level*:
 //!
-//! - A class's w_i is what its level alone would get of the tenant's rate P (the sums
-//!   above, kept per level): it does not change when a more urgent app comes and goes,
-//!   and a level alone takes the whole tenant.
+//! - A class's w_i is what its level alone would get of the tenant's rate P (a fill
+//!   per level): it does not change when a more urgent app comes and goes, and a
+//!   level alone takes the whole tenant.
 //! - The tenant keeps a start tag S_k for each level below its most urgent one,
 //!   advanced at P by every packet of level k and of the more urgent levels:
 //!
@@ -88,29 +112,32 @@
 //!   earlier than S_k, and one taken as eligible after a more urgent packet moved S_k
 //!   past V is tagged again from S_k and filed as ineligible. This is H-WF2Q+'s
 //!   tenant tag used as a bound: the tenant's service at levels <= k stays within
-//!   P·t + C + one packet, so a more urgent app's bytes come out of the less urgent
-//!   levels' part, and the tenant keeps its share whatever the mix, limits included.
-//!   C keeps the credit of a level that WF2Q+ served late (F behind V) instead of
-//!   losing it to every probe packet.
-//! - Eligible classes of a level above its tenant's least urgent one wait on their own
-//!   wheel, served before the other eligible classes: a prioritised packet leaves at
-//!   the next dequeue once eligible (S <= V), ahead of other tenants' overdue classes
-//!   too. No tenant loses rate to this, since a prioritised class is eligible only
-//!   within its own w_i <= P, but another tenant's packet may wait one prioritised
-//!   packet per eligible prioritised class. With three or more levels the middle ones
-//!   are strict in throughput (S_k), and go in F order with the most urgent one.
+//!   its share of its band plus C and one packet, so a more urgent app's bytes come
+//!   out of the less urgent levels' part. A capped tenant keeps the same tags in real
+//!   time at its `max_rate` (each level's ceiling is its share of the cap as if
+//!   alone), so its levels together stay within the cap.
+//! - Eligible classes of a level above its tenant's least urgent one wait on their
+//!   band's urgent wheel, served before the band's other eligible classes: a
+//!   prioritised packet leaves at the next dequeue once eligible, ahead of other
+//!   tenants' overdue classes of the band too. No tenant loses rate to this, since a
+//!   prioritised class is eligible only within its own w_i <= P, but another
+//!   tenant's packet may wait one prioritised packet per eligible prioritised class.
+//!   With three or more levels the middle ones are strict in throughput (S_k), and
+//!   go in F order with the most urgent one.
 //!
 //! Why not the alternatives: a true two-level H-WF2Q+ (tenants filed by their own
 //! tags, apps picked inside) would need per-tenant wheels for app limits and split
 //! classes and would pace a tenant's capped apps at the tenant's rate, changing
 //! SENIC's Fig. 4 schedule with app limits in one tenant; recomputing a class's F when
 //! its rate changes would touch every backlogged sibling (split classes included) on
-//! each backlog change and needs removal from the wheels. The level tags cost
-//! O(levels of the tenant) per packet of a multi-level tenant and nothing elsewhere.
+//! each backlog change and needs removal from the wheels. A cap as one real-time tag
+//! per tenant rather than a ceiling per class would park and release every class of
+//! the tenant at each of its packets. The level tags cost O(levels of the tenant)
+//! per packet of a multi-level tenant and nothing elsewhere.
 //!
 //! ## Fixed point and constants
 //!
-//! - V, S and F are `u64` in units of 2^-[`V_FRAC_BITS`] byte-times at R (12 bits:
+//! - V, S, F and T are `u64` in units of 2^-[`V_FRAC_BITS`] byte-times at R (12 bits:
 //!   a 64-byte packet's tag increment keeps 18 significant bits at any rate ratio).
 //!   V starts at 0 when the enforcer is built and lasts 2^52 bytes of link time,
 //!   about 100 hours at 100 Gbit/s (1000 at 10 Gbit/s), longer than any run; the
@@ -118,49 +145,60 @@
 //! - A tag increment is capped at [`COST_V_MAX`] (2^50 units = 2^38 bytes at R): a
 //!   class slower than R/2^22 (2.4 kbit/s on 10 Gbit/s) is served at that rate, so
 //!   no single packet can push a tag past V's lifetime.
-//! - V's speed is kept as V units per ns in 32.32 fixed point and V is recomputed from
-//!   a reference point (V_ref at t_ref) that moves only when φ changes, so rounding
-//!   never accumulates over packets.
+//! - The link's speed is kept as V units per ns in 32.32 fixed point, and T is
+//!   computed from the clock, so rounding never accumulates over packets.
 //!
 //! ## Data structures and cost
 //!
 //! Backlogged classes wait in one of the hierarchical timing wheels
-//! ([`WheelSlots`], shared with the `wheel` enforcer): *ineligible* filed by S
-//! rounded up to a byte-time (so no class is eligible before S <= V, and none later
-//! than one byte-time after: eligibility, and so every limit and SENIC's Fig. 4
-//! schedule, stays exact), *eligible* filed by F in ticks of 2^6 byte-times
-//! ([`F_TICK_BITS`]). A dequeue pops the ineligible wheel up to V into the eligible
-//! one and takes the eligible wheel's first item: the smallest F to within one
-//! F tick, ties FIFO. That grouping (QFQ's, with a fixed slot size) lets a class
-//! whose F is up to 64 byte-times of V larger go first: each class's service lag
-//! grows by at most that one tick over WF2Q+'s bound, less than a minimum-size
-//! packet at R, and in exchange an item cascades one level fewer. A class whose F lies
-//! below the last one served is filed at the wheel's current tick, which keeps the
-//! order among those still waiting exact. Eligible classes of prioritised apps have a
-//! second eligible wheel, *urgent*, taken before the other (strict levels above).
-//! All are O(1) per packet plus at most 10 cascades per item; a binary heap keyed by
-//! F was measured first and spent half its time popping when classes of equal rates
+//! ([`WheelSlots`], shared with the `wheel` enforcer), per band: *ineligible* filed
+//! by S rounded up to a byte-time (so no class is eligible before S <= V, and none
+//! later than one byte-time after), *eligible* filed by F in ticks of 2^6
+//! byte-times ([`F_TICK_BITS`]), *urgent* likewise for prioritised apps; and one
+//! *parked* wheel of capped classes filed by their real-time tag, in byte-time
+//! ticks, so no class goes before its cap allows and none later than a byte-time
+//! after (SENIC's Fig. 4 schedule stays exact). A class is parked when it would
+//! be filed as eligible, not when it is taken, so the eligible wheel's order is
+//! kept. A dequeue releases the parked classes that are due, pops the band's
+//! ineligible wheel up to V into the eligible one and takes the first item: the
+//! smallest F to within one F tick, ties FIFO. That grouping (QFQ's, with a fixed
+//! slot size) lets a class whose F is up to 64 byte-times of V larger go first:
+//! each class's service lag grows by at most that one tick over WF2Q+'s bound,
+//! less than a minimum-size packet at R, and in exchange an item cascades one
+//! level fewer. A class whose F lies below the last one served is filed at the
+//! wheel's current tick, which keeps the order among those still waiting exact. All
+//! are O(1) per packet plus at most 10 cascades per item; a binary heap keyed by F
+//! was measured first and spent half its time popping when classes of equal rates
 //! became eligible together (50 k at a time at 100 k classes).
 //!
-//! Per class: one 32-byte record (F, the wheel link and tick, FIFO head and tail,
-//! app), aligned so a packet touches one cache line of it; the wheels keep their
-//! links there ([`Links`]), one link for all three since a class waits on one wheel
-//! at a time. S is not kept: it is only needed when the class is filed. Beside it, the
-//! class map's entry ([`Classes`]). w_i is cached per app until the backlogged set
-//! changes, so a tag costs a multiply. Packets sit in a preallocated descriptor pool
-//! (`slab`).
+//! Per class: one 32-byte record (F, its real-time cap tag, the wheel link, app,
+//! FIFO head and tail), aligned so a packet touches one cache line of it, within
+//! SENIC's budget of ~40 B per limiter. S is kept only while a class waits for V,
+//! beside its head packet's descriptor; the wheels keep their links in the record
+//! ([`Links`]), one link for all of them since a class waits on one wheel at a
+//! time, and derive the tick a class is filed at from the tag they order by, so
+//! none is stored. Beside it, the class map's entry ([`Classes`]). Packets sit in
+//! a preallocated descriptor pool (`slab`). (F is computed when a class is tagged,
+//! after each of its packets: computed instead when it became eligible, at the
+//! rate of that moment, a bulk app beside an intermittent UDP app of its tenant
+//! got 3.2 of its 4.5 Gbit/s, since V passes S at a dequeue, and a dequeue often
+//! follows an arrival of the UDP app.)
 //!
-//! Approximations, stated by [`approximation`]: tenant priorities become weights (×16
-//! per level); app priorities are strict levels as above, within C of credit, with
-//! prioritised classes served ahead of other tenants' eligible ones; guarantees are
-//! not expressed; weights among capped classes give way to the ratio of the caps when
-//! the caps oversubscribe their parent.
+//! What this holds, stated by [`approximation`]: caps in real time as above; with
+//! the classes that hold packets steady, each class within WF2Q+'s one packet of
+//! the ideal's bytes at every instant. Rates follow which classes hold packets, not
+//! their demand: while a class that sends below its share holds a packet it counts
+//! at its share, and the capacity it leaves goes to the classes of its band in
+//! proportion to their rates (through V), not first to its own tenant's. Guarantees
+//! are not expressed.
 
+pub(crate) mod fill;
 pub(crate) mod slab;
 
 use crate::classes::{ClassId, Classes};
 use crate::wheel::timing::{Links, WheelSlots};
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
+use fill::{Demand, Fill};
 use policy::{Policy, format_rate, format_size};
 use slab::{List, Slab};
 
@@ -171,18 +209,21 @@ pub const V_FRAC_BITS: u32 = 12;
 pub const F_TICK_BITS: u32 = V_FRAC_BITS + 6;
 /// Largest tag increment of one packet, in V units (see the module docs).
 pub const COST_V_MAX: u64 = 1 << 50;
-/// Fractional bits of V's speed (V units per ns).
+/// Fractional bits of the link's speed (V units per ns).
 const SPEED_FRAC_BITS: u32 = 32;
-/// How much more weight each more urgent tenant priority level gets, since WF2Q+ has
-/// no strict priority: 16 keeps a higher level above 94 % against one equal-weight
-/// lower tenant without starving the lower level. (App priorities are strict levels
-/// inside their tenant: module docs.)
-pub const PRIORITY_WEIGHT_FACTOR: u32 = 16;
-/// How far behind V a tenant's start tag of a less urgent app priority level may lag
-/// (module docs): two TSO sends, more than the lag WF2Q+ leaves a class served late.
+/// How far behind V a class's start tag, or a tenant's start tag of a less urgent
+/// app priority level, may lag, in bytes of its own rate (module docs): two TSO
+/// sends, more than the one packet WF2Q+ lets a class fall behind.
 pub const LEVEL_CREDIT_BYTES: u64 = 128 * 1024;
-/// Levels beyond this many get no further factor, so weights stay within u32.
-const PRIORITY_LEVELS_MAX: u32 = 7;
+/// How far behind real time a cap's start tag may lag, in byte-times of the link
+/// (module docs): a class taken late keeps that time, up to eight TSO sends of
+/// other classes that went before it (measured: a 130 Mbit/s cap of 228-byte
+/// datagrams beside three capped TSO senders waited three sends, and with one send
+/// of credit lost 0.9% of its cap).
+pub const CAP_CREDIT_BYTES: u64 = 512 * 1024;
+/// The relative error of a tenant's share over a run with every tenant backlogged
+/// that `check` states (module docs: what it rests on).
+pub const SHARE_ERROR_MAX: f64 = 0.01;
 
 const _: () = assert!(
     COST_V_MAX < 1 << 52,
@@ -211,100 +252,17 @@ impl Default for Config {
     }
 }
 
-/// What a node offers its parent while it has backlogged leaves below it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Share {
-    bps: u64,
-    limited: bool,
-}
-
-/// A tenant, an app, or the link: its own share and the sums of its backlogged
-/// children's shares.
-#[derive(Clone, Copy, Debug, Default)]
-struct Node {
-    omega_bps: u64,
-    limited: bool,
-    limited_sum_bps: u64,
-    unlimited_sum_bps: u64,
-    active_children: u32,
-}
-
-impl Node {
-    fn new(omega_bps: u64, limited: bool) -> Self {
-        Node {
-            omega_bps: omega_bps.max(1),
-            limited,
-            ..Node::default()
-        }
-    }
-
-    fn contribution(&self) -> Option<Share> {
-        if self.active_children == 0 {
-            None
-        } else if self.unlimited_sum_bps > 0 {
-            Some(Share {
-                bps: self.omega_bps,
-                limited: self.limited,
-            })
-        } else {
-            Some(Share {
-                bps: self.omega_bps.min(self.limited_sum_bps),
-                limited: self.limited || self.limited_sum_bps < self.omega_bps,
-            })
-        }
-    }
-
-    fn apply(&mut self, old: Option<Share>, new: Option<Share>) {
-        if let Some(s) = old {
-            let sum = if s.limited {
-                &mut self.limited_sum_bps
-            } else {
-                &mut self.unlimited_sum_bps
-            };
-            debug_assert!(*sum >= s.bps);
-            *sum -= s.bps;
-            self.active_children -= 1;
-        }
-        if let Some(s) = new {
-            if s.limited {
-                self.limited_sum_bps += s.bps;
-            } else {
-                self.unlimited_sum_bps += s.bps;
-            }
-            self.active_children += 1;
-        }
-    }
-
-    /// The rate of a backlogged child offering `child` while this node runs at
-    /// `rate_bps` (module docs: b and s).
-    fn child_rate(&self, rate_bps: f64, child: Share, scale_down: bool) -> f64 {
-        let l = self.limited_sum_bps as f64;
-        let u = self.unlimited_sum_bps as f64;
-        let boosted = u > 0.0 && rate_bps > l + u;
-        let omega = child.bps as f64;
-        let mut w = if boosted && !child.limited {
-            omega * (rate_bps - l) / u
-        } else {
-            omega
-        };
-        let demand = if boosted { rate_bps } else { l + u };
-        if scale_down && demand > rate_bps {
-            w *= rate_bps / demand;
-        }
-        w
-    }
-}
-
 /// A leaf class's state, all that a packet of it touches in one 32-byte record
-/// (one cache line): F, the FIFO, and the link of whichever wheel holds the class (it
-/// waits on one at a time). S is needed only when the class is filed, so it is not
-/// kept.
+/// (one cache line): its tags, the FIFO, and the link of whichever wheel holds the
+/// class (it waits on one at a time).
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(32))]
 struct ClassState {
+    /// F.
     finish_v: u64,
-    /// The tick the class is filed at, on whichever wheel holds it.
-    tick: u64,
+    /// The real time its caps next allow a packet at (module docs), for a class
+    /// under a cap.
+    cap_t: u64,
     /// The next class in the same wheel slot.
     next: u32,
     app: u32,
@@ -313,22 +271,84 @@ struct ClassState {
 
 const _: () = assert!(std::mem::size_of::<ClassState>() == 32);
 
-impl Links for Vec<ClassState> {
-    #[inline]
-    fn next(&self, item: u32) -> u32 {
-        self[item as usize].next
+/// The class records as one kind of wheel sees them: each wheel derives the tick a
+/// class is filed at from the tag it orders by, so no record keeps a tick. That is
+/// sound because a class waits on one wheel at a time and its tag does not change
+/// while it waits, and because a wheel moves only items filed above its current
+/// tick (`WheelSlots` files a tick already passed at the current one, on its lowest
+/// level, which it never cascades).
+macro_rules! wheel_view {
+    ($(#[$doc:meta])* $name:ident { $($extra:ident: $ty:ty),* }, |$view:ident, $state:ident| $tick:expr) => {
+        $(#[$doc])*
+        struct $name<'a> {
+            class: &'a mut [ClassState],
+            $($extra: $ty),*
+        }
+
+        impl Links for $name<'_> {
+            #[inline]
+            fn next(&self, item: u32) -> u32 {
+                self.class[item as usize].next
+            }
+            #[inline]
+            fn set_next(&mut self, item: u32, next: u32) {
+                self.class[item as usize].next = next;
+            }
+            #[inline]
+            fn tick(&self, item: u32) -> u64 {
+                let $view = self;
+                let $state = &self.class[item as usize];
+                $tick
+            }
+            #[inline]
+            fn set_tick(&mut self, _item: u32, _tick: u64) {}
+        }
+    };
+}
+
+wheel_view!(
+    /// Eligible and urgent wheels: F, in ticks of 2^[`F_TICK_BITS`].
+    ByFinish {},
+    |_view, state| state.finish_v >> F_TICK_BITS
+);
+wheel_view!(
+    /// Ineligible wheels: S of the class's head packet, rounded up to a byte-time
+    /// so that no class becomes eligible before S <= V.
+    ByStart { head_start_v: &'a [u64] },
+    |view, state| view.head_start_v[state.fifo.head as usize].div_ceil(1 << V_FRAC_BITS)
+);
+wheel_view!(
+    /// The parked wheel: the cap's real-time tag, rounded up to a byte-time so that
+    /// no class goes before its cap allows.
+    ByCap {},
+    |_view, state| state.cap_t.div_ceil(1 << V_FRAC_BITS)
+);
+
+/// The tenants of one priority: their virtual time and their classes' wheels.
+struct Band {
+    /// V: the bytes this band has sent, in V units, moved up to the smallest start
+    /// tag when none of its classes is eligible (WF2Q+'s V = max(V + W, min S)).
+    v: u64,
+    /// Eligible classes, filed by F in ticks of 2^[`F_TICK_BITS`].
+    eligible: WheelSlots,
+    /// Eligible classes of prioritised apps, served before `eligible`.
+    urgent: WheelSlots,
+    /// Backlogged classes waiting for V, filed by S in byte-time ticks.
+    ineligible: WheelSlots,
+}
+
+impl Band {
+    fn new() -> Self {
+        Band {
+            v: 0,
+            eligible: WheelSlots::new(),
+            urgent: WheelSlots::new(),
+            ineligible: WheelSlots::new(),
+        }
     }
-    #[inline]
-    fn set_next(&mut self, item: u32, next: u32) {
-        self[item as usize].next = next;
-    }
-    #[inline]
-    fn tick(&self, item: u32) -> u64 {
-        self[item as usize].tick
-    }
-    #[inline]
-    fn set_tick(&mut self, item: u32, tick: u64) {
-        self[item as usize].tick = tick;
+
+    fn is_empty(&self) -> bool {
+        self.eligible.is_empty() && self.urgent.is_empty() && self.ineligible.is_empty()
     }
 }
 
@@ -338,76 +358,77 @@ pub struct Wf2q {
     accounting: Accounting,
     slab: Slab,
     class: Vec<ClassState>,
-    root: Node,
-    tenant: Vec<Node>,
-    app: Vec<Node>,
     app_tenant: Vec<u16>,
-    /// The share an app offers as a leaf (apps without split).
-    app_leaf: Vec<Share>,
-    /// `split.max_rate` of each app with split.
+    app_weight: Vec<u64>,
+    app_max_bps: Vec<Option<u64>>,
+    /// `split.max_rate` of each app with split, 0 for the others.
     split_bps: Vec<u64>,
-    /// Eligible classes, filed by F in byte-time ticks.
-    eligible: WheelSlots,
-    /// Eligible classes of prioritised apps (module docs: strict priority), served
-    /// before `eligible`, filed the same way.
-    urgent: WheelSlots,
-    /// Backlogged classes waiting for V, filed by S in byte-time ticks.
-    ineligible: WheelSlots,
-    v_ref: u64,
-    t_ref_ns: u64,
-    /// V units per ns at R, 32.32 fixed point.
-    speed_link_fx: u128,
-    speed_fx: u128,
-    /// Bumped whenever the backlogged set changes, invalidating `v_per_byte`.
-    epoch: u64,
-    /// Per app: (epoch, V units per byte at its leaves' current w_i).
-    v_per_byte: Vec<(u64, f64)>,
-    /// Per app of a tenant with more than one app priority level: its level's node
-    /// in `level`; [`NO_LEVEL`] in a tenant of one level.
-    app_level: Vec<u32>,
-    /// Per app: whether a less urgent level of its tenant exists, so that its eligible
-    /// classes wait in `urgent`.
+    /// Per app with split: its backlogged split classes.
+    split_backlogged: Vec<u32>,
+    /// Per app: whether a cap lies above its classes (its own, its tenant's, or
+    /// its split classes').
+    app_capped: Vec<bool>,
+    /// Per app: its tenant's fill for the app's priority level (an index into
+    /// `fills`), and its child index there.
+    app_fill: Vec<u32>,
+    app_child: Vec<u32>,
+    /// Per app: whether a less urgent level of its tenant exists, so that its
+    /// eligible classes wait in `urgent`.
     app_urgent: Vec<bool>,
-    /// Per tenant: the first of its level nodes in `level` and how many (none for a
-    /// tenant of one level), most urgent first.
-    tenant_levels: Vec<(u32, u32)>,
-    /// One node per app priority level of each multi-level tenant: the backlogged
-    /// sums of that level's apps alone, which give its classes their w_i.
-    level: Vec<Node>,
-    /// Per level node: its tenant's start tag for it (module docs: strict priority),
-    /// advanced at the tenant's rate by every packet of it and of more urgent levels;
-    /// a class of the level is not served before V reaches it. Stays 0 for a tenant's
-    /// most urgent level.
-    level_start_v: Vec<u64>,
-    /// Per tenant: (epoch, V units per byte at its current rate), as `v_per_byte`.
+    tenant_weight: Vec<u64>,
+    tenant_max_bps: Vec<Option<u64>>,
+    /// Per tenant: its band (an index into `bands` and `root`) and its child index
+    /// in that band's fill.
+    tenant_band: Vec<u32>,
+    tenant_child: Vec<u32>,
+    /// Per tenant: its first fill in `fills` and how many, one per priority of its
+    /// apps, most urgent first.
+    tenant_fills: Vec<(u32, u32)>,
+    /// Per band: the link's rate shared among its backlogged tenants.
+    root: Vec<Fill>,
+    /// Per band: the weights of all its tenants.
+    band_weight: Vec<u64>,
+    /// Per tenant and app priority: the tenant's rate shared among the backlogged
+    /// apps of that priority.
+    fills: Vec<Fill>,
+    /// As `fills`, sharing the tenant's `max_rate` instead (capped tenants only):
+    /// its apps' real-time ceilings.
+    cap_fills: Vec<Fill>,
+    /// Per tenant priority, most urgent first.
+    bands: Vec<Band>,
+    /// Per packet descriptor: S, while the packet heads a class that waits for V;
+    /// kept by packet rather than by class since few classes wait at a time.
+    head_start_v: Vec<u64>,
+    /// Classes held back by a cap, filed by the real time they may go at, in
+    /// byte-time ticks.
+    parked: WheelSlots,
+    /// V units per ns at the link's rate, 32.32 fixed point: T = now · speed.
+    speed_fx: u128,
+    /// Bumped whenever the backlogged set changes, invalidating the rates cached
+    /// below.
+    epoch: u64,
+    /// Per app: (epoch, V units per byte of one of its classes at its fair rate).
+    v_per_byte: Vec<(u64, f64)>,
+    /// Per app: (epoch, T units per byte of one of its classes at its ceiling).
+    cap_t_per_byte: Vec<(u64, f64)>,
+    /// Per tenant: (epoch, V units per byte at its rate).
     tenant_v_per_byte: Vec<(u64, f64)>,
+    /// Per fill of a tenant with several app priorities: the tenant's start tag for
+    /// that level (module docs), in its band's V; 0 for the most urgent level.
+    level_start_v: Vec<u64>,
+    /// The same in real time at the tenant's `max_rate`, for capped tenants.
+    level_start_t: Vec<u64>,
 }
 
-/// `app_level` of an app whose tenant has a single priority level.
-const NO_LEVEL: u32 = u32::MAX;
+/// A class's byte cost at `per_byte` units a byte, rounded up so that a class never
+/// exceeds its rate.
+fn cost(len_bytes: u32, per_byte: f64) -> u64 {
+    ((f64::from(len_bytes) * per_byte).ceil() as u64).clamp(1, COST_V_MAX)
+}
 
-/// A copy of `policy` with tenant priorities turned into weights, app priorities,
-/// guarantees and split dropped, for the ideal allocation that gives unlimited nodes
-/// their ω. App priorities are strict levels (module docs), within which only the
-/// ratio of the ω of unlimited apps matters, so their plain weights serve.
-fn flattened(policy: &Policy) -> Policy {
-    fn factor(priority: u8, levels: &[u8]) -> u32 {
-        let below = levels.iter().filter(|&&p| p > priority).count() as u32;
-        PRIORITY_WEIGHT_FACTOR.pow(below.min(PRIORITY_LEVELS_MAX))
-    }
-    let mut flat = policy.clone();
-    let tenant_levels: Vec<u8> = policy.tenants.iter().map(|t| t.priority).collect();
-    for t in &mut flat.tenants {
-        t.weight = t.weight.saturating_mul(factor(t.priority, &tenant_levels));
-        t.priority = 0;
-        t.min_rate_bps = None;
-    }
-    for app in &mut flat.apps {
-        app.priority = 0;
-        app.min_rate_bps = None;
-        app.split = None;
-    }
-    flat
+/// V (or T) units per byte at `rate_bps` on a link of `link_bps`.
+fn per_byte(link_bps: u64, rate_bps: f64) -> f64 {
+    link_bps as f64 / rate_bps * f64::from(1u32 << V_FRAC_BITS)
 }
 
 impl Wf2q {
@@ -416,69 +437,65 @@ impl Wf2q {
         if link_bps == 0 {
             return Err("link rate must be positive".into());
         }
-        let backlogged = vec![vec![f64::INFINITY]; policy.apps.len()];
-        let ideal = policy::ideal_allocation(&flattened(policy), &backlogged);
-        let tenant = policy
-            .tenants
-            .iter()
-            .zip(&ideal.tenant_bps)
-            .map(|(t, &ideal_bps)| match t.max_rate_bps {
-                Some(max) => Node::new(max, true),
-                None => Node::new(ideal_bps as u64, false),
-            })
-            .collect();
-        let app_leaf: Vec<Share> = policy
-            .apps
-            .iter()
-            .zip(&ideal.app_bps)
-            .map(|(a, &ideal_bps)| match a.max_rate_bps {
-                Some(max) => Share {
-                    bps: max.max(1),
-                    limited: true,
-                },
-                None => Share {
-                    bps: (ideal_bps as u64).max(1),
-                    limited: false,
-                },
-            })
-            .collect();
-        let app = app_leaf
-            .iter()
-            .map(|s| Node::new(s.bps, s.limited))
-            .collect();
-        let classes = Classes::new(policy, config.classes_max);
-        // App priority levels: a node per distinct priority of a tenant's apps, for
-        // tenants with more than one.
-        let mut app_level = vec![NO_LEVEL; policy.apps.len()];
-        let mut app_urgent = vec![false; policy.apps.len()];
-        let mut tenant_levels = Vec::with_capacity(policy.tenants.len());
-        let mut levels_total = 0u32;
+        let mut priorities: Vec<u8> = policy.tenants.iter().map(|t| t.priority).collect();
+        priorities.sort_unstable();
+        priorities.dedup();
+        let mut band_size = vec![0u32; priorities.len()];
+        let mut tenant_band = Vec::with_capacity(policy.tenants.len());
+        let mut tenant_child = Vec::with_capacity(policy.tenants.len());
         for t in &policy.tenants {
-            let priorities: std::collections::BTreeSet<u8> =
-                t.apps.iter().map(|&a| policy.app(a).priority).collect();
-            if priorities.len() < 2 {
-                tenant_levels.push((levels_total, 0));
-                continue;
-            }
-            for &a in &t.apps {
-                let rank = priorities
-                    .iter()
-                    .position(|&p| p == policy.app(a).priority)
-                    .expect("collected above");
-                app_level[a.index()] = levels_total + rank as u32;
-                app_urgent[a.index()] = rank + 1 < priorities.len();
-            }
-            tenant_levels.push((levels_total, priorities.len() as u32));
-            levels_total += priorities.len() as u32;
+            let band = priorities
+                .binary_search(&t.priority)
+                .expect("collected above");
+            tenant_band.push(band as u32);
+            tenant_child.push(band_size[band]);
+            band_size[band] += 1;
         }
-        let speed_link_fx =
-            (u128::from(link_bps) << (V_FRAC_BITS + SPEED_FRAC_BITS)) / 8_000_000_000;
+        let mut band_weight = vec![0u64; priorities.len()];
+        for (t, &band) in policy.tenants.iter().zip(&tenant_band) {
+            band_weight[band as usize] += u64::from(t.weight);
+        }
+        let root = band_size
+            .iter()
+            .map(|&n| Fill::new(n as usize, link_bps))
+            .collect();
+        let mut app_fill = vec![0; policy.apps.len()];
+        let mut app_child = vec![0; policy.apps.len()];
+        let mut app_urgent = vec![false; policy.apps.len()];
+        let mut tenant_fills = Vec::with_capacity(policy.tenants.len());
+        let mut fills = Vec::new();
+        let mut cap_fills = Vec::new();
+        for t in &policy.tenants {
+            let mut levels: Vec<u8> = t.apps.iter().map(|&a| policy.app(a).priority).collect();
+            levels.sort_unstable();
+            levels.dedup();
+            let first = fills.len() as u32;
+            let mut size = vec![0u32; levels.len()];
+            for &a in &t.apps {
+                let rank = levels
+                    .binary_search(&policy.app(a).priority)
+                    .expect("collected above");
+                app_fill[a.index()] = first + rank as u32;
+                app_child[a.index()] = size[rank];
+                app_urgent[a.index()] = rank + 1 < levels.len();
+                size[rank] += 1;
+            }
+            for &n in &size {
+                fills.push(Fill::new(n as usize, t.max_rate_bps.unwrap_or(link_bps)));
+                let capped = if t.max_rate_bps.is_some() { n } else { 0 };
+                cap_fills.push(Fill::new(
+                    capped as usize,
+                    t.max_rate_bps.unwrap_or(link_bps),
+                ));
+            }
+            tenant_fills.push((first, levels.len() as u32));
+        }
+        let classes = Classes::new(policy, config.classes_max);
+        let speed_fx = (u128::from(link_bps) << (V_FRAC_BITS + SPEED_FRAC_BITS)) / 8_000_000_000;
+        let levels = fills.len();
         Ok(Wf2q {
             link_bps,
             class: Vec::with_capacity(classes.capacity()),
-            eligible: WheelSlots::new(),
-            urgent: WheelSlots::new(),
-            ineligible: WheelSlots::new(),
             classes,
             accounting: Accounting::new(
                 policy,
@@ -489,160 +506,242 @@ impl Wf2q {
                 ),
             ),
             slab: Slab::with_capacity(config.packets_max),
-            root: Node::new(link_bps, true),
-            tenant,
-            app,
             app_tenant: policy.apps.iter().map(|a| a.tenant.0).collect(),
-            app_leaf,
+            app_weight: policy.apps.iter().map(|a| u64::from(a.weight)).collect(),
+            app_max_bps: policy.apps.iter().map(|a| a.max_rate_bps).collect(),
             split_bps: policy
                 .apps
                 .iter()
                 .map(|a| a.split.map_or(0, |s| s.max_rate_bps.max(1)))
                 .collect(),
-            v_ref: 0,
-            t_ref_ns: 0,
-            speed_link_fx,
-            speed_fx: speed_link_fx,
+            split_backlogged: vec![0; policy.apps.len()],
+            app_capped: policy
+                .apps
+                .iter()
+                .map(|a| {
+                    a.max_rate_bps.is_some()
+                        || a.split.is_some()
+                        || policy.tenant(a.tenant).max_rate_bps.is_some()
+                })
+                .collect(),
+            app_fill,
+            app_child,
+            app_urgent,
+            tenant_weight: policy.tenants.iter().map(|t| u64::from(t.weight)).collect(),
+            tenant_max_bps: policy.tenants.iter().map(|t| t.max_rate_bps).collect(),
+            tenant_band,
+            tenant_child,
+            tenant_fills,
+            root,
+            band_weight,
+            fills,
+            cap_fills,
+            bands: priorities.iter().map(|_| Band::new()).collect(),
+            head_start_v: vec![0; config.packets_max],
+            parked: WheelSlots::new(),
+            speed_fx,
             epoch: 1,
             v_per_byte: vec![(0, 0.0); policy.apps.len()],
-            app_level,
-            app_urgent,
-            tenant_levels,
-            level: vec![Node::default(); levels_total as usize],
-            level_start_v: vec![0; levels_total as usize],
+            cap_t_per_byte: vec![(0, 0.0); policy.apps.len()],
             tenant_v_per_byte: vec![(0, 0.0); policy.tenants.len()],
+            level_start_v: vec![0; levels],
+            level_start_t: vec![0; levels],
         })
     }
 
-    fn v_at(&self, now_ns: u64) -> u64 {
-        let elapsed = u128::from(now_ns.saturating_sub(self.t_ref_ns));
-        self.v_ref + ((elapsed * self.speed_fx) >> SPEED_FRAC_BITS) as u64
-    }
-
-    fn rebase_v(&mut self, now_ns: u64, v: u64) {
-        self.v_ref = v;
-        self.t_ref_ns = now_ns;
-    }
-
-    /// V's speed for the link's current φ: R, or R/φ when oversubscribed.
-    fn update_speed(&mut self) {
-        let demand = self.root.limited_sum_bps + self.root.unlimited_sum_bps;
-        self.speed_fx = if demand > self.link_bps {
-            self.speed_link_fx * u128::from(self.link_bps) / u128::from(demand)
-        } else {
-            self.speed_link_fx
-        };
+    /// T: real time since the enforcer was built, in V units at the link's rate.
+    fn t_at(&self, now_ns: u64) -> u64 {
+        ((u128::from(now_ns) * self.speed_fx) >> SPEED_FRAC_BITS) as u64
     }
 
     fn is_split(&self, class: usize) -> bool {
-        class >= self.app.len()
+        class >= self.app_tenant.len()
     }
 
-    fn leaf_share(&self, class: usize) -> Share {
-        let app = self.class[class].app as usize;
-        if self.is_split(class) {
-            Share {
-                bps: self.split_bps[app],
-                limited: true,
+    fn app_of(&self, class: usize) -> usize {
+        self.class[class].app as usize
+    }
+
+    fn band_of(&self, class: usize) -> usize {
+        let tenant = usize::from(self.app_tenant[self.app_of(class)]);
+        self.tenant_band[tenant] as usize
+    }
+
+    /// What a backlogged app asks of its tenant: its weight, up to its `max_rate`
+    /// and, with split, its backlogged split classes' caps.
+    fn app_demand(&self, app: usize) -> Demand {
+        let split = (self.split_bps[app] > 0)
+            .then(|| self.split_bps[app] * u64::from(self.split_backlogged[app]));
+        let limit = match (self.app_max_bps[app], split) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Demand {
+            weight: self.app_weight[app],
+            limit,
+        }
+    }
+
+    /// What a tenant asks of the link: its weight, up to its `max_rate` and what its
+    /// backlogged apps can take.
+    fn tenant_demand(&self, tenant: usize) -> Option<Demand> {
+        let (first, count) = self.tenant_fills[tenant];
+        let mut active = false;
+        let mut limit = Some(0u64);
+        for fill in &self.fills[first as usize..(first + count) as usize] {
+            match fill.demand() {
+                None => {}
+                Some(None) => {
+                    active = true;
+                    limit = None;
+                }
+                Some(Some(bps)) => {
+                    active = true;
+                    limit = limit.map(|sum| sum + bps);
+                }
             }
-        } else {
-            self.app_leaf[app]
         }
+        let limit = match (self.tenant_max_bps[tenant], limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        active.then_some(Demand {
+            weight: self.tenant_weight[tenant],
+            limit,
+        })
     }
 
-    /// Adds or removes `class` from the backlogged sums up to the link.
-    fn set_backlogged(&mut self, now_ns: u64, class: usize, backlogged: bool) {
+    /// Adds or removes `class` from the backlogged set, up to the link.
+    fn set_backlogged(&mut self, class: usize, backlogged: bool) {
         self.epoch += 1;
-        let leaf = self.leaf_share(class);
-        let (old, new) = if backlogged {
-            (None, Some(leaf))
+        let app = self.app_of(class);
+        let active = if self.is_split(class) {
+            let n = &mut self.split_backlogged[app];
+            if backlogged {
+                *n += 1;
+            } else {
+                *n -= 1;
+            }
+            *n > 0
         } else {
-            (Some(leaf), None)
+            backlogged
         };
-        let app = self.class[class].app as usize;
-        let (old, new) = if self.is_split(class) {
-            let node = &mut self.app[app];
-            let before = node.contribution();
-            node.apply(old, new);
-            (before, node.contribution())
-        } else {
-            (old, new)
-        };
-        let level = self.app_level[app];
-        if level != NO_LEVEL {
-            self.level[level as usize].apply(old, new);
+        let demand = active.then(|| self.app_demand(app));
+        let (fill, child) = (self.app_fill[app] as usize, self.app_child[app] as usize);
+        self.fills[fill].set(child, demand);
+        let tenant = usize::from(self.app_tenant[app]);
+        if self.tenant_max_bps[tenant].is_some() {
+            self.cap_fills[fill].set(child, demand);
         }
-        let node = &mut self.tenant[usize::from(self.app_tenant[app])];
-        let before = node.contribution();
-        node.apply(old, new);
-        let after = node.contribution();
-        if before != after {
-            let v = self.v_at(now_ns);
-            self.rebase_v(now_ns, v);
-            self.root.apply(before, after);
-            self.update_speed();
-        }
+        let demand = self.tenant_demand(tenant);
+        let band = self.tenant_band[tenant] as usize;
+        self.root[band].set(self.tenant_child[tenant] as usize, demand);
     }
 
-    /// w_i of a backlogged class, scaled down the tree (module docs). In a tenant of
-    /// several app priority levels, an app's rate is what its level alone would get
-    /// of the tenant's.
-    fn rate_bps(&self, class: usize) -> f64 {
-        let app = self.class[class].app as usize;
-        let tenant = &self.tenant[usize::from(self.app_tenant[app])];
-        let tenant_share = tenant.contribution().expect("class is backlogged");
-        let tenant_bps = self
-            .root
-            .child_rate(self.link_bps as f64, tenant_share, false);
-        let level = self.app_level[app];
-        let parent = if level == NO_LEVEL {
-            tenant
-        } else {
-            &self.level[level as usize]
+    /// A backlogged tenant's rate, its share of the link among its band's
+    /// backlogged tenants as if no more urgent band sent, and the rate its tags
+    /// run at (module docs: rates at the link): that share over λ, so that the
+    /// tenants below their caps keep the rate of their weight whoever comes and goes.
+    fn tenant_bps(&mut self, tenant: usize) -> (f64, f64) {
+        let band = self.tenant_band[tenant] as usize;
+        let child = self.tenant_child[tenant] as usize;
+        let fill = &mut self.root[band];
+        let bps = fill.rate(child, self.link_bps);
+        let level = fill.level(self.link_bps);
+        let tag_bps = bps / level * self.link_bps as f64 / self.band_weight[band] as f64;
+        (bps, tag_bps)
+    }
+
+    /// V units per byte of `class` at its fair rate: its app's share of its tenant's
+    /// rate among the backlogged apps of its priority (as if no more urgent app
+    /// sent), split equally among the app's backlogged split classes.
+    fn fair_v_per_byte(&mut self, class: usize) -> f64 {
+        let app = self.app_of(class);
+        let (epoch, cached) = self.v_per_byte[app];
+        if epoch == self.epoch {
+            return cached;
+        }
+        let tenant = usize::from(self.app_tenant[app]);
+        let (tenant_bps, tenant_tag_bps) = self.tenant_bps(tenant);
+        let capacity = tenant_bps.round().max(1.0) as u64;
+        let (fill, child) = (self.app_fill[app] as usize, self.app_child[app] as usize);
+        let mut rate = self.fills[fill].rate(child, capacity) / capacity as f64 * tenant_tag_bps;
+        if self.is_split(class) {
+            rate /= f64::from(self.split_backlogged[app]);
+        }
+        let fresh = per_byte(self.link_bps, rate);
+        self.v_per_byte[app] = (self.epoch, fresh);
+        fresh
+    }
+
+    /// T units per byte of `class` at its ceiling: its app's share of its tenant's
+    /// `max_rate` among the backlogged apps of its priority, else the app's own
+    /// limit, split equally among the app's backlogged split classes. Only for a
+    /// class under a cap.
+    fn cap_t_per_byte(&mut self, class: usize) -> f64 {
+        let app = self.app_of(class);
+        let (epoch, cached) = self.cap_t_per_byte[app];
+        if epoch == self.epoch {
+            return cached;
+        }
+        let tenant = usize::from(self.app_tenant[app]);
+        let (fill, child) = (self.app_fill[app] as usize, self.app_child[app] as usize);
+        let mut rate = match self.tenant_max_bps[tenant] {
+            Some(max) => self.cap_fills[fill].rate(child, max),
+            None => self
+                .app_demand(app)
+                .limit
+                .expect("an app under a cap has a limit") as f64,
         };
         if self.is_split(class) {
-            let app_node = &self.app[app];
-            let app_share = app_node.contribution().expect("class is backlogged");
-            let app_bps = parent.child_rate(tenant_bps, app_share, true);
-            app_node.child_rate(app_bps, self.leaf_share(class), true)
-        } else {
-            parent.child_rate(tenant_bps, self.app_leaf[app], true)
+            rate /= f64::from(self.split_backlogged[app]);
         }
+        let fresh = per_byte(self.link_bps, rate);
+        self.cap_t_per_byte[app] = (self.epoch, fresh);
+        fresh
     }
 
-    /// After a packet of `app` of `len_bytes` left at `v`: its tenant's start tag of
-    /// its level and of every less urgent one moves on by L at the tenant's rate,
-    /// from no earlier than [`LEVEL_CREDIT_BYTES`] before V (module docs).
+    /// After a packet of `app` of `len_bytes` left at `v` (its band's V) and `t`:
+    /// its tenant's start tags of its level and of every less urgent one move on by
+    /// L at the tenant's rate, from no earlier than [`LEVEL_CREDIT_BYTES`] before V,
+    /// and for a capped tenant in real time at its `max_rate` (module docs).
     #[inline]
-    fn advance_levels<const LEVELS: bool>(&mut self, app: usize, len_bytes: u32, v: u64) {
+    fn advance_levels<const LEVELS: bool>(&mut self, app: usize, len_bytes: u32, v: u64, t: u64) {
         if !LEVELS {
             return;
         }
-        let level = self.app_level[app];
-        if level == NO_LEVEL {
+        let tenant = usize::from(self.app_tenant[app]);
+        let (first, count) = self.tenant_fills[tenant];
+        if count < 2 {
             return;
         }
-        let tenant = usize::from(self.app_tenant[app]);
         let (epoch, cached) = self.tenant_v_per_byte[tenant];
         let v_per_byte = if epoch == self.epoch {
             cached
         } else {
-            let share = self.tenant[tenant]
-                .contribution()
-                .expect("the tenant is backlogged until after this call");
-            let tenant_bps = self.root.child_rate(self.link_bps as f64, share, false);
-            let fresh = self.link_bps as f64 / tenant_bps * f64::from(1u32 << V_FRAC_BITS);
+            let fresh = per_byte(self.link_bps, self.tenant_bps(tenant).1);
             self.tenant_v_per_byte[tenant] = (self.epoch, fresh);
             fresh
         };
-        let cost = ((f64::from(len_bytes) * v_per_byte).ceil() as u64).clamp(1, COST_V_MAX);
+        let cost_v = cost(len_bytes, v_per_byte);
         let credit = ((LEVEL_CREDIT_BYTES as f64 * v_per_byte) as u64).min(COST_V_MAX);
-        let floor = v.saturating_sub(credit);
-        let (first, count) = self.tenant_levels[tenant];
-        // The most urgent level answers to no one: its start tag stays 0.
+        let floor_v = v.saturating_sub(credit);
+        let capped = self.tenant_max_bps[tenant].map(|max| {
+            let t_per_byte = per_byte(self.link_bps, max as f64);
+            (
+                cost(len_bytes, t_per_byte),
+                t.saturating_sub(CAP_CREDIT_BYTES << V_FRAC_BITS),
+            )
+        });
+        let level = self.app_fill[app];
+        // The most urgent level answers to no one: its start tags stay 0.
         for less_urgent in level.max(first + 1)..first + count {
             let start = &mut self.level_start_v[less_urgent as usize];
-            *start = (*start).max(floor) + cost;
+            *start = (*start).max(floor_v) + cost_v;
+            if let Some((cost_t, floor_t)) = capped {
+                let start = &mut self.level_start_t[less_urgent as usize];
+                *start = (*start).max(floor_t) + cost_t;
+            }
         }
     }
 
@@ -652,140 +751,226 @@ impl Wf2q {
         if !LEVELS {
             return 0;
         }
-        let level = self.app_level[self.class[class].app as usize];
-        if level == NO_LEVEL {
-            0
-        } else {
-            self.level_start_v[level as usize]
-        }
+        self.level_start_v[self.app_fill[self.app_of(class)] as usize]
     }
 
     /// Whether `class`, just taken as eligible at `v`, must wait for its tenant's
     /// start tag of its level (more urgent levels sent since it was tagged); if so
     /// it is tagged again from there and filed as ineligible.
     #[inline]
-    fn held_by_tenant<const LEVELS: bool>(&mut self, class: usize, v: u64) -> bool {
+    fn held_by_tenant<const LEVELS: bool>(&mut self, class: usize, v: u64, t: u64) -> bool {
         let start_v = self.level_start::<LEVELS>(class);
         if start_v <= v {
             return false;
         }
-        let cost = self.cost_v(class, self.head_len(class));
-        self.class[class].finish_v = start_v + cost;
-        self.place::<LEVELS>(class, start_v, v);
+        self.place::<LEVELS>(class, start_v, v, t);
         true
     }
 
-    /// L / w_i in V units, rounded up so a class never exceeds its rate.
-    fn cost_v(&mut self, class: usize, len_bytes: u32) -> u64 {
-        // All leaves of an app share one w_i, which changes only with the backlogged
-        // set: while it stands, a tag costs one multiply instead of the tree walk.
-        let app = self.class[class].app as usize;
-        let (epoch, cached) = self.v_per_byte[app];
-        let v_per_byte = if epoch == self.epoch {
-            cached
-        } else {
-            let fresh =
-                self.link_bps as f64 / self.rate_bps(class) * f64::from(1u32 << V_FRAC_BITS);
-            self.v_per_byte[app] = (self.epoch, fresh);
-            fresh
-        };
-        let cost = (f64::from(len_bytes) * v_per_byte).ceil();
-        (cost as u64).clamp(1, COST_V_MAX)
+    /// The real time before which `class` may not send under its caps (its own
+    /// ceiling, and its tenant's `max_rate` across app priority levels), if that is
+    /// after `t`.
+    #[inline]
+    fn cap_blocked<const LEVELS: bool>(&self, class: usize, t: u64) -> Option<u64> {
+        let app = self.app_of(class);
+        if !self.app_capped[app] {
+            return None;
+        }
+        let mut at = self.class[class].cap_t;
+        if LEVELS {
+            let tenant = usize::from(self.app_tenant[app]);
+            if self.tenant_max_bps[tenant].is_some() {
+                at = at.max(self.level_start_t[self.app_fill[app] as usize]);
+            }
+        }
+        (at > t).then_some(at)
     }
 
     fn head_len(&self, class: usize) -> u32 {
         self.slab.get(self.class[class].fifo.head).len_bytes
     }
 
-    /// Files a backlogged class by its new tags (S = `start_v`, F as stored).
+    /// Tags a backlogged class whose head packet starts at S = `start_v`, with
+    /// F = S + L / w_i at its rate now, and files it in its band standing at `v`,
+    /// at real time `t`: as eligible if V has reached S, else by S until it has.
     #[inline]
-    fn place<const LEVELS: bool>(&mut self, class: usize, start_v: u64, v: u64) {
+    fn place<const LEVELS: bool>(&mut self, class: usize, start_v: u64, v: u64, t: u64) {
+        let cost = cost(self.head_len(class), self.fair_v_per_byte(class));
+        self.class[class].finish_v = start_v + cost;
         if start_v <= v {
-            self.file_eligible::<LEVELS>(class as u32);
+            self.file_eligible::<LEVELS>(class as u32, t);
         } else {
-            // Rounded up, so a class never becomes eligible before S <= V.
-            let tick = start_v.div_ceil(1 << V_FRAC_BITS);
-            self.ineligible.insert(&mut self.class, class as u32, tick);
-        }
-    }
-
-    /// Files an eligible class by F, on the urgent wheel if its app is prioritised.
-    #[inline]
-    fn file_eligible<const LEVELS: bool>(&mut self, class: u32) {
-        let state = &self.class[class as usize];
-        let tick = state.finish_v >> F_TICK_BITS;
-        if LEVELS && self.app_urgent[state.app as usize] {
-            self.urgent.insert(&mut self.class, class, tick);
-        } else {
-            self.eligible.insert(&mut self.class, class, tick);
-        }
-    }
-
-    #[inline]
-    fn promote_eligible<const LEVELS: bool>(&mut self, v: u64) {
-        while let Some((class, _)) = self
-            .ineligible
-            .pop_expired(&mut self.class, v >> V_FRAC_BITS)
-        {
-            self.file_eligible::<LEVELS>(class);
-        }
-    }
-
-    /// [`Enforcer::dequeue`], for a policy with app priority levels (`LEVELS`) or
-    /// without, so that the latter pays nothing for them.
-    #[inline]
-    fn dequeue_with<const LEVELS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
-        let mut v = self.v_at(now_ns);
-        self.promote_eligible::<LEVELS>(v);
-        let class = loop {
-            while self.eligible.is_empty() && (!LEVELS || self.urgent.is_empty()) {
-                let start_tick = self.ineligible.next_tick()?;
-                if self.root.limited_sum_bps > 0 {
-                    return None;
-                }
-                // WF2Q+'s V = max(V, min S); the wheel's bound may sit below min S, in
-                // which case the next round has cascaded it closer.
-                v = v.max(start_tick << V_FRAC_BITS);
-                self.rebase_v(now_ns, v);
-                self.promote_eligible::<LEVELS>(v);
-            }
-            // The smallest F, prioritised apps first: every eligible tick has expired
-            // at u64::MAX.
-            let wheel = if !LEVELS || self.urgent.is_empty() {
-                &mut self.eligible
-            } else {
-                &mut self.urgent
+            self.head_start_v[self.class[class].fifo.head as usize] = start_v;
+            let band = self.band_of(class);
+            let mut view = ByStart {
+                class: &mut self.class,
+                head_start_v: &self.head_start_v,
             };
-            let (class, _) = wheel
-                .pop_expired(&mut self.class, u64::MAX)
-                .expect("promoted above");
-            if !self.held_by_tenant::<LEVELS>(class as usize, v) {
-                break class as usize;
-            }
+            let tick = view.tick(class as u32);
+            self.bands[band]
+                .ineligible
+                .insert(&mut view, class as u32, tick);
+        }
+    }
+
+    /// Parks `class` until real time reaches `at`.
+    #[inline]
+    fn park(&mut self, class: u32, at: u64) {
+        self.class[class as usize].cap_t = at;
+        let mut view = ByCap {
+            class: &mut self.class,
         };
+        let tick = view.tick(class);
+        self.parked.insert(&mut view, class, tick);
+    }
+
+    /// Files an eligible class by F, on its band's urgent wheel if its app is
+    /// prioritised, or parks it until real time `t` reaches what its caps allow.
+    /// Parking it here rather than when it is taken keeps the eligible wheels'
+    /// order: a class taken there moves the wheel's tick to its F.
+    #[inline]
+    fn file_eligible<const LEVELS: bool>(&mut self, class: u32, t: u64) {
+        if let Some(at) = self.cap_blocked::<LEVELS>(class as usize, t) {
+            self.park(class, at);
+            return;
+        }
+        let band = self.band_of(class as usize);
+        let urgent = LEVELS && self.app_urgent[self.app_of(class as usize)];
+        let mut view = ByFinish {
+            class: &mut self.class,
+        };
+        let tick = view.tick(class);
+        let band = &mut self.bands[band];
+        if urgent {
+            band.urgent.insert(&mut view, class, tick);
+        } else {
+            band.eligible.insert(&mut view, class, tick);
+        }
+    }
+
+    /// The class `band` serves next at real time `t`, if any: the smallest F among
+    /// its eligible classes, prioritised apps first, V moved up to the smallest S
+    /// when none is eligible; classes a cap holds back are parked on the way.
+    #[inline]
+    fn pick<const LEVELS: bool>(&mut self, band: usize, t: u64) -> Option<usize> {
+        loop {
+            let v = self.bands[band].v;
+            while let Some((class, _)) = self.bands[band].ineligible.pop_expired(
+                &mut ByStart {
+                    class: &mut self.class,
+                    head_start_v: &self.head_start_v,
+                },
+                v >> V_FRAC_BITS,
+            ) {
+                self.file_eligible::<LEVELS>(class, t);
+            }
+            let b = &mut self.bands[band];
+            let wheel = if LEVELS && !b.urgent.is_empty() {
+                &mut b.urgent
+            } else if !b.eligible.is_empty() {
+                &mut b.eligible
+            } else {
+                // WF2Q+'s V = max(V, min S); the wheel's bound may sit below min S,
+                // in which case the next round has cascaded it closer.
+                let start_tick = b.ineligible.next_tick()?;
+                b.v = b.v.max(start_tick << V_FRAC_BITS);
+                continue;
+            };
+            // Every eligible tick has expired at u64::MAX.
+            let (class, _) = wheel
+                .pop_expired(
+                    &mut ByFinish {
+                        class: &mut self.class,
+                    },
+                    u64::MAX,
+                )
+                .expect("not empty");
+            let class = class as usize;
+            if self.held_by_tenant::<LEVELS>(class, v, t) {
+                continue;
+            }
+            // Its tenant's real-time start tag may have moved since it was filed.
+            if let Some(at) = self.cap_blocked::<LEVELS>(class, t) {
+                self.park(class as u32, at);
+                continue;
+            }
+            return Some(class);
+        }
+    }
+
+    /// Sends the head packet of `class` of `band` at real time `t`.
+    #[inline]
+    fn serve<const LEVELS: bool>(&mut self, band: usize, class: usize, t: u64) -> Frame {
         let packet = self.class[class]
             .fifo
             .pop_front(&mut self.slab)
             .expect("a filed class is backlogged");
         self.accounting.release(&packet);
         self.classes.departed(&packet, ClassId(class as u32));
-        self.advance_levels::<LEVELS>(self.class[class].app as usize, packet.len_bytes, v);
-        if self.class[class].fifo.is_empty() {
-            self.set_backlogged(now_ns, class, false);
-        } else {
-            let cost = self.cost_v(class, self.head_len(class));
-            let level_start_v = self.level_start::<LEVELS>(class);
-            let state = &mut self.class[class];
-            let start_v = state.finish_v.max(level_start_v);
-            state.finish_v = start_v + cost;
-            self.place::<LEVELS>(class, start_v, v);
+        let app = self.app_of(class);
+        let v = self.bands[band].v;
+        self.advance_levels::<LEVELS>(app, packet.len_bytes, v, t);
+        if self.app_capped[app] {
+            let cost = cost(packet.len_bytes, self.cap_t_per_byte(class));
+            let start = &mut self.class[class].cap_t;
+            *start = (*start).max(t.saturating_sub(CAP_CREDIT_BYTES << V_FRAC_BITS)) + cost;
         }
-        Some(Frame::whole(packet))
+        let v = v + (u64::from(packet.len_bytes) << V_FRAC_BITS);
+        self.bands[band].v = v;
+        if self.class[class].fifo.is_empty() {
+            self.set_backlogged(class, false);
+        } else {
+            let v_per_byte = self.fair_v_per_byte(class);
+            let credit = ((LEVEL_CREDIT_BYTES as f64 * v_per_byte) as u64).min(COST_V_MAX);
+            let start_v = self.class[class]
+                .finish_v
+                .max(self.level_start::<LEVELS>(class))
+                .max(v.saturating_sub(credit));
+            self.place::<LEVELS>(class, start_v, v, t);
+        }
+        Frame::whole(packet)
+    }
+
+    /// [`Enforcer::dequeue`], for a policy with app priority levels (`LEVELS`) or
+    /// without, so that the latter pays nothing for them.
+    #[inline]
+    fn dequeue_with<const LEVELS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
+        let t = self.t_at(now_ns);
+        while let Some((class, _)) = self.parked.pop_expired(
+            &mut ByCap {
+                class: &mut self.class,
+            },
+            t >> V_FRAC_BITS,
+        ) {
+            // A class is parked only when eligible, and V only grows.
+            self.file_eligible::<LEVELS>(class, t);
+        }
+        for band in 0..self.bands.len() {
+            if let Some(class) = self.pick::<LEVELS>(band, t) {
+                return Some(self.serve::<LEVELS>(band, class, t));
+            }
+        }
+        None
+    }
+
+    fn has_levels(&self) -> bool {
+        self.fills.len() > self.tenant_fills.len()
     }
 
     fn refuse(&mut self, packet: Packet) -> Result<(), (Packet, Refusal)> {
         self.accounting.refuse(packet.tenant, packet.len_bytes);
         Err((packet, Refusal::QueueFull))
+    }
+
+    /// Tags `class`, just backlogged at `now_ns`, and files it.
+    fn start<const LEVELS: bool>(&mut self, now_ns: u64, class: usize) {
+        self.set_backlogged(class, true);
+        let v = self.bands[self.band_of(class)].v;
+        let t = self.t_at(now_ns);
+        let state = &mut self.class[class];
+        state.cap_t = state.cap_t.max(t);
+        let start_v = state.finish_v.max(v).max(self.level_start::<LEVELS>(class));
+        self.place::<LEVELS>(class, start_v, v, t);
     }
 }
 
@@ -803,15 +988,14 @@ impl Enforcer for Wf2q {
         }
         while self.class.len() <= class {
             // Apps take the first ids; a split class is created at its first packet.
-            let app = if self.class.len() < self.app.len() {
+            let app = if self.class.len() < self.app_tenant.len() {
                 self.class.len() as u32
             } else {
                 packet.app.0
             };
-            let v = self.v_at(now_ns);
             self.class.push(ClassState {
-                finish_v: v,
-                tick: 0,
+                finish_v: 0,
+                cap_t: 0,
                 next: slab::NIL,
                 app,
                 fifo: List::EMPTY,
@@ -821,31 +1005,20 @@ impl Enforcer for Wf2q {
         let was_idle = self.class[class].fifo.is_empty();
         self.class[class].fifo.push_back(&mut self.slab, index);
         if was_idle {
-            self.set_backlogged(now_ns, class, true);
-            let v = self.v_at(now_ns);
-            let cost = self.cost_v(class, packet.len_bytes);
-            let level_start_v = if self.level.is_empty() {
-                0
+            if self.has_levels() {
+                self.start::<true>(now_ns, class);
             } else {
-                self.level_start::<true>(class)
-            };
-            let state = &mut self.class[class];
-            let start_v = state.finish_v.max(v).max(level_start_v);
-            state.finish_v = start_v + cost;
-            if self.level.is_empty() {
-                self.place::<false>(class, start_v, v);
-            } else {
-                self.place::<true>(class, start_v, v);
+                self.start::<false>(now_ns, class);
             }
         }
         Ok(())
     }
 
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
-        if self.level.is_empty() {
-            self.dequeue_with::<false>(now_ns)
-        } else {
+        if self.has_levels() {
             self.dequeue_with::<true>(now_ns)
+        } else {
+            self.dequeue_with::<false>(now_ns)
         }
     }
 
@@ -853,18 +1026,12 @@ impl Enforcer for Wf2q {
         if self.slab.len() == 0 {
             return None;
         }
-        let Some(start_tick) = self.ineligible.next_tick() else {
-            return Some(now_ns);
-        };
-        if !self.eligible.is_empty() || !self.urgent.is_empty() || self.root.limited_sum_bps == 0 {
+        if self.bands.iter().any(|b| !b.is_empty()) {
             return Some(now_ns);
         }
-        let ahead = (start_tick << V_FRAC_BITS).saturating_sub(self.v_ref);
-        let wait = (u128::from(ahead) << SPEED_FRAC_BITS).div_ceil(self.speed_fx);
-        let at = self
-            .t_ref_ns
-            .saturating_add(wait.min(u128::from(u64::MAX)) as u64);
-        Some(at.max(now_ns))
+        let tick = self.parked.next_tick()?;
+        let at_ns = (u128::from(tick << V_FRAC_BITS) << SPEED_FRAC_BITS).div_ceil(self.speed_fx);
+        Some((at_ns.min(u128::from(u64::MAX)) as u64).max(now_ns))
     }
 
     fn backlog_packets(&self) -> usize {
@@ -889,34 +1056,73 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
     Ok(Box::new(Wf2q::new(policy, config)?))
 }
 
+/// The time `bytes` take at `link_bps`, for the sentences below.
+fn link_time(bytes: u64, link_bps: u64) -> String {
+    let ns = bytes as f64 * 8e9 / link_bps as f64;
+    if ns >= 1e6 {
+        format!("{:.1}ms", ns / 1e6)
+    } else {
+        format!("{:.0}us", ns / 1e3)
+    }
+}
+
+/// The largest relative error of a tenant's share with every app backlogged that
+/// ignoring the guarantees makes: `wf2q` shares as the ideal of the policy without
+/// its `min_rate`s does.
+fn guarantee_error(policy: &Policy) -> f64 {
+    let backlogged = vec![vec![f64::INFINITY]; policy.apps.len()];
+    let ideal = policy::ideal_allocation(policy, &backlogged).tenant_bps;
+    let mut unguaranteed = policy.clone();
+    unguaranteed
+        .tenants
+        .iter_mut()
+        .for_each(|t| t.min_rate_bps = None);
+    unguaranteed
+        .apps
+        .iter_mut()
+        .for_each(|a| a.min_rate_bps = None);
+    let given = policy::ideal_allocation(&unguaranteed, &backlogged).tenant_bps;
+    ideal
+        .iter()
+        .zip(&given)
+        .filter(|&(&ideal, _)| ideal > 0.0)
+        .map(|(ideal, given)| (given - ideal).abs() / ideal)
+        .fold(0.0, f64::max)
+}
+
 /// What `check` says for `wf2q`.
 pub fn approximation(policy: &Policy) -> Approximation {
-    let mut out = Approximation::default();
+    let guarantee_error = guarantee_error(policy);
+    let mut out = Approximation {
+        share_error_max: Some(SHARE_ERROR_MAX + guarantee_error),
+        ..Approximation::default()
+    };
     let rate = |bps: u64| format_rate(bps as f64);
+    let credit = link_time(CAP_CREDIT_BYTES, policy.link.rate_bps);
+    let cap = |bps: u64| {
+        format!(
+            "{} (a real-time ceiling: over the run never above it; over any window at most one packet and what the cap sends in {credit} above it)",
+            rate(bps)
+        )
+    };
     for t in &policy.tenants {
         if let Some(max) = t.max_rate_bps {
-            out.exact.push(format!(
-                "{}: max_rate {} (strict limit: V runs at link speed, the tenant's rate scales its apps' tags)",
-                t.name,
-                rate(max)
-            ));
+            out.exact.push(format!("{}: max_rate {}", t.name, cap(max)));
         }
         if let Some(min) = t.min_rate_bps {
             out.ignored.push(format!(
-                "{}: min_rate {} (SENIC has no guarantees; only weights and limits share the link)",
+                "{}: min_rate {} (SENIC has no guarantees; only weights, priorities and caps share the link: with every app backlogged, ignoring this policy's guarantees moves a tenant's share by up to {:.1}% of its ideal)",
                 t.name,
-                rate(min)
+                rate(min),
+                guarantee_error * 100.0
             ));
         }
     }
     for a in &policy.apps {
         let tenant = &policy.tenant(a.tenant).name;
         if let Some(max) = a.max_rate_bps {
-            out.exact.push(format!(
-                "{tenant}/{}: max_rate {} (strict limit, scaled down when its tenant's rate is smaller)",
-                a.name,
-                rate(max)
-            ));
+            out.exact
+                .push(format!("{tenant}/{}: max_rate {}", a.name, cap(max)));
         }
         if let Some(min) = a.min_rate_bps {
             out.ignored.push(format!(
@@ -927,21 +1133,25 @@ pub fn approximation(policy: &Policy) -> Approximation {
         }
         if let Some(split) = a.split {
             out.exact.push(format!(
-                "{tenant}/{}: split into one class per key, each limited to {}, sharing the app's rate equally",
+                "{tenant}/{}: split into one class per key, each with a ceiling of {}, sharing the app's rate equally",
                 a.name,
                 rate(split.max_rate_bps)
             ));
         }
     }
-    out.approximate.push(
-        "weights: an unlimited class's rate is its weighted share of the link (or of its tenant) with everything backlogged, scaled up to take what backlogged classes leave; capped siblings that oversubscribe their parent share it in the ratio of their caps (SENIC's fallback), not of their weights".into(),
-    );
+    out.approximate.push(format!(
+        "weights and caps: shared as the ideal shares them among the classes that hold packets (at the link among the tenants of one priority, in a tenant among its apps of one priority: each up to its max_rate and what its backlogged classes can take, the rest by weight); while those classes stay the same, each class's bytes stay within one packet (at most {}) of the ideal's at every instant (WF2Q+'s bound), a tenant's or app's within one packet per class of it, so a share is within {:.0}% of the ideal over any span in which the ideal sends {} of its packets; the shares follow which classes hold packets, not their demand: a class that sends below its share (udp, poisson, rpc) counts at its full share while it holds a packet, what it leaves goes to every class of its priority in proportion to their rates rather than first to its own tenant's other apps, and an app of its tenant tagged meanwhile pays that packet at the lower rate, an error that grows with the time such classes hold packets and with the other apps' packet sizes",
+        format_size(64 * 1024),
+        SHARE_ERROR_MAX * 100.0,
+        (2.0 / SHARE_ERROR_MAX).round()
+    ));
     let tenant_levels: std::collections::BTreeSet<u8> =
         policy.tenants.iter().map(|t| t.priority).collect();
     if tenant_levels.len() > 1 {
         out.approximate.push(format!(
-            "tenant priorities: {} levels become weight factors of {PRIORITY_WEIGHT_FACTOR} per level (no strict priority)",
-            tenant_levels.len()
+            "tenant priorities: {} levels, strict, each sharing the link by weight among its tenants as if alone (its own virtual time advances only by what it sends), so a more urgent tenant's bytes come out of the less urgent levels without changing their weights; a more urgent packet may wait for the packet on the link (one TSO send, {})",
+            tenant_levels.len(),
+            link_time(64 * 1024, policy.link.rate_bps)
         ));
     }
     for t in &policy.tenants {
@@ -949,7 +1159,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
             t.apps.iter().map(|&a| policy.app(a).priority).collect();
         if levels.len() > 1 {
             out.approximate.push(format!(
-                "{}: {} app priority levels, strict within the tenant (SENIC has none): a level's classes get the tenant's rate as if alone, and a more urgent level's bytes come out of the less urgent levels' part (a tenant start tag per level, at most {} of credit for a level served late); prioritised classes go before other eligible classes, so another tenant's packet may wait one packet per eligible prioritised class",
+                "{}: {} app priority levels, strict within the tenant (SENIC has none): a level's classes get the tenant's rate as if alone, and a more urgent level's bytes come out of the less urgent levels' part (a tenant start tag per level, at most {} of credit for a level served late; in real time at the tenant's max_rate where it has one); prioritised classes go before other eligible classes of the tenant's priority, so another tenant's packet may wait one packet per eligible prioritised class",
                 t.name,
                 levels.len(),
                 format_size(LEVEL_CREDIT_BYTES)
@@ -957,7 +1167,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
         }
     }
     out.approximate.push(
-        "a class's rate is recomputed when its tags are (SENIC's scaled rates), so a change of the backlogged set reaches a class one packet late".into(),
+        "a class's rate is recomputed when its tags are (SENIC's scaled rates), so a change of the classes that hold packets reaches a class one packet late".into(),
     );
     let caps =
         policy.buffer_bytes.is_some() || policy.tenants.iter().any(|t| t.buffer_bytes.is_some());
