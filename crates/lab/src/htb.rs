@@ -328,6 +328,7 @@ pub fn bounds(_policy: &Policy) -> Vec<sched::Bound> {
         subject,
         figure: sched::Figure::OverCap {
             cap_min_bps: sched::valve::CAP_MIN_BOUNDED_BPS,
+            grain: sched::Grain { sends: 1, ideal_ns: 0 },
         },
         max: 0.02,
         condition: sched::Condition::AnyTraffic,
@@ -335,7 +336,12 @@ pub fn bounds(_policy: &Policy) -> Vec<sched::Bound> {
     vec![
         sched::Bound {
             subject: sched::Subject::Tenant,
-            figure: sched::Figure::RelErrorMean,
+            figure: sched::Figure::RelErrorMean {
+                grain: sched::Grain {
+                    sends: 2,
+                    ideal_ns: 0,
+                },
+            },
             max: 0.02,
             condition: sched::Condition::EveryTenantBacklogged,
         },

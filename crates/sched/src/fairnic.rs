@@ -1117,6 +1117,43 @@ pub fn share_error_allowed_bps(
         .max(steal_grain_bps)
 }
 
+/// What `approximation` says, in numbers: [`share_error_allowed_bps`] with every
+/// tenant backlogged, where the ideal has no priorities fairnic ignores, and caps.
+pub fn bounds(policy: &Policy) -> Vec<crate::Bound> {
+    let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
+    let cap = |subject| crate::Bound {
+        subject,
+        figure: crate::Figure::OverCap {
+            cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
+            grain: crate::Grain {
+                sends: 1,
+                ideal_ns: 2 * period_ns,
+            },
+        },
+        max: 0.02,
+        condition: crate::Condition::AnyTraffic,
+    };
+    let mut out = vec![cap(crate::Subject::Tenant)];
+    let one_level = policy
+        .tenants
+        .iter()
+        .all(|t| t.priority == policy.tenants[0].priority);
+    if one_level {
+        out.push(crate::Bound {
+            subject: crate::Subject::Tenant,
+            figure: crate::Figure::RelErrorMean {
+                grain: crate::Grain {
+                    sends: 1,
+                    ideal_ns: 2 * BURST_PERIODS as u64 * period_ns,
+                },
+            },
+            max: SHARE_ERROR_MAX,
+            condition: crate::Condition::EveryTenantBacklogged,
+        });
+    }
+    out
+}
+
 /// What `check` says for `fairnic`.
 pub fn approximation(policy: &Policy) -> Approximation {
     let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);

@@ -135,18 +135,57 @@ pub enum Subject {
 #[serde(rename_all = "snake_case", tag = "name")]
 pub enum Figure {
     /// Mean over the settled intervals in which the subject has an ideal above zero
-    /// of |throughput − ideal| / ideal.
-    RelErrorMean,
+    /// of max(0, |throughput − ideal| − grain) / ideal, the grain per interval.
+    RelErrorMean { grain: Grain },
     /// As `RelErrorMean` for an app, but each interval's error divided by the
     /// larger of the app's ideal and this part of its tenant's ideal: an app with
     /// a small part of its tenant is judged against that floor.
-    AppErrorMean { of_tenant: f64 },
-    /// For a subject with a `max_rate` of at least `cap_min_bps`: max(0, mean
-    /// throughput − max_rate) / max_rate, the mean over the settled intervals in
-    /// which it is active (a burst the enforcer allows is one interval's excess, not
-    /// a sustained one). A tiny cap is exceeded by a whole TSO send (issue 25
+    AppErrorMean { of_tenant: f64, grain: Grain },
+    /// For a subject with a `max_rate` of at least `cap_min_bps`: max(0, mean of
+    /// (throughput − max_rate − grain)) / max_rate, the mean over the settled
+    /// intervals in which it is active, the grain per interval at the cap's rate (a
+    /// burst the enforcer allows is one interval's excess, not a sustained one). A tiny cap is exceeded by a whole TSO send (issue 25
     /// defect 9), so caps below `cap_min_bps` are not judged.
-    OverCap { cap_min_bps: u64 },
+    OverCap { cap_min_bps: u64, grain: Grain },
+}
+
+/// What an error figure forgives in each interval before judging it: a rate
+/// measured in whole sends moves in steps of a send (a bulk flow's is a 64 KiB
+/// TSO send), and a token bucket lets a class run ahead of its rate or behind it
+/// by its depth, which an interval's boundaries cut anywhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Grain {
+    /// Full TSO sends of the link's MTU ([`policy::wire::bulk_send_bytes`]).
+    pub sends: u32,
+    /// What the subject's ideal carries in this time.
+    pub ideal_ns: u64,
+}
+
+impl Grain {
+    /// The grain in bits for a subject with ideal `ideal_bps` on a link of `mtu_bytes`.
+    pub fn bits(&self, ideal_bps: f64, mtu_bytes: u32) -> f64 {
+        f64::from(self.sends) * f64::from(policy::wire::bulk_send_bytes(mtu_bytes)) * 8.0
+            + ideal_bps * self.ideal_ns as f64 / 1e9
+    }
+
+    fn words(&self) -> String {
+        let sends = match self.sends {
+            0 => None,
+            1 => Some("a TSO send".to_string()),
+            n => Some(format!("{n} TSO sends")),
+        };
+        let time = (self.ideal_ns > 0).then(|| {
+            format!(
+                "what its ideal carries in {:.1} ms",
+                self.ideal_ns as f64 / 1e6
+            )
+        });
+        match (sends, time) {
+            (None, None) => String::new(),
+            (Some(s), None) | (None, Some(s)) => format!(", give or take {s} per interval"),
+            (Some(s), Some(t)) => format!(", give or take {s} and {t} per interval"),
+        }
+    }
 }
 
 /// The fewest full frames (link MTU) of ideal in an interval for an error figure
@@ -156,18 +195,21 @@ pub const JUDGED_FRAMES_MIN: u64 = 100;
 impl Figure {
     pub fn words(&self) -> String {
         match self {
-            Figure::RelErrorMean => {
+            Figure::RelErrorMean { grain } => {
                 format!(
-                    "mean |throughput - ideal| / ideal over settled intervals with an ideal of at least {JUDGED_FRAMES_MIN} frames"
+                    "mean |throughput - ideal| / ideal over settled intervals with an ideal of at least {JUDGED_FRAMES_MIN} frames{}",
+                    grain.words()
                 )
             }
-            Figure::AppErrorMean { of_tenant } => format!(
-                "mean |throughput - ideal| / max(ideal, {:.0}% of its tenant's ideal) over settled intervals where that is at least {JUDGED_FRAMES_MIN} frames",
-                of_tenant * 100.0
+            Figure::AppErrorMean { of_tenant, grain } => format!(
+                "mean |throughput - ideal| / max(ideal, {:.0}% of its tenant's ideal) over settled intervals where that is at least {JUDGED_FRAMES_MIN} frames{}",
+                of_tenant * 100.0,
+                grain.words()
             ),
-            Figure::OverCap { cap_min_bps } => format!(
-                "excess of the mean throughput over settled intervals above max_rate, over max_rate, for caps of at least {}",
-                policy::format_rate(*cap_min_bps as f64)
+            Figure::OverCap { cap_min_bps, grain } => format!(
+                "excess of the mean throughput over settled intervals above max_rate, over max_rate, for caps of at least {}{}",
+                policy::format_rate(*cap_min_bps as f64),
+                grain.words().replace("its ideal", "the cap")
             ),
         }
     }

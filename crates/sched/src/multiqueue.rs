@@ -302,7 +302,12 @@ pub fn bounds(policy: &Policy, driver: Driver) -> Vec<Bound> {
         .share_error_max
         .map(|error| Bound {
             subject: crate::Subject::Tenant,
-            figure: crate::Figure::RelErrorMean,
+            figure: crate::Figure::RelErrorMean {
+                grain: crate::Grain {
+                    sends: 2,
+                    ideal_ns: 0,
+                },
+            },
             max: error + MEASURED_SLACK,
             condition,
         })

@@ -105,8 +105,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: None,
         build: wf2q::build,
         approximation: wf2q::approximation,
-        // None stated while issue 25 fixes its mechanism (defects 4-6).
-        bounds: |_| Vec::new(),
+        bounds: wf2q::bounds,
         lab_bench: true,
         core_mask: None,
     },
@@ -183,8 +182,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: None,
         build: fairnic::build,
         approximation: fairnic::approximation,
-        // None stated while issue 25 fixes its mechanism (defects 1-3).
-        bounds: |_| Vec::new(),
+        bounds: fairnic::bounds,
         lab_bench: false,
         core_mask: Some(fairnic::core_mask),
     },

@@ -1091,6 +1091,39 @@ fn guarantee_error(policy: &Policy) -> f64 {
 }
 
 /// What `check` says for `wf2q`.
+/// What `approximation` says, in numbers: each tenant's share with every tenant
+/// backlogged within the share error `check` prints (what ignoring guarantees moves
+/// included), give or take a send per class of it; caps in real time.
+pub fn bounds(policy: &Policy) -> Vec<crate::Bound> {
+    let cap = |subject| crate::Bound {
+        subject,
+        figure: crate::Figure::OverCap {
+            cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
+            grain: crate::Grain {
+                sends: 1,
+                ideal_ns: CAP_CREDIT_BYTES * 8_000_000_000 / policy.link.rate_bps.max(1),
+            },
+        },
+        max: 0.02,
+        condition: crate::Condition::AnyTraffic,
+    };
+    vec![
+        crate::Bound {
+            subject: crate::Subject::Tenant,
+            figure: crate::Figure::RelErrorMean {
+                grain: crate::Grain {
+                    sends: 2,
+                    ideal_ns: 0,
+                },
+            },
+            max: SHARE_ERROR_MAX + guarantee_error(policy),
+            condition: crate::Condition::EveryTenantBacklogged,
+        },
+        cap(crate::Subject::Tenant),
+        cap(crate::Subject::App),
+    ]
+}
+
 pub fn approximation(policy: &Policy) -> Approximation {
     let guarantee_error = guarantee_error(policy);
     let mut out = Approximation {

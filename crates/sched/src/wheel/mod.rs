@@ -444,6 +444,7 @@ pub fn bounds(_policy: &Policy) -> Vec<crate::Bound> {
             subject,
             figure: crate::Figure::OverCap {
                 cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
+                grain: crate::Grain { sends: 1, ideal_ns: 0 },
             },
             max: 0.02,
             condition: crate::Condition::AnyTraffic,
