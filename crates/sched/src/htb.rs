@@ -187,7 +187,10 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
         subject,
         figure: Figure::OverCap {
             cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
-            grain: crate::Grain { sends: 1, ideal_ns: 0 },
+            grain: crate::Grain {
+                sends: 1,
+                ideal_ns: 0,
+            },
         },
         max: 0.02,
         condition: Condition::AnyTraffic,
@@ -220,9 +223,7 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
         over_cap(Subject::App),
     ]
     .into_iter()
-    .filter(|b| {
-        matches!(b.figure, Figure::OverCap { .. }) || !shares_follow_borrowing(policy)
-    })
+    .filter(|b| matches!(b.figure, Figure::OverCap { .. }) || !shares_follow_borrowing(policy))
     .collect()
 }
 

@@ -141,10 +141,11 @@ pub enum Figure {
     /// larger of the app's ideal and this part of its tenant's ideal: an app with
     /// a small part of its tenant is judged against that floor.
     AppErrorMean { of_tenant: f64, grain: Grain },
-    /// For a subject with a `max_rate` of at least `cap_min_bps`: max(0, mean of
-    /// (throughput − max_rate − grain)) / max_rate, the mean over the settled
-    /// intervals in which it is active, the grain per interval at the cap's rate (a
-    /// burst the enforcer allows is one interval's excess, not a sustained one). A tiny cap is exceeded by a whole TSO send (issue 25
+    /// For a subject with a `max_rate` of at least `cap_min_bps`: what it sent
+    /// above max_rate over every interval in which it is active, less one grain
+    /// at the cap's rate (a burst the enforcer allows counts once), over what
+    /// max_rate carries in those intervals. Every interval, not only settled ones: a
+    /// cap holds over the run, and a class served late may catch up. A tiny cap is exceeded by a whole TSO send (issue 25
     /// defect 9), so caps below `cap_min_bps` are not judged.
     OverCap { cap_min_bps: u64, grain: Grain },
 }
@@ -168,7 +169,8 @@ impl Grain {
             + ideal_bps * self.ideal_ns as f64 / 1e9
     }
 
-    fn words(&self) -> String {
+    /// The grain in words, `rate` naming what its time is of ("its ideal").
+    fn words(&self, rate: &str) -> Option<String> {
         let sends = match self.sends {
             0 => None,
             1 => Some("a TSO send".to_string()),
@@ -176,15 +178,21 @@ impl Grain {
         };
         let time = (self.ideal_ns > 0).then(|| {
             format!(
-                "what its ideal carries in {:.1} ms",
+                "what {rate} carries in {:.1} ms",
                 self.ideal_ns as f64 / 1e6
             )
         });
         match (sends, time) {
-            (None, None) => String::new(),
-            (Some(s), None) | (None, Some(s)) => format!(", give or take {s} per interval"),
-            (Some(s), Some(t)) => format!(", give or take {s} and {t} per interval"),
+            (None, None) => None,
+            (Some(s), None) | (None, Some(s)) => Some(s),
+            (Some(s), Some(t)) => Some(format!("{s} and {t}")),
         }
+    }
+
+    fn per_interval(&self) -> String {
+        self.words("its ideal").map_or(String::new(), |w| {
+            format!(", give or take {w} per interval")
+        })
     }
 }
 
@@ -198,18 +206,20 @@ impl Figure {
             Figure::RelErrorMean { grain } => {
                 format!(
                     "mean |throughput - ideal| / ideal over settled intervals with an ideal of at least {JUDGED_FRAMES_MIN} frames{}",
-                    grain.words()
+                    grain.per_interval()
                 )
             }
             Figure::AppErrorMean { of_tenant, grain } => format!(
                 "mean |throughput - ideal| / max(ideal, {:.0}% of its tenant's ideal) over settled intervals where that is at least {JUDGED_FRAMES_MIN} frames{}",
                 of_tenant * 100.0,
-                grain.words()
+                grain.per_interval()
             ),
             Figure::OverCap { cap_min_bps, grain } => format!(
-                "excess of the mean throughput over settled intervals above max_rate, over max_rate, for caps of at least {}{}",
-                policy::format_rate(*cap_min_bps as f64),
-                grain.words().replace("its ideal", "the cap")
+                "what it sent above max_rate over the intervals it is active in{}, over what max_rate carries in them (caps of at least {})",
+                grain
+                    .words("the cap")
+                    .map_or(String::new(), |w| format!(", less {w}")),
+                policy::format_rate(*cap_min_bps as f64)
             ),
         }
     }

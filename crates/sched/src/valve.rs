@@ -74,10 +74,10 @@ fn rate_burst_bytes(rate_bps: u64, earned_bps: u64, mtu_bytes: u32, interval_ns:
 }
 
 /// What the classes that node `x` may hold up earn besides it: for a tenant, the
-/// link less its rate; an app's bucket is not bounded by it (see
+/// link less its rate; the root's and an app's bucket are not bounded by it (see
 /// [`rate_burst_bytes`]).
 fn others_bps(policy: &Policy, x: usize, rate_bps: u64) -> u64 {
-    if x <= policy.tenants.len() {
+    if (1..=policy.tenants.len()).contains(&x) {
         policy.link.rate_bps.saturating_sub(rate_bps)
     } else {
         u64::MAX
@@ -105,11 +105,7 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
     let interval_ns = update_interval_ns(policy.link.rate_bps);
     let class = |x: usize, max_rate_bps: Option<u64>, weight: u32, priority: u8| {
         let rate_bps = rates[x].round() as u64;
-        let others = if x == 0 {
-            u64::MAX
-        } else {
-            others_bps(policy, x, rate_bps)
-        };
+        let others = others_bps(policy, x, rate_bps);
         NodeParams {
             rate_bps,
             buffer_bytes: rate_burst_bytes(rate_bps, others, mtu, interval_ns),

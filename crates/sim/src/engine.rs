@@ -890,6 +890,13 @@ impl<'a> Engine<'a> {
             self.on_wire = Some(frame);
             self.events.schedule(done, Event::LinkFree);
         } else if let Some(at) = self.enforcer.next_ready_ns(now) {
+            // A mechanism that sends nothing now yet says it is ready now has the
+            // engine ask again every nanosecond (fairnic did, for minutes of CPU).
+            debug_assert!(
+                at > now,
+                "{} sent nothing at {now} ns yet says it is ready at {at} ns",
+                self.record.enforcer
+            );
             let at = at.max(now + 1);
             if self.kick_at_ns.is_none_or(|k| at < k) {
                 self.kick_at_ns = Some(at);

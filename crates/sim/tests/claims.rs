@@ -5,9 +5,8 @@
 //!
 //! CI runs `CASES_DEFAULT` cases; before a release, docs/results/claims.md gives the
 //! longer run (`PROPTEST_CASES`) and the survey (`CLAIMS_SURVEY=1`: every bound
-//! exceeded is printed rather than the first failed). Rows in `BEING_FIXED` are not
-//! run; bounds in `FOUND_FALSE` are not held; both lists are printed by
-//! `rows_without_bounds_are_named`.
+//! exceeded is printed rather than the first failed; `CLAIMS_ROWS=a,b` surveys only
+//! those rows). Every bound a row states is held: none is skipped.
 
 use policy::parse_scenario;
 use proptest::prelude::*;
@@ -20,108 +19,6 @@ const CASES_DEFAULT: u32 = 48;
 
 /// Flows in one generated case at most, about.
 const FLOWS_PER_CASE: u32 = 120;
-
-/// Rows whose mechanism and claims issue 25 is fixing elsewhere: they state no
-/// bound yet, so nothing of theirs is skipped unseen; remove a row here when its
-/// bounds land.
-const BEING_FIXED: &[(&str, &str)] = &[];
-
-/// Bounds `check` states that this oracle showed false, whose cause is open: held
-/// to nothing until their mechanism or their number is fixed, and named in every
-/// run's output. (row, subject, figure, condition, what was seen.)
-const FOUND_FALSE: &[(&str, Subject, &str, Condition, &str)] = &[
-    (
-        "valve",
-        Subject::Tenant,
-        "rel_error_mean",
-        Condition::EveryTenantBacklogged,
-        "4.9% against 1%: tenants held at their guarantee below a priority fall short, capped ones pass their cap",
-    ),
-    (
-        "valve",
-        Subject::Tenant,
-        "rel_error_mean",
-        Condition::SteadySenders,
-        "12.8% against 5%",
-    ),
-    (
-        "valve",
-        Subject::App,
-        "app_error_mean",
-        Condition::SteadySenders,
-        "26.4% against 12% (issue 25 defect 8)",
-    ),
-    (
-        "valve",
-        Subject::Tenant,
-        "over_cap",
-        Condition::AnyTraffic,
-        "2.5% against 2%: one tenant capped at 91.4 Mbit/s of 100 sent 93.5 over the whole run",
-    ),
-    (
-        "htb",
-        Subject::Tenant,
-        "rel_error_mean",
-        Condition::EveryTenantBacklogged,
-        "15.6% against 2%",
-    ),
-    (
-        "htb",
-        Subject::App,
-        "app_error_mean",
-        Condition::EveryTenantBacklogged,
-        "30.1% against 12%",
-    ),
-    (
-        "htb",
-        Subject::Tenant,
-        "over_cap",
-        Condition::AnyTraffic,
-        "4.2% against 2%",
-    ),
-    (
-        "tonic",
-        Subject::Tenant,
-        "rel_error_mean",
-        Condition::EveryTenantBacklogged,
-        "50.1% against 3.52% (check's worst share error + 2%)",
-    ),
-    (
-        "tonic-band",
-        Subject::Tenant,
-        "rel_error_mean",
-        Condition::EveryTenantBacklogged,
-        "50.1% against 3.52%, the same run as tonic",
-    ),
-];
-
-/// `wheel`'s bounds, stated for each of its four rows.
-const WHEEL_ROWS: &[&str] = &["wheel", "picnic", "picnic-wc", "picnic-bps"];
-
-/// `wheel` claims caps exact (never early), yet a udp app capped at 15.8 Mbit/s
-/// sent 2.9% over it, and a tenant 3.4% over its cap: cause open.
-const WHEEL_FOUND_FALSE: &str = "3.4% against 2%";
-
-fn figure_name(figure: Figure) -> &'static str {
-    match figure {
-        Figure::RelErrorMean { .. } => "rel_error_mean",
-        Figure::AppErrorMean { .. } => "app_error_mean",
-        Figure::OverCap { .. } => "over_cap",
-    }
-}
-
-fn found_false(row: &str, bound: &Bound) -> bool {
-    let wheel_cap = WHEEL_ROWS.contains(&row) && figure_name(bound.figure) == "over_cap";
-    wheel_cap
-        || FOUND_FALSE
-            .iter()
-            .any(|&(r, subject, figure, condition, _)| {
-                r == row
-                    && subject == bound.subject
-                    && figure == figure_name(bound.figure)
-                    && condition == bound.condition
-            })
-}
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
@@ -525,21 +422,21 @@ fn figure(run: &RunRecord, policy: &policy::Policy, bound: &Bound) -> Option<(f6
         let length_s = run.intervals[k].length_s();
         ((throughput - ideal).abs() - grain.bits(ideal, policy.link.mtu_bytes) / length_s).max(0.0)
     };
-    // What a subject sent over its settled active intervals above its cap, less one
-    // grain (a burst is allowed once, not every interval), over what the cap sends.
+    // What a subject sent over every interval it is active in above its cap, less
+    // one grain (a burst is allowed once, not every interval), over what the cap
+    // sends in them: a cap holds over the run, and a class served late catches up.
     let over_cap = |cap: f64,
                     grain: sched::Grain,
                     active: &dyn Fn(usize) -> bool,
                     sent: &dyn Fn(usize) -> f64| {
         let (mut excess_bits, mut length_s) = (0.0, 0.0);
-        for &k in settled.iter().filter(|&&k| active(k)) {
+        for k in (0..run.intervals.len()).filter(|&k| active(k)) {
             let len = run.intervals[k].length_s();
             excess_bits += (sent(k) - cap) * len;
             length_s += len;
         }
-        (length_s > 0.0).then(|| {
-            (excess_bits - grain.bits(cap, policy.link.mtu_bytes)) / (cap * length_s)
-        })
+        (length_s > 0.0)
+            .then(|| (excess_bits - grain.bits(cap, policy.link.mtu_bytes)) / (cap * length_s))
     };
     let per_class = |f: &dyn Fn(usize, usize) -> Option<f64>| -> Vec<(f64, String)> {
         (0..run.classes.len())
@@ -587,7 +484,9 @@ fn figure(run: &RunRecord, policy: &policy::Policy, bound: &Bound) -> Option<(f6
         }
         (Subject::Tenant, Figure::OverCap { cap_min_bps, grain }) => (0..run.tenants.len())
             .filter_map(|t| {
-                let cap = policy.tenants[t].max_rate_bps.filter(|&m| m >= cap_min_bps)?;
+                let cap = policy.tenants[t]
+                    .max_rate_bps
+                    .filter(|&m| m >= cap_min_bps)?;
                 let active = |k: usize| run.intervals[k].tenant_active(t);
                 let sent = |k: usize| run.tenant_throughput_bps(&run.intervals[k], t);
                 over_cap(cap as f64, grain, &active, &sent).map(|v| (v, run.tenants[t].clone()))
@@ -694,8 +593,12 @@ fn hold(case: &Case) -> Result<(), TestCaseError> {
         ))
     })?;
     let context = || format!("scenario seed {}:\n{text}", case.seed);
+    // A survey that hangs names its case: the last one it started is on disk.
+    if let Some(path) = std::env::var_os("CLAIMS_LAST").filter(|_| survey()) {
+        std::fs::write(path, &text).expect("CLAIMS_LAST is writable");
+    }
     for info in sched::ENFORCERS {
-        if BEING_FIXED.iter().any(|&(row, _)| row == info.name) || !surveyed(info.name) {
+        if !surveyed(info.name) {
             continue;
         }
         let Ok(bounds) = sched::bounds(info.name, &scenario.policy) else {
@@ -718,10 +621,7 @@ fn hold(case: &Case) -> Result<(), TestCaseError> {
         );
         ideal_totals(case, &run, &scenario.policy)
             .map_err(|e| TestCaseError::fail(format!("{}: {e}\n{}", info.name, context())))?;
-        for bound in bounds
-            .iter()
-            .filter(|b| case.holds(b.condition) && (survey() || !found_false(info.name, b)))
-        {
+        for bound in bounds.iter().filter(|b| case.holds(b.condition)) {
             if let Some((value, subject)) = figure(&run, &scenario.policy, bound) {
                 // A survey, for before a release: every bound exceeded, not only the first.
                 if survey() {
@@ -747,7 +647,7 @@ fn hold(case: &Case) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// Every bound exceeded printed, those in `FOUND_FALSE` too, rather than the first failed.
+/// Every bound exceeded printed rather than the first failed.
 fn survey() -> bool {
     std::env::var_os("CLAIMS_SURVEY").is_some()
 }
@@ -789,9 +689,8 @@ proptest! {
     }
 }
 
-/// Nothing skipped silently: the rows that state no bound are named here, in the
-/// test's output, and each is either a multiqueue baseline that promises nothing
-/// of shares or a row being fixed.
+/// Nothing skipped silently: the rows that state no bound are named in the test's
+/// output, and each is a multiqueue baseline that promises nothing of shares.
 #[test]
 fn rows_without_bounds_are_named() {
     let policy = policy::parse_policy(
@@ -799,40 +698,11 @@ fn rows_without_bounds_are_named() {
         "p.yaml",
     )
     .unwrap();
-    let mut unbounded = Vec::new();
-    for info in sched::ENFORCERS {
-        if sched::bounds(info.name, &policy).unwrap().is_empty() {
-            unbounded.push(info.name);
-        }
-    }
-    println!(
-        "rows stating no bound (nothing of theirs is held): {unbounded:?}; not run: {BEING_FIXED:?}"
-    );
-    let baselines = ["fifo", "hash"];
-    for name in &unbounded {
-        assert!(
-            baselines.contains(name) || BEING_FIXED.iter().any(|(row, _)| row == name),
-            "{name} states no bound and is neither a baseline nor being fixed"
-        );
-    }
-    for (row, subject, figure, condition, seen) in FOUND_FALSE {
-        println!(
-            "held to nothing, shown false: {row} {subject:?} {figure} with {} ({seen})",
-            condition.words()
-        );
-        let stated = sched::bounds(row, &policy).unwrap();
-        assert!(
-            stated.iter().any(|b| found_false(row, b)),
-            "{row} no longer states {figure} of {subject:?}: remove it from FOUND_FALSE"
-        );
-    }
-    println!(
-        "held to nothing, shown false: {WHEEL_ROWS:?} over_cap of tenants and apps ({WHEEL_FOUND_FALSE})"
-    );
-    for (row, why) in BEING_FIXED {
-        assert!(
-            unbounded.contains(row),
-            "{row} ({why}) states bounds now: remove it from BEING_FIXED"
-        );
-    }
+    let unbounded: Vec<_> = sched::ENFORCERS
+        .iter()
+        .filter(|info| sched::bounds(info.name, &policy).unwrap().is_empty())
+        .map(|info| info.name)
+        .collect();
+    println!("rows stating no bound (nothing of theirs is held): {unbounded:?}");
+    assert_eq!(unbounded, ["fifo", "hash"]);
 }
