@@ -180,6 +180,15 @@ fn shares_follow_borrowing(policy: &Policy) -> bool {
         })
 }
 
+/// Worst tenant share error with every tenant backlogged, where shares follow the
+/// rates. Random policies measured 1.1% (crates/sched/tests/htb.rs), but tc's
+/// default burst, 1 ms of a class's rate and one send, is less than a class earns
+/// while a DRR round of its siblings' sends goes by, so a class whose rate is its
+/// ceil loses some of its rate to the borrowers: the claims oracle saw a tenant
+/// capped at its ideal of 274.6 of 300 Mbit/s get 269 and a weight-1 neighbour
+/// 16.6 against 12.7 (2.8% beyond the grain).
+const SHARE_ERROR_MAX: f64 = 0.05;
+
 /// What `approximation` says, in numbers: shares only where they follow the
 /// rates ([`shares_follow_borrowing`]), caps always.
 pub fn bounds(policy: &Policy) -> Vec<Bound> {
@@ -204,7 +213,7 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
                     ideal_ns: 0,
                 },
             },
-            max: 0.02,
+            max: SHARE_ERROR_MAX,
             condition: Condition::EveryTenantBacklogged,
         },
         Bound {
@@ -249,9 +258,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
             ),
         ],
         ignored: Vec::new(),
-        // Measured worst 1.1% over random policies, all backlogged
-        // (crates/sched/tests/htb.rs), rounded up.
-        share_error_max: Some(0.02),
+        share_error_max: Some(SHARE_ERROR_MAX),
     };
     if shares_follow_borrowing(policy) {
         out.approximate.push("shares when every app is backlogged: split classes have no rate of their own and live on what their app, tenant and the link lend, and apps of a better priority borrow first, so a tenant's share follows how much of it borrows, not only its rate: no bound on tenants' or apps' shares (generated policies were up to 19% off the ideal)".into());
