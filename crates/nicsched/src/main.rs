@@ -939,6 +939,7 @@ fn checked(path: &Path, enforcers: &[String]) -> Result<output::Checked, Failure
                 .map(|name| output::CheckedEnforcer {
                     name: name.clone(),
                     approximation: None,
+                    bounds: None,
                 })
                 .collect(),
         });
@@ -956,14 +957,19 @@ fn checked(path: &Path, enforcers: &[String]) -> Result<output::Checked, Failure
     }
     let mut checked = Vec::new();
     for name in enforcers {
-        let approximation = if name == LAB_ONLY_ENFORCER {
-            lab::htb_approximation(&policy)
+        let (approximation, bounds) = if name == LAB_ONLY_ENFORCER {
+            (lab::htb_approximation(&policy), lab::htb_bounds(&policy))
         } else {
-            sched::approximation(name, &policy).map_err(|e| Failure::input(e.to_string()))?
+            let refused = |e: sched::BuildError| Failure::input(e.to_string());
+            (
+                sched::approximation(name, &policy).map_err(refused)?,
+                sched::bounds(name, &policy).map_err(refused)?,
+            )
         };
         checked.push(output::CheckedEnforcer {
             name: name.clone(),
             approximation: Some(approximation),
+            bounds: Some(bounds),
         });
     }
     Ok(output::Checked {

@@ -64,6 +64,9 @@ pub struct CheckedEnforcer {
     /// on every host.
     #[serde(flatten)]
     pub approximation: Option<sched::Approximation>,
+    /// What `exact` and `approximate` mean in numbers; one host only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bounds: Option<Vec<sched::Bound>>,
 }
 
 impl fmt::Display for Checked {
@@ -114,6 +117,9 @@ impl fmt::Display for Checked {
                             "  worst-case tenant share error with every tenant backlogged: {:.2}%",
                             error * 100.0
                         )?;
+                    }
+                    for bound in enforcer.bounds.iter().flatten() {
+                        writeln!(out, "  bound:       {bound}")?;
                     }
                 }
                 Ok(())

@@ -156,6 +156,9 @@ fn check_json_follows_its_schema_for_a_policy_and_a_scenario_across_hosts() {
     .unwrap();
     let exact = tonic["exact"][0].as_str().unwrap();
     assert!(text.contains(&format!("  exact:       {exact}")), "{text}");
+    assert_eq!(tonic["bounds"][0]["max"], 0.02);
+    assert_eq!(tonic["bounds"][0]["condition"], "every_tenant_backlogged");
+    assert!(text.contains("  bound:       each tenant: "), "{text}");
 
     let json = validated(
         "check.schema.json",

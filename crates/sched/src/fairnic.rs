@@ -898,6 +898,23 @@ impl<P: Overflow> FairNic<P> {
         self.steal.may_steal(t).then_some((t, packet.len_bytes))
     }
 
+    /// The lane the link's pool goes to next: (flattened lane, tenant, head
+    /// packet's length) of the stealer furthest below its allowance, the first in
+    /// turn of those as far; with `full` false only tenants within theirs.
+    fn best_stealer(&self, full: bool) -> Option<(usize, usize, u32)> {
+        let mut best: Option<(usize, usize, u32)> = None;
+        for k in 0..self.lanes {
+            let flat = (self.cursor + k) % self.lanes;
+            if let Some((t, len)) = self.stealer_at(flat)
+                && (full || self.steal.within(t))
+                && best.is_none_or(|(_, b, _)| self.steal.before(t, b))
+            {
+                best = Some((flat, t, len));
+            }
+        }
+        best
+    }
+
     fn pop(&mut self, c: usize, l: usize, flat: usize) -> Frame {
         let (packet, class) = self.cores[c].lanes[l]
             .1
@@ -963,17 +980,9 @@ impl<P: Overflow> Enforcer for FairNic<P> {
         // what a full pool would lose.
         let pool = self.pool.bucket();
         let full = !self.steal.someone_short || pool.tokens >= pool.cap;
-        let mut best: Option<(usize, usize, u32)> = None;
-        for k in 0..self.lanes {
-            let flat = (self.cursor + k) % self.lanes;
-            if let Some((t, len)) = self.stealer_at(flat)
-                && (full || self.steal.within(t))
-                && best.is_none_or(|(_, b, _)| self.steal.before(t, b))
-            {
-                best = Some((flat, t, len));
-            }
-        }
-        let served = best.filter(|&(_, _, len)| self.pool.take(len));
+        let served = self
+            .best_stealer(full)
+            .filter(|&(_, _, len)| self.pool.take(len));
         for (tenant, queue, _) in self.cores.iter().flat_map(|core| &core.lanes) {
             let t = tenant.index();
             if !queue.is_empty() && self.steal.may_steal(t) {
@@ -997,8 +1006,14 @@ impl<P: Overflow> Enforcer for FairNic<P> {
         let mut at = self.period_end_ns;
         let link = self.pool.bucket();
         let mut link_inflow_bps = link.rate_bps;
-        let mut link_wanted = None;
-        let mut link_wanted_past = false;
+        // The pool goes to the one stealer `dequeue` picks, so it is that one's
+        // packet it must cover: the smallest of all stealers' packets, covered
+        // while the pick's was not, had the engine ask again every nanosecond.
+        let link_wanted = self
+            .best_stealer(!self.steal.someone_short)
+            .map(|(_, _, len)| len);
+        // Once the pool is full, tenants past their allowance may take it too.
+        let link_wanted_past = self.steal.someone_short && self.best_stealer(true).is_some();
         for (t, places) in self.places.iter().enumerate() {
             let mut own_inflow_bps = 0;
             let mut own_wanted = None;
@@ -1011,13 +1026,6 @@ impl<P: Overflow> Enforcer for FairNic<P> {
                         }
                         let len = packet.len_bytes;
                         own_wanted = Some(own_wanted.unwrap_or(u32::MAX).min(len));
-                        if self.steal.may_steal(t)
-                            && (self.steal.within(t) || !self.steal.someone_short)
-                        {
-                            link_wanted = Some(link_wanted.unwrap_or(u32::MAX).min(len));
-                        } else if self.steal.may_steal(t) {
-                            link_wanted_past = true;
-                        }
                     }
                     None if bucket.tokens >= bucket.cap => own_inflow_bps += bucket.rate_bps,
                     None => {
@@ -1117,6 +1125,54 @@ pub fn share_error_allowed_bps(
         .max(steal_grain_bps)
 }
 
+/// Whether the ideal's tenant totals with every tenant backlogged follow only what
+/// fairnic enforces: one priority level, and no app caps or split classes, which
+/// lower a tenant's total in the ideal and which fairnic ignores (a tenant whose
+/// one app was capped at 8.8 Mbit/s got 31-38).
+fn shares_follow_weights(policy: &Policy) -> bool {
+    policy
+        .tenants
+        .iter()
+        .all(|t| t.priority == policy.tenants[0].priority)
+        && policy
+            .apps
+            .iter()
+            .all(|a| a.max_rate_bps.is_none() && a.split.is_none())
+}
+
+/// What `approximation` says, in numbers: [`share_error_allowed_bps`] with every
+/// tenant backlogged where [`shares_follow_weights`], and caps.
+pub fn bounds(policy: &Policy) -> Vec<crate::Bound> {
+    let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
+    let cap = |subject| crate::Bound {
+        subject,
+        figure: crate::Figure::OverCap {
+            cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
+            grain: crate::Grain {
+                sends: 1,
+                ideal_ns: 2 * period_ns,
+            },
+        },
+        max: 0.02,
+        condition: crate::Condition::AnyTraffic,
+    };
+    let mut out = vec![cap(crate::Subject::Tenant)];
+    if shares_follow_weights(policy) {
+        out.push(crate::Bound {
+            subject: crate::Subject::Tenant,
+            figure: crate::Figure::RelErrorMean {
+                grain: crate::Grain {
+                    sends: 1,
+                    ideal_ns: 2 * BURST_PERIODS as u64 * period_ns,
+                },
+            },
+            max: SHARE_ERROR_MAX,
+            condition: crate::Condition::EveryTenantBacklogged,
+        });
+    }
+    out
+}
+
 /// What `check` says for `fairnic`.
 pub fn approximation(policy: &Policy) -> Approximation {
     let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
@@ -1166,8 +1222,11 @@ pub fn approximation(policy: &Policy) -> Approximation {
         // With every tenant backlogged each lives on its own tokens: the error is the
         // rounding of base rates per core, and the first two periods filling the
         // buckets; the simulator's generated runs hold it (crates/sim/tests/fairnic.rs).
-        share_error_max: Some(SHARE_ERROR_MAX),
+        share_error_max: shares_follow_weights(policy).then_some(SHARE_ERROR_MAX),
     };
+    if !shares_follow_weights(policy) {
+        out.approximate.push("tenants' shares with every tenant backlogged: no bound for this policy, whose tenant priorities, app caps or split classes the ideal follows and fairnic ignores".into());
+    }
     for t in &policy.tenants {
         if let Some(min) = t.min_rate_bps {
             out.approximate.push(format!(

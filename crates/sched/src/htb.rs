@@ -53,7 +53,10 @@
 //! allow it again (HTB's wait queue).
 
 use crate::tree::{self, Hierarchy, Layout, NodeParams, Selection, SplitParams};
-use crate::{Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
+use crate::{
+    Approximation, Bound, Condition, Enforcer, Figure, Frame, Packet, Refusal, Subject,
+    TenantCounters,
+};
 use policy::{AppId, Policy, TenantId};
 
 /// The largest quantum tc sets without a warning, bytes.
@@ -164,11 +167,79 @@ impl Enforcer for Htb {
     }
 }
 
+/// Whether the shares with every app backlogged depend on more than the rates:
+/// split classes have no rate of their own and live on what their app, tenant and
+/// the link lend, and prioritised apps borrow first, so a tenant's share follows
+/// how much of it borrows (the claims oracle measured up to 19% off the ideal).
+fn shares_follow_borrowing(policy: &Policy) -> bool {
+    policy.apps.iter().any(|a| a.split.is_some())
+        || policy.tenants.iter().any(|t| {
+            t.apps
+                .iter()
+                .any(|&a| policy.app(a).priority != policy.app(t.apps[0]).priority)
+        })
+}
+
+/// Worst tenant share error with every tenant backlogged, where shares follow the
+/// rates. Random policies measured 1.1% (crates/sched/tests/htb.rs), but tc's
+/// default burst, 1 ms of a class's rate and one send, is less than a class earns
+/// while a DRR round of its siblings' sends goes by, so a class whose rate is its
+/// ceil loses some of its rate to the borrowers: the claims oracle saw a tenant
+/// capped at its ideal of 274.6 of 300 Mbit/s get 269 and a weight-1 neighbour
+/// 16.6 against 12.7 (2.8% beyond the grain).
+const SHARE_ERROR_MAX: f64 = 0.05;
+
+/// What `approximation` says, in numbers: shares only where they follow the
+/// rates ([`shares_follow_borrowing`]), caps always.
+pub fn bounds(policy: &Policy) -> Vec<Bound> {
+    let over_cap = |subject| Bound {
+        subject,
+        figure: Figure::OverCap {
+            cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
+            grain: crate::Grain {
+                sends: 1,
+                ideal_ns: 0,
+            },
+        },
+        max: 0.02,
+        condition: Condition::AnyTraffic,
+    };
+    vec![
+        Bound {
+            subject: Subject::Tenant,
+            figure: Figure::RelErrorMean {
+                grain: crate::Grain {
+                    sends: 2,
+                    ideal_ns: 0,
+                },
+            },
+            max: SHARE_ERROR_MAX,
+            condition: Condition::EveryTenantBacklogged,
+        },
+        Bound {
+            subject: Subject::App,
+            figure: Figure::AppErrorMean {
+                of_tenant: 0.25,
+                grain: crate::Grain {
+                    sends: 2,
+                    ideal_ns: 0,
+                },
+            },
+            max: 0.12,
+            condition: Condition::EveryTenantBacklogged,
+        },
+        over_cap(Subject::Tenant),
+        over_cap(Subject::App),
+    ]
+    .into_iter()
+    .filter(|b| matches!(b.figure, Figure::OverCap { .. }) || !shares_follow_borrowing(policy))
+    .collect()
+}
+
 pub fn approximation(policy: &Policy) -> Approximation {
     let mut out = Approximation {
         exact: vec![
             "max_rate of tenants, apps and split classes (HTB ceil)".into(),
-            "shares when every app is backlogged: each class's rate is its ideal share".into(),
             "packet accounting (tenant and host buffers)".into(),
         ],
         approximate: vec![
@@ -187,10 +258,17 @@ pub fn approximation(policy: &Policy) -> Approximation {
             ),
         ],
         ignored: Vec::new(),
-        // Measured worst 1.1% over random policies, all backlogged
-        // (crates/sched/tests/htb.rs), rounded up.
-        share_error_max: Some(0.02),
+        share_error_max: Some(SHARE_ERROR_MAX),
     };
+    if shares_follow_borrowing(policy) {
+        out.approximate.push("shares when every app is backlogged: split classes have no rate of their own and live on what their app, tenant and the link lend, and apps of a better priority borrow first, so a tenant's share follows how much of it borrows, not only its rate: no bound on tenants' or apps' shares (generated policies were up to 19% off the ideal)".into());
+        out.share_error_max = None;
+    } else {
+        out.exact.insert(
+            1,
+            "shares when every app is backlogged: each class's rate is its ideal share".into(),
+        );
+    }
     if tree::has_priorities_beyond_levels(policy) {
         out.approximate.push(format!(
             "priorities above {}: HTB has {} levels, so they share the last",

@@ -105,6 +105,174 @@ pub struct Approximation {
     pub share_error_max: Option<f64>,
 }
 
+/// One number an enforcer promises of a run ([`bounds`]): `figure` of every
+/// `subject` at most `max`, in every run where `condition` holds.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Bound {
+    pub subject: Subject,
+    pub figure: Figure,
+    pub max: f64,
+    pub condition: Condition,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Subject {
+    /// Each tenant with an ideal above zero.
+    Tenant,
+    /// Each app (report class) with an ideal above zero.
+    App,
+}
+
+/// The figures bounds speak of, all over a run's *settled* intervals: steady ones
+/// (no traffic starts or stops inside; docs/scenario.md) whose previous interval
+/// was steady with the same classes active, so that neither the first interval of
+/// the run nor the first after a change of the active set (TCP's start-up, a
+/// mechanism's reaction time) counts. Error figures judge only intervals in which
+/// the subject's ideal is at least [`JUDGED_FRAMES_MIN`] full frames: a rate
+/// measured in whole frames cannot be finer than one frame in so many.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "name")]
+pub enum Figure {
+    /// Mean over the settled intervals in which the subject has an ideal above zero
+    /// of max(0, |throughput − ideal| − grain) / ideal, the grain per interval.
+    RelErrorMean { grain: Grain },
+    /// As `RelErrorMean` for an app, but each interval's error divided by the
+    /// larger of the app's ideal and this part of its tenant's ideal: an app with
+    /// a small part of its tenant is judged against that floor.
+    AppErrorMean { of_tenant: f64, grain: Grain },
+    /// For a subject with a `max_rate` of at least `cap_min_bps`: what it sent
+    /// above max_rate over every interval in which it is active, less one grain
+    /// at the cap's rate (a burst the enforcer allows counts once), over what
+    /// max_rate carries in those intervals. Every interval, not only settled ones: a
+    /// cap holds over the run, and a class served late may catch up. A tiny cap is exceeded by a whole TSO send (issue 25
+    /// defect 9), so caps below `cap_min_bps` are not judged.
+    OverCap { cap_min_bps: u64, grain: Grain },
+}
+
+/// What an error figure forgives in each interval before judging it: a rate
+/// measured in whole sends moves in steps of a send (a bulk flow's is a 64 KiB
+/// TSO send), and a token bucket lets a class run ahead of its rate or behind it
+/// by its depth, which an interval's boundaries cut anywhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Grain {
+    /// Full TSO sends of the link's MTU ([`policy::wire::bulk_send_bytes`]).
+    pub sends: u32,
+    /// What the subject's ideal carries in this time.
+    pub ideal_ns: u64,
+}
+
+impl Grain {
+    /// The grain in bits for a subject with ideal `ideal_bps` on a link of `mtu_bytes`.
+    pub fn bits(&self, ideal_bps: f64, mtu_bytes: u32) -> f64 {
+        f64::from(self.sends) * f64::from(policy::wire::bulk_send_bytes(mtu_bytes)) * 8.0
+            + ideal_bps * self.ideal_ns as f64 / 1e9
+    }
+
+    /// The grain in words, `rate` naming what its time is of ("its ideal").
+    fn words(&self, rate: &str) -> Option<String> {
+        let sends = match self.sends {
+            0 => None,
+            1 => Some("a TSO send".to_string()),
+            n => Some(format!("{n} TSO sends")),
+        };
+        let time = (self.ideal_ns > 0).then(|| {
+            format!(
+                "what {rate} carries in {:.1} ms",
+                self.ideal_ns as f64 / 1e6
+            )
+        });
+        match (sends, time) {
+            (None, None) => None,
+            (Some(s), None) | (None, Some(s)) => Some(s),
+            (Some(s), Some(t)) => Some(format!("{s} and {t}")),
+        }
+    }
+
+    fn per_interval(&self) -> String {
+        self.words("its ideal").map_or(String::new(), |w| {
+            format!(", give or take {w} per interval")
+        })
+    }
+}
+
+/// The fewest full frames (link MTU) of ideal in an interval for an error figure
+/// to judge the interval ([`Figure`]).
+pub const JUDGED_FRAMES_MIN: u64 = 100;
+
+impl Figure {
+    pub fn words(&self) -> String {
+        match self {
+            Figure::RelErrorMean { grain } => {
+                format!(
+                    "mean |throughput - ideal| / ideal over settled intervals with an ideal of at least {JUDGED_FRAMES_MIN} frames{}",
+                    grain.per_interval()
+                )
+            }
+            Figure::AppErrorMean { of_tenant, grain } => format!(
+                "mean |throughput - ideal| / max(ideal, {:.0}% of its tenant's ideal) over settled intervals where that is at least {JUDGED_FRAMES_MIN} frames{}",
+                of_tenant * 100.0,
+                grain.per_interval()
+            ),
+            Figure::OverCap { cap_min_bps, grain } => format!(
+                "what it sent above max_rate over the intervals it is active in{}, over what max_rate carries in them (caps of at least {})",
+                grain
+                    .words("the cap")
+                    .map_or(String::new(), |w| format!(", less {w}")),
+                policy::format_rate(*cap_min_bps as f64)
+            ),
+        }
+    }
+}
+
+/// Where a bound holds: what the scenario's traffic must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    /// Whatever the traffic.
+    AnyTraffic,
+    /// Bulk and udp traffic only (poisson and rpc offer a load that varies by
+    /// chance from one interval to the next), and no engine cost.
+    SteadySenders,
+    /// Every tenant has bulk traffic running from 0 to the end of the run, and no
+    /// engine cost is asked (the engine's CPU is not what shares the link).
+    EveryTenantBacklogged,
+    /// As `EveryTenantBacklogged`, and each tenant has at least as many flows
+    /// over the run as it has cores, so that every core it sends from is busy.
+    EveryTenantBackloggedOnEveryCore,
+}
+
+impl Condition {
+    pub fn words(self) -> &'static str {
+        match self {
+            Condition::AnyTraffic => "any traffic",
+            Condition::SteadySenders => "bulk and udp traffic only, and no engine cost",
+            Condition::EveryTenantBacklogged => {
+                "every tenant backlogged (bulk traffic the whole run) and no engine cost"
+            }
+            Condition::EveryTenantBackloggedOnEveryCore => {
+                "every tenant backlogged (bulk traffic the whole run) with at least as many flows as its cores, and no engine cost"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let subject = match self.subject {
+            Subject::Tenant => "each tenant",
+            Subject::App => "each app",
+        };
+        write!(
+            f,
+            "{subject}: {} at most {:.2}%, with {}",
+            self.figure.words(),
+            self.max * 100.0,
+            self.condition.words()
+        )
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BuildError {
     Unknown(String),
@@ -237,4 +405,13 @@ pub fn build_with(
 pub fn approximation(name: &str, policy: &Policy) -> Result<Approximation, BuildError> {
     let info = registry::find(name).ok_or_else(|| BuildError::Unknown(name.to_string()))?;
     Ok((info.approximation)(policy))
+}
+
+/// What `exact` and `approximate` in [`approximation`] mean in numbers for `policy`:
+/// each bound a run's figures keep wherever its condition holds
+/// (crates/sim/tests/claims.rs holds every registry row to them). Empty: the
+/// enforcer states none.
+pub fn bounds(name: &str, policy: &Policy) -> Result<Vec<Bound>, BuildError> {
+    let info = registry::find(name).ok_or_else(|| BuildError::Unknown(name.to_string()))?;
+    Ok((info.bounds)(policy))
 }

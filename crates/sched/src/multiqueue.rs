@@ -14,7 +14,8 @@
 
 use crate::nic::{Insert, Nic, NicConfig, ring_bytes_max};
 use crate::{
-    Accounting, Approximation, Capacity, Enforcer, Frame, Packet, Refusal, TenantCounters,
+    Accounting, Approximation, Bound, Capacity, Condition, Enforcer, Frame, Packet, Refusal,
+    TenantCounters,
 };
 use policy::{Policy, format_rate};
 
@@ -273,6 +274,50 @@ fn share_error_max(given: &[u64], weights: &[u64]) -> f64 {
         .map(|(g, w)| (g - w).abs() / w)
         .fold(0.0, f64::max)
 }
+
+/// What `check`'s worst share error means of a run: the tenants' mean error over
+/// settled intervals, at most that error plus [`MEASURED_SLACK`]; `fifo` and `hash`
+/// state none, since flow counts decide their shares, and none is stated for a
+/// policy with what the NIC cannot express of tenants' totals (tenant priorities,
+/// guarantees, caps, app caps and split classes): the ideal follows them, the
+/// queues do not.
+pub fn bounds(policy: &Policy, driver: Driver) -> Vec<Bound> {
+    let condition = match driver {
+        Driver::Fifo | Driver::Hash => return Vec::new(),
+        Driver::Xps => Condition::EveryTenantBackloggedOnEveryCore,
+        Driver::Tonic | Driver::TonicBand => Condition::EveryTenantBacklogged,
+    };
+    let ignored_totals = policy.tenants.iter().any(|t| {
+        t.priority != policy.tenants[0].priority
+            || t.min_rate_bps.is_some()
+            || t.max_rate_bps.is_some()
+    }) || policy
+        .apps
+        .iter()
+        .any(|a| a.max_rate_bps.is_some() || a.split.is_some());
+    if ignored_totals {
+        return Vec::new();
+    }
+    approximation(policy, driver)
+        .share_error_max
+        .map(|error| Bound {
+            subject: crate::Subject::Tenant,
+            figure: crate::Figure::RelErrorMean {
+                grain: crate::Grain {
+                    sends: 2,
+                    ideal_ns: 0,
+                },
+            },
+            max: error + MEASURED_SLACK,
+            condition,
+        })
+        .into_iter()
+        .collect()
+}
+
+/// What a measured share adds to the mechanism's: the NIC's round robin moves
+/// whole frames, and the senders' TCP windows the queues' occupancy.
+const MEASURED_SLACK: f64 = 0.02;
 
 fn common_ignored(policy: &Policy, out: &mut Approximation) {
     if policy

@@ -3,7 +3,7 @@
 //! own module plus one row here.
 
 use crate::multiqueue::{self, Driver};
-use crate::{Approximation, Capacity, Enforcer, fairnic, htb, valve, wf2q, wheel};
+use crate::{Approximation, Bound, Capacity, Enforcer, fairnic, htb, valve, wf2q, wheel};
 use policy::Policy;
 
 /// Builds an enforcer for a policy; `Err` says why it cannot run that policy.
@@ -26,6 +26,8 @@ pub struct EnforcerInfo {
     pub build: Builder,
     /// What `nicsched check` says it expresses of a policy.
     pub approximation: fn(&Policy) -> Approximation,
+    /// What its `approximation` means in numbers ([`crate::bounds`]).
+    pub bounds: fn(&Policy) -> Vec<Bound>,
     /// Whether `nicsched lab-bench` runs it when no enforcer is named.
     pub lab_bench: bool,
     /// The engine cores each tenant's packets may be processed on (index = tenant),
@@ -48,6 +50,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: Some(Driver::Fifo),
         build: |policy, capacity| multiqueue::build(policy, capacity, Driver::Fifo),
         approximation: |policy| multiqueue::approximation(policy, Driver::Fifo),
+        bounds: |policy| multiqueue::bounds(policy, Driver::Fifo),
         lab_bench: true,
         core_mask: None,
     },
@@ -58,6 +61,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: Some(Driver::Hash),
         build: |policy, capacity| multiqueue::build(policy, capacity, Driver::Hash),
         approximation: |policy| multiqueue::approximation(policy, Driver::Hash),
+        bounds: |policy| multiqueue::bounds(policy, Driver::Hash),
         lab_bench: false,
         core_mask: None,
     },
@@ -68,6 +72,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: Some(Driver::Xps),
         build: |policy, capacity| multiqueue::build(policy, capacity, Driver::Xps),
         approximation: |policy| multiqueue::approximation(policy, Driver::Xps),
+        bounds: |policy| multiqueue::bounds(policy, Driver::Xps),
         lab_bench: false,
         core_mask: None,
     },
@@ -78,6 +83,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: Some(Driver::Tonic),
         build: |policy, capacity| multiqueue::build(policy, capacity, Driver::Tonic),
         approximation: |policy| multiqueue::approximation(policy, Driver::Tonic),
+        bounds: |policy| multiqueue::bounds(policy, Driver::Tonic),
         lab_bench: true,
         core_mask: None,
     },
@@ -88,6 +94,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: Some(Driver::TonicBand),
         build: |policy, capacity| multiqueue::build(policy, capacity, Driver::TonicBand),
         approximation: |policy| multiqueue::approximation(policy, Driver::TonicBand),
+        bounds: |policy| multiqueue::bounds(policy, Driver::TonicBand),
         lab_bench: false,
         core_mask: None,
     },
@@ -98,6 +105,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: None,
         build: wf2q::build,
         approximation: wf2q::approximation,
+        bounds: wf2q::bounds,
         lab_bench: true,
         core_mask: None,
     },
@@ -108,6 +116,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: None,
         build: valve::build,
         approximation: valve::approximation,
+        bounds: valve::bounds,
         lab_bench: true,
         core_mask: None,
     },
@@ -118,6 +127,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: None,
         build: htb::build,
         approximation: htb::approximation,
+        bounds: htb::bounds,
         lab_bench: true,
         core_mask: None,
     },
@@ -128,6 +138,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: None,
         build: wheel::build,
         approximation: wheel::approximation,
+        bounds: wheel::bounds,
         lab_bench: true,
         core_mask: None,
     },
@@ -138,6 +149,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: None,
         build: wheel::build,
         approximation: wheel::approximation,
+        bounds: wheel::bounds,
         lab_bench: false,
         core_mask: None,
     },
@@ -148,6 +160,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: None,
         build: wheel::build,
         approximation: wheel::approximation,
+        bounds: wheel::bounds,
         lab_bench: false,
         core_mask: None,
     },
@@ -158,6 +171,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: None,
         build: wheel::build,
         approximation: wheel::approximation,
+        bounds: wheel::bounds,
         lab_bench: false,
         core_mask: None,
     },
@@ -168,6 +182,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
         nic: None,
         build: fairnic::build,
         approximation: fairnic::approximation,
+        bounds: fairnic::bounds,
         lab_bench: false,
         core_mask: Some(fairnic::core_mask),
     },

@@ -1264,6 +1264,14 @@ impl Hierarchy {
         self.nodes[x].slot = NO_SLOT;
     }
 
+    /// Empties every rate bucket: each class then earns its burst from time 0
+    /// rather than all of them spending theirs at once.
+    pub fn empty_rate_buckets(&mut self) {
+        for node in &mut self.nodes[1..] {
+            node.tokens = 0;
+        }
+    }
+
     /// Changes a fixed node's rate bucket, keeping the tokens it has earned so far.
     pub fn set_rate(&mut self, x: usize, now_ns: u64, rate_bps: u64, buffer_bytes: u64) {
         let node = &mut self.nodes[x];

@@ -183,6 +183,10 @@ impl Vm {
     }
 }
 
+/// Polls in a row that find an enforcer ready yet silent past which the engine is
+/// spinning (debug builds, so the tests catch it).
+const READY_BUT_SILENT_MAX: u32 = 1000;
+
 pub struct Engine<'a> {
     scenario: &'a Scenario,
     host: HostModel,
@@ -194,6 +198,8 @@ pub struct Engine<'a> {
     /// The frame being serialised, if any.
     on_wire: Option<Frame>,
     kick_at_ns: Option<u64>,
+    /// Times in a row the enforcer sent nothing yet said it was ready at once.
+    ready_but_silent: u32,
     record: RunRecord,
     /// Report class of each app, if it is reported.
     app_class: Vec<Option<usize>>,
@@ -325,6 +331,7 @@ impl<'a> Engine<'a> {
             traffic_senders,
             on_wire: None,
             kick_at_ns: None,
+            ready_but_silent: 0,
             record,
             app_class,
             traffic_latency,
@@ -883,6 +890,7 @@ impl<'a> Engine<'a> {
     fn transmit(&mut self, now: u64) {
         debug_assert!(self.on_wire.is_none());
         if let Some(frame) = self.enforcer.dequeue(now) {
+            self.ready_but_silent = 0;
             if frame.last {
                 self.vms[frame.packet.tenant.index()].held_changed(now, -1);
             }
@@ -890,6 +898,17 @@ impl<'a> Engine<'a> {
             self.on_wire = Some(frame);
             self.events.schedule(done, Event::LinkFree);
         } else if let Some(at) = self.enforcer.next_ready_ns(now) {
+            // A mechanism that sends nothing yet says it is ready at once has the
+            // engine ask again a nanosecond later; once may be a tie it settles,
+            // but fairnic did it for minutes of CPU.
+            if at <= now {
+                self.ready_but_silent += 1;
+                debug_assert!(
+                    self.ready_but_silent < READY_BUT_SILENT_MAX,
+                    "{} sent nothing {READY_BUT_SILENT_MAX} times in a row up to {now} ns yet said it was ready at once",
+                    self.record.enforcer
+                );
+            }
             let at = at.max(now + 1);
             if self.kick_at_ns.is_none_or(|k| at < k) {
                 self.kick_at_ns = Some(at);

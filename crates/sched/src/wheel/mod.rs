@@ -436,15 +436,44 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
     Ok(Box::new(Wheel::new(policy, config)?))
 }
 
+/// What `approximation` says, in numbers: caps only, as weights are not enforced.
+pub fn bounds(_policy: &Policy) -> Vec<crate::Bound> {
+    [crate::Subject::Tenant, crate::Subject::App]
+        .into_iter()
+        .map(|subject| crate::Bound {
+            subject,
+            figure: crate::Figure::OverCap {
+                cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
+                grain: crate::Grain {
+                    sends: 1,
+                    ideal_ns: 0,
+                },
+            },
+            max: 0.02,
+            condition: crate::Condition::AnyTraffic,
+        })
+        .collect()
+}
+
 /// What `check` says for `wheel`.
 pub fn approximation(policy: &Policy) -> Approximation {
     let mut out = Approximation::default();
+    let capped = policy.tenants.iter().any(|t| t.max_rate_bps.is_some())
+        || policy
+            .apps
+            .iter()
+            .any(|a| a.max_rate_bps.is_some() || a.split.is_some());
+    if capped {
+        // Carousel stamps a packet when it arrives, from the previous stamp, not
+        // from when the previous packet left.
+        out.approximate.push("caps over a short window: a packet waits for its departure time and then for the link, so a class the busy link kept late catches up what it fell behind, above its cap for a while (a tenant capped at 14 Mbit/s sent 19.2 in 200 ms after a busy second); over the run it stays within a packet of its cap".into());
+    }
     let rate = |bps: u64| format_rate(bps as f64);
     let tick_ns = 1u64 << TICK_SHIFT_DEFAULT;
     for t in &policy.tenants {
         if let Some(max) = t.max_rate_bps {
             out.exact.push(format!(
-                "{}: max_rate {} (every packet of the tenant charged to one next-free time; departures late by less than {tick_ns} ns, never early)",
+                "{}: max_rate {} (every packet of the tenant charged to one next-free time, so from when it starts sending it is never more than one packet above its cap: never early, a packet's departure time rounded up to a {tick_ns} ns tick)",
                 t.name,
                 rate(max)
             ));

@@ -290,7 +290,18 @@ fn the_whole_policy_is_expressed() {
     let p = parse_policy(FLOWVALVE, "p.yaml").unwrap();
     let approximation = sched::approximation(ENFORCER, &p).unwrap();
     assert!(approximation.ignored.is_empty(), "{approximation:?}");
-    assert!(approximation.share_error_max.is_some_and(|e| e <= 0.02));
+    match approximation.share_error_max {
+        Some(error) => assert!(error <= 0.02, "{approximation:?}"),
+        // htb: the apps here have two priorities, so its shares follow borrowing and
+        // it says so instead of stating a bound.
+        None => assert!(
+            approximation
+                .approximate
+                .iter()
+                .any(|l| l.starts_with("shares when every app is backlogged")),
+            "{approximation:?}"
+        ),
+    }
 }
 
 fn packet(p: &Policy, app: AppId, handle: u64) -> Packet {
