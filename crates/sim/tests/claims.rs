@@ -150,7 +150,7 @@ fn tenant(backlogged: bool) -> impl Strategy<Value = Tenant> {
 
 fn case() -> impl Strategy<Value = Case> {
     let backlogged = prop_oneof![Just(true), Just(false)];
-    let count = prop_oneof![8 => 1usize..9, 1 => 9usize..100];
+    let count = prop_oneof![8 => 1usize..9, 1 => 9usize..100, 1 => 100usize..400];
     (backlogged, count)
         .prop_flat_map(|(backlogged, count)| {
             (
@@ -203,6 +203,12 @@ fn kbit(bps: f64) -> String {
     format!("{}kbit", (bps / 1e3).round().max(1.0) as u64)
 }
 
+/// A guarantee in kbit, rounded down, so that guarantees that add up to at most
+/// their parent's still do once written (hundreds of them rounded up did not).
+fn kbit_floor(bps: f64) -> String {
+    format!("{}kbit", (bps / 1e3).floor().max(1.0) as u64)
+}
+
 impl Case {
     fn link_bps(&self) -> f64 {
         self.link_mbit as f64 * 1e6
@@ -243,7 +249,7 @@ impl Case {
             );
             let min = mins[i];
             if let Some(min) = min {
-                let _ = writeln!(text, "      min_rate: {}", kbit(min));
+                let _ = writeln!(text, "      min_rate: {}", kbit_floor(min));
             }
             if let Some(part) = t.max_part {
                 let max = (part * link).max(min.unwrap_or(0.0) + 1e3);
@@ -272,7 +278,7 @@ impl Case {
                     _ => None,
                 };
                 if let Some(app_min) = app_min {
-                    let _ = writeln!(text, "          min_rate: {}", kbit(app_min));
+                    let _ = writeln!(text, "          min_rate: {}", kbit_floor(app_min));
                 }
                 if let Some(part) = a.max_part {
                     let max = (part * link).max(app_min.unwrap_or(0.0) + 1e3);
