@@ -1394,11 +1394,16 @@ fn unwritten(target: &Path, error: std::io::Error) -> Failure {
 /// What every run of this command shares in its provenance; each run adds its
 /// seed and its world's settings.
 fn provenance(scenario: &Path, seed: u64) -> Result<report::Provenance, Failure> {
-    use sha2::Digest;
     let bytes = std::fs::read(scenario)
         .map_err(|e| Failure::input(format!("{}: {e}", scenario.display())))?;
-    let digest = sha2::Sha256::digest(&bytes);
-    Ok(report::Provenance {
+    Ok(provenance_of(&bytes, seed))
+}
+
+/// Provenance of a command whose scenario or policy is `bytes`.
+fn provenance_of(bytes: &[u8], seed: u64) -> report::Provenance {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    report::Provenance {
         nicsched: env!("CARGO_PKG_VERSION").to_string(),
         commit: env!("NICSCHED_COMMIT").to_string(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -1407,7 +1412,7 @@ fn provenance(scenario: &Path, seed: u64) -> Result<report::Provenance, Failure>
         kernel: proc_line("/proc/sys/kernel/osrelease"),
         host: proc_line("/proc/sys/kernel/hostname"),
         settings: Default::default(),
-    })
+    }
 }
 
 /// One line the kernel reports about the machine, or `unknown` where it cannot be read.
@@ -1792,6 +1797,12 @@ fn lab_bench(
     json: bool,
     quiet: bool,
 ) -> Result<(), Failure> {
+    // Claimed before the bench runs: a folder that cannot be its results' is
+    // refused at once, as every other command's --out is.
+    let inputs: Vec<&Path> = file.into_iter().collect();
+    let out = out
+        .map(|dir| report::OutDir::claim(&dir, &inputs).map_err(Failure::input))
+        .transpose()?;
     lab::check_root().map_err(|e| Failure::input(e.to_string()))?;
     let (policy, label) = match file {
         Some(path) => (load_policy_or_scenario(path)?, path.display().to_string()),
@@ -1851,22 +1862,28 @@ fn lab_bench(
     .map_err(|e| Failure::lab("lab-bench", e))?;
     bar.finish_and_clear();
     let value = report.to_json();
-    if let Some(dir) = &out {
-        let file = lab::json_path(dir);
-        std::fs::create_dir_all(dir)
-            .and_then(|()| {
-                std::fs::write(
-                    &file,
-                    serde_json::to_string_pretty(&value).expect("JSON values serialise") + "\n",
-                )
-            })
-            .map_err(|e| Failure::runtime(format!("{}: {e}", file.display())))?;
-    }
+    let written = match out {
+        Some(out) => {
+            let staged = lab::json_path(out.staging());
+            std::fs::write(
+                &staged,
+                serde_json::to_string_pretty(&value).expect("JSON values serialise") + "\n",
+            )
+            .map_err(|e| unwritten(out.target(), e))?;
+            let target = out.target().to_path_buf();
+            let provenance = match file {
+                Some(path) => provenance(path, 0)?,
+                None => provenance_of(b"built-in lab-bench policy", 0),
+            };
+            Some(out.commit(&provenance).map_err(|e| unwritten(&target, e))?)
+        }
+        None => None,
+    };
     if json {
         println!("{value}");
     } else {
         print!("{}", report.table());
-        if let Some(dir) = &out {
+        if let Some(dir) = &written {
             println!("results: {}", lab::json_path(dir).display());
         }
     }

@@ -350,6 +350,12 @@ fn an_out_that_is_an_input_holds_one_lies_in_a_run_or_is_a_foreign_file_is_refus
         &["sim", "s.yaml", "--out", "mine"],
         ".mine.lock: nicsched locks",
     );
+    // lab-bench claims its --out as sim does, before it needs root or runs.
+    world.refused(
+        &["lab-bench", "s.yaml", "--out", "."],
+        &format!(".: holds {scenario}, which this command reads"),
+    );
+    world.refused(&["lab-bench", "--out", "runs/other/new"], &inside);
     // sweep claims its --out as sim does.
     world.refused(
         &[
