@@ -234,8 +234,8 @@ pub enum Condition {
     /// Bulk and udp traffic only (poisson and rpc offer a load that varies by
     /// chance from one interval to the next), and no engine cost.
     SteadySenders,
-    /// Every tenant has bulk traffic running from 0 to the end of the run, and no
-    /// engine cost is asked (the engine's CPU is not what shares the link).
+    /// Every tenant's traffic is bulk, running from 0 to the end of the run, and
+    /// no engine cost is asked (the engine's CPU is not what shares the link).
     EveryTenantBacklogged,
     /// As `EveryTenantBacklogged`, and each tenant has at least as many flows
     /// over the run as it has cores, so that every core it sends from is busy.
@@ -248,10 +248,10 @@ impl Condition {
             Condition::AnyTraffic => "any traffic",
             Condition::SteadySenders => "bulk and udp traffic only, and no engine cost",
             Condition::EveryTenantBacklogged => {
-                "every tenant backlogged (bulk traffic the whole run) and no engine cost"
+                "every tenant backlogged (all its traffic bulk, the whole run) and no engine cost"
             }
             Condition::EveryTenantBackloggedOnEveryCore => {
-                "every tenant backlogged (bulk traffic the whole run) with at least as many flows as its cores, and no engine cost"
+                "every tenant backlogged (all its traffic bulk, the whole run) with at least as many flows as its cores, and no engine cost"
             }
         }
     }
