@@ -1332,11 +1332,13 @@ impl Sweep<'_> {
                                 m if m >= 10.0 => 2,
                                 _ => 4,
                             };
+                            // Any magnitude in a bounded width, as every table's figures.
+                            let mean = report::figure_cell(p.mean, decimals);
                             if self.seeds.len() > 1 {
                                 let half_range = (p.max - p.min) / 2.0;
-                                format!("{:.decimals$} ±{half_range:.decimals$}", p.mean)
+                                format!("{mean} ±{}", report::figure_cell(half_range, decimals))
                             } else {
-                                format!("{:.decimals$}", p.mean)
+                                mean
                             }
                         }
                         None => "-".to_string(),
