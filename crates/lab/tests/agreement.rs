@@ -19,6 +19,11 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Mutex;
+
+/// The runs are serialised: they share the machine's cores, and each checks that
+/// no namespace of this process is left, which another test's run would be.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 const PROGRAMS: [(&str, &str); 2] = [("iperf3", "--version"), ("ethtool", "--version")];
 
@@ -127,12 +132,18 @@ fn settled_means(record: &report::RunRecord) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Lab runs of a case before the test gives up on the engine keeping up: `valve`
+/// on case 1 fell behind in two runs of three on an idle 2-core machine (2.4% and
+/// 6.4% of the link lost while frames waited), each time with the test's own
+/// senders, sink and engine on the two cores.
+const ATTEMPTS: usize = 5;
+
 /// A lab run of `scenario` in which the engine kept up with the link, or `None`
-/// if it fell behind three times: on the shared 2-core machine a burst of other work
+/// if it fell behind [`ATTEMPTS`] times: on the 2-core machine a burst of other work
 /// can leave the link idle while frames wait (the `engine` check), which lowers
 /// every tenant alike and says nothing of the enforcer. Nothing is left behind.
 fn kept_up(scenario: &Scenario, enforcer: &str) -> Option<report::RunRecord> {
-    (0..3).find_map(|_| {
+    (0..ATTEMPTS).find_map(|_| {
         let before = our_namespaces();
         let record = lab::run(scenario, enforcer, &LabOptions::default(), &mut |_| {})
             .unwrap_or_else(|e| panic!("{enforcer}: {e}"));
@@ -175,6 +186,7 @@ fn disagreements(
 
 #[test]
 fn generated_one_host_scenarios_agree_in_sim_and_lab_within_5_percent_of_the_ideal() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !common::runnable(
         "generated_one_host_scenarios_agree_in_sim_and_lab_within_5_percent_of_the_ideal",
         &PROGRAMS,
@@ -202,7 +214,7 @@ fn generated_one_host_scenarios_agree_in_sim_and_lab_within_5_percent_of_the_ide
             let simulated = sim::run(&scenario, enforcer, sim::HostModel::default(), &mut |_| {})
                 .unwrap_or_else(|e| panic!("{enforcer}: {e}"));
             let measured = kept_up(&scenario, enforcer).unwrap_or_else(|| {
-                panic!("case {case}, {enforcer}: the engine fell behind three times")
+                panic!("case {case}, {enforcer}: the engine fell behind {ATTEMPTS} times")
             });
             // A run whose own checks fail has figures nobody vouches for: that
             // is a failure of the lab, not a disagreement to excuse.
@@ -256,6 +268,7 @@ fn phase_means(
 
 #[test]
 fn a_flow_and_a_flood_of_one_vm_across_hosts_agree_in_sim_and_lab_within_5_percent() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !common::runnable(
         "a_flow_and_a_flood_of_one_vm_across_hosts_agree_in_sim_and_lab_within_5_percent",
         &PROGRAMS,

@@ -360,7 +360,7 @@ fn lab_teaches_its_qdisc_limits_and_refuses_an_empty_one() {
         "--queue-limit",
         "[default: 64]",
         "--class-limit",
-        "[default: 128]",
+        "Default: 128 on one host; across hosts the simulator's 1000",
     ] {
         assert!(text.contains(needle), "help lacks {needle}: {text}");
     }
