@@ -155,8 +155,12 @@ pub fn run_hosts(
     let mut latency_of = Vec::new();
     let mut traffic_senders = Vec::new();
     for (ti, t) in scenario.traffic.iter().enumerate() {
-        let mtu = scenario.host(t.host).policy.link.mtu_bytes;
-        let (kind, send_bytes) = SenderKind::of(&t.traffic.kind, mtu);
+        let policy = &scenario.host(t.host).policy;
+        let (kind, send_bytes) = SenderKind::of(
+            &t.traffic.kind,
+            policy.link.mtu_bytes,
+            policy.flow_cap_bps(t.traffic.app),
+        );
         latency_of.push(matches!(t.traffic.kind, TrafficKind::Rpc { .. }).then(|| {
             latency.push(LatencyRecord {
                 traffic: t.traffic.name.clone(),
