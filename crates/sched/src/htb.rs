@@ -17,11 +17,13 @@
 //!   kept waiting behind a few of its neighbours' (516 µs each at 1 Gbit/s) lost
 //!   the tokens it earned meanwhile to a bucket of 1 ms + MTU, and held 0.6% under
 //!   its ceil for as long as it was backlogged (tests/overload.rs in `sim`).
-//!   That send is what a class earns while it waits, so it is capped by what the
-//!   class's rate earns while the link carries one GSO send of every fixed class,
-//!   and is at least one MTU (tc's own term): a tiny cap is held as tc holds it,
-//!   a burst of one packet (issue 25: a 10 kbit/s ceil with a whole GSO send in
-//!   its burst sent 3.7 times its cap over 20 s).
+//!   That send stands for what a class earns while it waits, so it is capped by
+//!   what the class's rate earns in the DRR rounds its deficit needs for a GSO
+//!   send on a one-frame quantum, each round one GSO send of every fixed class,
+//!   and is at least one MTU (tc's own term): a class of a few Mbit/s or more
+//!   keeps the whole send, a tiny cap is held as tc holds it, with a burst of
+//!   one packet (issue 25: a 10 kbit/s ceil with a whole GSO send in its burst
+//!   sent 3.7 times its cap over 20 s).
 //! - `quantum`: weight × (MTU + 14 B), as `nicsched tc` writes it, so what a parent
 //!   lends is shared by weight. tc's default, rate / r2q clamped to 1000..200000
 //!   bytes, gives every class of 16 Mbit/s or more the same quantum: borrowing was
@@ -74,11 +76,14 @@ fn tc_burst_bytes(rate_bps: u64, packet_bytes_max: u32) -> u64 {
 
 /// The largest packet in the burst of a class of `rate_bps` in a tree of
 /// `fixed_classes` on `link_bps`: a GSO send of `gso_bytes`, but no more than
-/// the class earns while the link carries one such send of every class, and at
-/// least one MTU (tc's own term). The GSO send is there for the tokens a class
-/// earns while it waits behind its neighbours' sends; it earns no more than
-/// that. A whole GSO send in the burst of a 10 kbit/s ceil let it pass 52 s of
-/// its cap at once, where tc's burst (1600 bytes) holds it to one packet.
+/// the class earns while it may wait to send one, and at least one MTU (tc's
+/// own term). The GSO send is there for the tokens a class earns while it waits
+/// behind its neighbours' sends: the DRR rounds its deficit needs for a GSO send
+/// on a quantum of one frame, in each of which every class may send a GSO send.
+/// That is 0.1 s at 1 Gbit/s for a few classes, so any class of a few Mbit/s or
+/// more keeps the whole send; a 10 kbit/s ceil with a whole GSO send in its
+/// burst passed 52 s of its cap at once, where tc's burst (1600 bytes) holds it
+/// to one packet.
 fn burst_packet_bytes(
     rate_bps: u64,
     link_bps: u64,
@@ -86,7 +91,10 @@ fn burst_packet_bytes(
     gso_bytes: u32,
     mtu: u32,
 ) -> u32 {
-    let wait_ns = policy::wire::serialisation_ns(gso_bytes, link_bps) * fixed_classes as u64;
+    let rounds = gso_bytes.div_ceil(quantum_bytes(mtu, 1));
+    let wait_ns = policy::wire::serialisation_ns(gso_bytes, link_bps)
+        * fixed_classes as u64
+        * u64::from(rounds);
     let earned = policy::wire::bytes_in(rate_bps, wait_ns);
     earned.clamp(u64::from(mtu), u64::from(gso_bytes.max(mtu))) as u32
 }
