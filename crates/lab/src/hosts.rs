@@ -40,7 +40,7 @@ use crate::sys::packet::{RxFrame, RxRing, VNET_HDR_BYTES};
 use crate::topology::{Topology, gso_max_bytes, mac_string};
 use crate::traffic::{Counted, FrameMatch, PortSide, Tools, TrafficPlan};
 use crate::{LabError, LabOptions};
-use policy::pcc::{Feedback, HostPcc, RateWindow};
+use policy::pcc::{Backlog, Feedback, HostPcc, RateWindow};
 use policy::wire::serialisation_ns;
 use policy::{HostId, HostsScenario, TrafficKind, Vm};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -298,6 +298,8 @@ pub(crate) struct HostSide {
     /// Per traffic: bytes this host sent and received, measured for feedback.
     sent: RateWindow,
     arrived: RateWindow,
+    /// Per traffic: what the enforcer holds, waiting to leave.
+    backlog: Backlog,
     /// The traffic of the frame in each slab slot (`usize::MAX`: none).
     slot_traffic: Vec<usize>,
     interval_ns: u64,
@@ -354,7 +356,12 @@ impl HostSide {
     /// The frame of `traffic` is held in `slot` (or was refused: `slot` None).
     pub fn stored(&mut self, traffic: Option<usize>, slot: Option<u32>, bytes: u32) {
         match slot {
-            Some(slot) => self.slot_traffic[slot as usize] = traffic.unwrap_or(usize::MAX),
+            Some(slot) => {
+                self.slot_traffic[slot as usize] = traffic.unwrap_or(usize::MAX);
+                if let Some(f) = traffic {
+                    self.backlog.queued(f, u64::from(bytes));
+                }
+            }
             None => self.refused(traffic, bytes),
         }
     }
@@ -371,13 +378,18 @@ impl HostSide {
 
     /// The enforcer refused the frame in `slot`.
     pub fn refused_slot(&mut self, slot: u64, bytes: u32) {
-        self.refused(self.slot(slot), bytes);
+        let traffic = self.slot(slot);
+        if let Some(f) = traffic {
+            self.backlog.left(f, u64::from(bytes));
+        }
+        self.refused(traffic, bytes);
     }
 
     /// The frame in `slot` left on the link at `now_ns`.
     pub fn sent(&mut self, slot: u64, bytes: u32, now_ns: u64) {
         let Some(f) = self.slot(slot) else { return };
         let bytes = u64::from(bytes);
+        self.backlog.left(f, bytes);
         // Before time zero nothing runs for the feedback (the programs' warm-up).
         if self.scenario_ns(now_ns).is_some() {
             self.sent.count(f, bytes);
@@ -507,9 +519,10 @@ impl HostSide {
             let running_ns = |f: usize| at.saturating_sub(times[f].0);
             let sent = self.sent.end_epoch(measured_ns, running_ns);
             let arrived = self.arrived.end_epoch(measured_ns, running_ns);
+            let backlogged = self.backlog.end_epoch();
             let running: Vec<bool> = self.times.iter().map(|&(a, b)| a <= at && at < b).collect();
             let pcc = self.pcc.as_mut().expect("checked above");
-            let offers = pcc.epoch(&running, &sent, &arrived);
+            let offers = pcc.epoch(&running, &sent, &arrived, &backlogged);
             let mut datagrams: Vec<Vec<u8>> = vec![Vec::new(); self.peers.len()];
             for (f, bps) in offers {
                 let d = &mut datagrams[self.sender[f].index()];
@@ -642,6 +655,7 @@ impl HostSide {
             epoch_start_ns: 0,
             sent: RateWindow::new(flows),
             arrived: RateWindow::new(flows),
+            backlog: Backlog::new(flows),
             slot_traffic: Vec::new(),
             interval_ns: scenario.interval_ns,
             duration_ns: scenario.duration_ns,

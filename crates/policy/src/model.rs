@@ -202,6 +202,20 @@ impl Policy {
             .map(|i| TenantId(i as u16))
     }
 
+    /// The most one flow of `app` can send out of the host: the lowest of its
+    /// link's rate, its tenant's and app's `max_rate` and its split class's.
+    pub fn flow_cap_bps(&self, app: AppId) -> u64 {
+        let app = self.app(app);
+        [
+            self.tenant(app.tenant).max_rate_bps,
+            app.max_rate_bps,
+            app.split.map(|split| split.max_rate_bps),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(self.link.rate_bps, u64::min)
+    }
+
     /// The app named `name` of `tenant`.
     pub fn app_by_name(&self, tenant: TenantId, name: &str) -> Option<AppId> {
         self.tenant(tenant)

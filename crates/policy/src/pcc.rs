@@ -142,6 +142,53 @@ impl RateWindow {
     }
 }
 
+/// Per traffic, the bytes its sender's enforcer holds, waiting to leave, and
+/// whether any waited all through an epoch: the sign that the host, not something beyond it, holds the traffic.
+/// A sender that runs out between its bursts (a TCP flow held by losses
+/// elsewhere) leaves nothing waiting at some moment of an epoch.
+#[derive(Clone, Debug)]
+pub struct Backlog {
+    bytes: Vec<u64>,
+    /// Per traffic: whether nothing waited at some moment of this epoch.
+    emptied: Vec<bool>,
+}
+
+impl Backlog {
+    pub fn new(traffic: usize) -> Backlog {
+        Backlog {
+            bytes: vec![0; traffic],
+            emptied: vec![true; traffic],
+        }
+    }
+
+    /// `bytes` of `traffic` began to wait at the host.
+    pub fn queued(&mut self, traffic: usize, bytes: u64) {
+        self.bytes[traffic] += bytes;
+    }
+
+    /// `bytes` of `traffic` left the host (or were given up on).
+    pub fn left(&mut self, traffic: usize, bytes: u64) {
+        let waiting = &mut self.bytes[traffic];
+        *waiting = waiting.saturating_sub(bytes);
+        if *waiting == 0 {
+            self.emptied[traffic] = true;
+        }
+    }
+
+    /// Ends an epoch: per traffic, whether something of it waited all through.
+    pub fn end_epoch(&mut self) -> Vec<bool> {
+        self.bytes
+            .iter()
+            .zip(&mut self.emptied)
+            .map(|(&bytes, emptied)| {
+                let throughout = bytes > 0 && !*emptied;
+                *emptied = bytes == 0;
+                throughout
+            })
+            .collect()
+    }
+}
+
 /// A held flow's limit may exceed its measured rate by this much, so that a flow
 /// held only for the moment (a TCP sender recovering from a loss) can grow back,
 /// by this factor per epoch, into what the resource offers it.
@@ -287,18 +334,32 @@ impl HostPcc {
     }
 
     /// One epoch: the rates measured per traffic over it, what left this host
-    /// (`sent_bps`) and what arrived at it (`arrived_bps`), and which traffic runs.
-    /// Only this host's entries are read. Returns this host's receivers' offers, in
-    /// its ingress's unit order, each for the host that sends that traffic.
+    /// (`sent_bps`) and what arrived at it (`arrived_bps`), which traffic waited
+    /// at this host to leave all through the epoch (`backlogged`, from
+    /// [`Backlog`]), and which traffic runs. Only this host's entries are read.
+    /// Returns this host's receivers' offers, in its ingress's unit order, each
+    /// for the host that sends that traffic.
     pub fn epoch(
         &mut self,
         running: &[bool],
         sent_bps: &[f64],
         arrived_bps: &[f64],
+        backlogged: &[bool],
     ) -> Vec<(usize, f64)> {
+        // A flow held at this host's own link counts as sending all it is
+        // offered there. Read as held elsewhere, a bulk flow beside a flood on a
+        // 500 Mbit/s host was offered only its measured rate and the flood the
+        // rest; their limits added up to more than the link, the flow stayed
+        // behind the flood's queue, and it took 1.5 s to reach its 275 Mbit/s cap.
+        let held_here = self.held_at_host(running, sent_bps, backlogged);
+        let sent_bps: Vec<f64> = sent_bps
+            .iter()
+            .zip(&held_here)
+            .map(|(&bps, &here)| if here { f64::INFINITY } else { bps })
+            .collect();
         self.running = running.to_vec();
         let mut feedback = Vec::new();
-        for (side, rates) in [(0, sent_bps), (1, arrived_bps)] {
+        for (side, rates) in [(0, &sent_bps[..]), (1, arrived_bps)] {
             let resource = if side == 0 {
                 &self.egress
             } else {
@@ -329,6 +390,42 @@ impl HostPcc {
             }
         }
         feedback
+    }
+
+    /// Per traffic, whether this host's link holds it: it waited here all
+    /// through the epoch, and its pair of VMs sent more than [`HELD_TOLERANCE`]
+    /// below the limit this host applies to the pair, with no packet rate from
+    /// the receiver. A pair sending at its limit is held by the limit, and so by
+    /// whichever receiver or sender set it: the others on this link may have
+    /// what it leaves. The pair, not the flow, since its flows share its limit
+    /// as they share a socket: a bulk flow beside a flood to the same VM waits
+    /// while the pair is at its limit.
+    fn held_at_host(&self, running: &[bool], sent_bps: &[f64], backlogged: &[bool]) -> Vec<bool> {
+        let mut held = vec![false; running.len()];
+        for (_, _, traffic) in &self.pairs {
+            let running = || traffic.iter().copied().filter(|&f| running[f]);
+            let sent: f64 = running().map(|f| sent_bps[f]).sum();
+            if sent < (1.0 - HELD_TOLERANCE) * self.pair_bps(running())
+                && !self.pair_packets_per_s(running()).is_finite()
+            {
+                for f in running() {
+                    held[f] = backlogged[f];
+                }
+            }
+        }
+        held
+    }
+
+    /// The bit rate this host applies to a pair of VMs running `traffic`.
+    fn pair_bps(&self, traffic: impl Iterator<Item = usize>) -> f64 {
+        traffic
+            .map(|f| self.receiver_offer[f].min(self.sender_limit[f]))
+            .sum()
+    }
+
+    /// The packet rate this host applies to a pair of VMs running `traffic`.
+    fn pair_packets_per_s(&self, traffic: impl Iterator<Item = usize>) -> f64 {
+        traffic.map(|f| self.receiver_packets[f]).sum()
     }
 
     /// A receiver's offer for `traffic`, sent by this host, reached it.
@@ -408,15 +505,11 @@ impl HostPcc {
             .iter()
             .map(|(from, to, traffic)| {
                 let running = || traffic.iter().copied().filter(|&f| self.running[f]);
-                let bps: f64 = running()
-                    .map(|f| self.receiver_offer[f].min(self.sender_limit[f]))
-                    .sum();
-                let packets_per_s: f64 = running().map(|f| self.receiver_packets[f]).sum();
                 Limit {
                     from: from.tenant,
                     to: *to,
-                    bps: finite(bps),
-                    packets_per_s: finite(packets_per_s),
+                    bps: finite(self.pair_bps(running())),
+                    packets_per_s: finite(self.pair_packets_per_s(running())),
                 }
             })
             .collect()
@@ -458,10 +551,10 @@ traffic:
         let mut sender = HostPcc::new(&s, h1, Feedback::PicNic);
         let running = [true, true];
         let none = [0.0, 0.0];
-        let fed_back = receiver.epoch(&running, &none, &none);
+        let fed_back = receiver.epoch(&running, &none, &none, &[false; 2]);
         assert_eq!(fed_back, vec![(0, 6e9), (1, 6e9)]);
         // Before any feedback the sender holds a→c to its own egress offer.
-        sender.epoch(&running, &[12e9, 0.0], &none);
+        sender.epoch(&running, &[12e9, 0.0], &none, &[false; 2]);
         let limit = |p: &HostPcc| p.limits()[0].bps;
         assert_eq!(limit(&sender), Some(12_000_000_000));
         sender.receive(0, fed_back[0].1);
@@ -524,7 +617,7 @@ traffic:
         );
         // The sender sums its pair's packet rates.
         let mut sender = HostPcc::new(&s, HostId(0), Feedback::PicNic);
-        sender.epoch(&running, &[0.0; 3], &[0.0; 3]);
+        sender.epoch(&running, &[0.0; 3], &[0.0; 3], &[false; 3]);
         for (f, pps) in flooded {
             sender.receive_packets(f, pps);
         }
@@ -535,6 +628,68 @@ traffic:
         assert_eq!(
             to_d.and_then(|l| l.packets_per_s),
             Some((share / 2.0) as u64)
+        );
+    }
+
+    #[test]
+    fn backlog_tells_what_waited_all_through_an_epoch() {
+        let mut backlog = Backlog::new(2);
+        backlog.queued(0, 1500);
+        assert_eq!(backlog.end_epoch(), vec![false, false], "empty as it began");
+        backlog.queued(0, 1500);
+        backlog.left(0, 1500);
+        assert_eq!(backlog.end_epoch(), vec![true, false]);
+        backlog.left(0, 1500);
+        backlog.queued(0, 1500);
+        assert_eq!(backlog.end_epoch(), vec![false, false], "ran out once");
+        assert_eq!(backlog.end_epoch(), vec![true, false]);
+    }
+
+    #[test]
+    fn a_flow_held_at_its_own_link_is_offered_its_share_there() {
+        let yaml = r#"
+duration: 1s
+hosts:
+  - name: h1
+    policy: { link: { rate: 1Gbit }, tenants: [ { name: x }, { name: y } ] }
+  - name: h2
+    policy: { link: { rate: 10Gbit }, tenants: [ { name: p }, { name: q } ] }
+traffic:
+  - { name: x-p, tenant: x, to: p, kind: bulk }
+  - { name: y-q, tenant: y, to: q, kind: bulk }
+"#;
+        let s = match parse_any_scenario(yaml, "s.yaml", std::path::Path::new("."), &["picnic"]) {
+            Ok(AnyScenario::Hosts(s)) => s,
+            other => panic!("{other:?}"),
+        };
+        let running = [true; 2];
+        let none = [0.0; 2];
+        // x sends what the link offers it; y a tenth, with sends waiting at h1
+        // all through the epoch (`waited`) or not, after the receiver's offer
+        // for it (`received`), if any, reached h1.
+        let second_epoch = |waited: bool, received: Option<f64>| {
+            let mut sender = HostPcc::new(&s, HostId(0), Feedback::WorkConserving);
+            sender.epoch(&running, &none, &none, &[false; 2]);
+            if let Some(bps) = received {
+                sender.receive(1, bps);
+            }
+            sender.epoch(&running, &[900e6, 100e6], &none, &[false, waited]);
+            sender
+                .limits()
+                .iter()
+                .map(|l| l.bps.expect("limited"))
+                .collect::<Vec<_>>()
+        };
+        // Sent at a tenth with nothing waiting, y is held elsewhere: x may have
+        // the rest, and y grows back from its rate.
+        assert_eq!(second_epoch(false, None), vec![900_000_000, 125_000_000]);
+        // Waiting below the limit h1 applies to it, y is held by h1's link:
+        // the link is split between them.
+        assert_eq!(second_epoch(true, None), vec![500_000_000, 500_000_000]);
+        // Waiting at the receiver's offer, y is held by the receiver.
+        assert_eq!(
+            second_epoch(true, Some(100e6)),
+            vec![900_000_000, 100_000_000]
         );
     }
 

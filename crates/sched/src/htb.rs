@@ -17,6 +17,13 @@
 //!   kept waiting behind a few of its neighbours' (516 µs each at 1 Gbit/s) lost
 //!   the tokens it earned meanwhile to a bucket of 1 ms + MTU, and held 0.6% under
 //!   its ceil for as long as it was backlogged (tests/overload.rs in `sim`).
+//!   That send stands for what a class earns while it waits, so it is capped by
+//!   what the class's rate earns in the DRR rounds its deficit needs for a GSO
+//!   send on a one-frame quantum, each round one GSO send of every fixed class,
+//!   and is at least one MTU (tc's own term): a class of a few Mbit/s or more
+//!   keeps the whole send, a tiny cap is held as tc holds it, with a burst of
+//!   one packet (issue 25: a 10 kbit/s ceil with a whole GSO send in its burst
+//!   sent 3.7 times its cap over 20 s).
 //! - `quantum`: weight × (MTU + 14 B), as `nicsched tc` writes it, so what a parent
 //!   lends is shared by weight. tc's default, rate / r2q clamped to 1000..200000
 //!   bytes, gives every class of 16 Mbit/s or more the same quantum: borrowing was
@@ -70,6 +77,31 @@ fn tc_burst_bytes(rate_bps: u64, packet_bytes_max: u32) -> u64 {
     rate_bps / 8 / HZ + u64::from(packet_bytes_max)
 }
 
+/// The largest packet in the burst of a class of `rate_bps` in a tree of
+/// `fixed_classes` on `link_bps`: a GSO send of `gso_bytes`, but no more than
+/// the class earns while it may wait to send one, and at least one MTU (tc's
+/// own term). The GSO send is there for the tokens a class earns while it waits
+/// behind its neighbours' sends: the DRR rounds its deficit needs for a GSO send
+/// on a quantum of one frame, in each of which every class may send a GSO send.
+/// That is 0.1 s at 1 Gbit/s for a few classes, so any class of a few Mbit/s or
+/// more keeps the whole send; a 10 kbit/s ceil with a whole GSO send in its
+/// burst passed 52 s of its cap at once, where tc's burst (1600 bytes) holds it
+/// to one packet.
+fn burst_packet_bytes(
+    rate_bps: u64,
+    link_bps: u64,
+    fixed_classes: usize,
+    gso_bytes: u32,
+    mtu: u32,
+) -> u32 {
+    let rounds = gso_bytes.div_ceil(quantum_bytes(mtu, 1));
+    let wait_ns = policy::wire::serialisation_ns(gso_bytes, link_bps)
+        * fixed_classes as u64
+        * u64::from(rounds);
+    let earned = policy::wire::bytes_in(rate_bps, wait_ns);
+    earned.clamp(u64::from(mtu), u64::from(gso_bytes.max(mtu))) as u32
+}
+
 /// The DRR quantum of a class of `weight` on a link of `mtu_bytes`: one Ethernet
 /// frame (HTB counts L2 bytes) per unit of weight, at most [`QUANTUM_BYTES_MAX`].
 pub fn quantum_bytes(mtu_bytes: u32, weight: u32) -> u32 {
@@ -95,13 +127,19 @@ fn classes(policy: &Policy) -> (Vec<NodeParams>, Vec<Option<SplitParams>>) {
     let mtu = policy.link.mtu_bytes;
     let gso = policy::wire::TSO_BYTES_MAX.max(mtu);
     let link = policy.link.rate_bps;
+    let burst = |rate_bps: u64| {
+        tc_burst_bytes(
+            rate_bps,
+            burst_packet_bytes(rate_bps, link, layout.fixed(), gso, mtu),
+        )
+    };
     let class = |x: usize, max_rate_bps: Option<u64>, weight: u32, priority: u8| {
         let rate_bps = rates[x].round() as u64;
         NodeParams {
             rate_bps,
-            buffer_bytes: tc_burst_bytes(rate_bps, gso),
+            buffer_bytes: burst(rate_bps),
             ceil_bps: max_rate_bps,
-            cbuffer_bytes: tc_burst_bytes(max_rate_bps.unwrap_or(link), gso),
+            cbuffer_bytes: burst(max_rate_bps.unwrap_or(link)),
             quantum_bytes: quantum_bytes(mtu, weight),
             prio: priority,
         }

@@ -33,7 +33,7 @@
 use crate::events::{Event, EventQueue};
 use crate::host::HostModel;
 use crate::ring::{Fate, Post, TxRing};
-use policy::wire::{UDP_HEADER_BYTES, bulk_send_bytes, serialisation_ns, tcp_wire_bytes};
+use policy::wire::{UDP_HEADER_BYTES, bulk_send_bytes_capped, serialisation_ns, tcp_wire_bytes};
 use policy::{AppId, Scenario, TenantId, TrafficKind};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -57,10 +57,13 @@ pub(crate) enum SenderKind {
 
 impl SenderKind {
     /// What each sender of a traffic of `kind` is, and the bytes of one of its
-    /// sends (a bulk TSO send, a datagram, a response) on a link of `mtu_bytes`.
-    pub(crate) fn of(kind: &TrafficKind, mtu_bytes: u32) -> (SenderKind, u32) {
+    /// sends (a bulk TSO send, a datagram, a response) on a link of `mtu_bytes`,
+    /// its flows capped at `cap_bps` on their way out.
+    pub(crate) fn of(kind: &TrafficKind, mtu_bytes: u32, cap_bps: u64) -> (SenderKind, u32) {
         match *kind {
-            TrafficKind::Bulk { .. } => (SenderKind::Bulk, bulk_send_bytes(mtu_bytes)),
+            TrafficKind::Bulk { .. } => {
+                (SenderKind::Bulk, bulk_send_bytes_capped(mtu_bytes, cap_bps))
+            }
             TrafficKind::Udp {
                 rate_bps,
                 size_bytes,
@@ -238,7 +241,7 @@ impl<'a> Engine<'a> {
             let first = senders.len() as u32;
             let flows = t.kind.flows();
             for _ in 0..flows {
-                let (kind, send_bytes) = SenderKind::of(&t.kind, mtu);
+                let (kind, send_bytes) = SenderKind::of(&t.kind, mtu, policy.flow_cap_bps(t.app));
                 let sndbuf_sends = if policy.tenant(t.tenant).napi_tx
                     && matches!(kind, SenderKind::Datagram { .. })
                 {

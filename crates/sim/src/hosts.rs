@@ -13,7 +13,7 @@
 use crate::engine::{SenderKind, latency_histogram};
 use crate::events::EventQueue;
 use crate::host::HostModel;
-use policy::pcc::{Feedback, HostPcc, RateWindow};
+use policy::pcc::{Backlog, Feedback, HostPcc, RateWindow};
 use policy::wire::serialisation_ns;
 use policy::{HostId, HostsScenario, INGRESS_QUEUE_BYTES, TrafficKind, Vm};
 use rand::{RngExt, SeedableRng};
@@ -110,6 +110,8 @@ struct Run<'a> {
     /// receiver's host, measured for feedback.
     sent: RateWindow,
     arrived: RateWindow,
+    /// Per traffic: what its sender's enforcer holds, waiting to leave.
+    backlog: Backlog,
     /// Per traffic: frames that arrived at the receiver's host, for PCCP.
     arrived_packets: RateWindow,
     /// Each traffic's senders, contiguous.
@@ -155,8 +157,12 @@ pub fn run_hosts(
     let mut latency_of = Vec::new();
     let mut traffic_senders = Vec::new();
     for (ti, t) in scenario.traffic.iter().enumerate() {
-        let mtu = scenario.host(t.host).policy.link.mtu_bytes;
-        let (kind, send_bytes) = SenderKind::of(&t.traffic.kind, mtu);
+        let policy = &scenario.host(t.host).policy;
+        let (kind, send_bytes) = SenderKind::of(
+            &t.traffic.kind,
+            policy.link.mtu_bytes,
+            policy.flow_cap_bps(t.traffic.app),
+        );
         latency_of.push(matches!(t.traffic.kind, TrafficKind::Rpc { .. }).then(|| {
             latency.push(LatencyRecord {
                 traffic: t.traffic.name.clone(),
@@ -220,6 +226,7 @@ pub fn run_hosts(
         traffic_senders,
         sent: RateWindow::new(flows),
         arrived: RateWindow::new(flows),
+        backlog: Backlog::new(flows),
         arrived_packets: RateWindow::packets(flows),
     };
     let mut next_progress = 0;
@@ -400,6 +407,7 @@ impl Run<'_> {
         self.record.offered_bytes[traffic] += u64::from(bytes);
         match self.hosts[h as usize].enforcer.enqueue(now, packet) {
             Ok(()) => {
+                self.backlog.queued(traffic, u64::from(bytes));
                 let sender = &mut self.senders[s as usize];
                 sender.at_host += 1;
                 sender.in_flight += 1;
@@ -423,6 +431,9 @@ impl Run<'_> {
             return;
         }
         if let Some(frame) = host.enforcer.dequeue(now) {
+            let (s, _) = unhandle(frame.packet.handle);
+            let traffic = self.senders[s as usize].traffic;
+            self.backlog.left(traffic, u64::from(frame.bytes));
             let rate = self.scenario.hosts[h as usize].policy.link.rate_bps;
             host.on_wire = Some(frame);
             self.events
@@ -682,6 +693,7 @@ impl Run<'_> {
         let arrived = self.arrived.end_epoch(epoch_ns, running_ns);
         let sent = self.sent.end_epoch(epoch_ns, running_ns);
         let arrived_packets = self.arrived_packets.end_epoch(epoch_ns, running_ns);
+        let backlogged = self.backlog.end_epoch();
         let running: Vec<bool> = (0..self.scenario.traffic.len())
             .map(|f| {
                 let t = &self.scenario.traffic[f].traffic;
@@ -689,7 +701,10 @@ impl Run<'_> {
             })
             .collect();
         for h in 0..self.hosts.len() {
-            for (traffic, bps) in self.hosts[h].pcc.epoch(&running, &sent, &arrived) {
+            for (traffic, bps) in self.hosts[h]
+                .pcc
+                .epoch(&running, &sent, &arrived, &backlogged)
+            {
                 let host = self.scenario.traffic[traffic].host.0;
                 self.events.schedule(
                     now + self.scenario.feedback.delay_ns,
