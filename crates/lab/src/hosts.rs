@@ -23,7 +23,8 @@
 //! time, since only whether it fits is in question.
 //!
 //! With feedback (`picnic`, `picnic-wc`, `picnic-bps`), each engine runs its host's
-//! [`policy::pcc::HostPcc`] every `feedback.epoch` on the bytes it counted, sends
+//! [`policy::pcc::HostPcc`] every `feedback.epoch` on the bytes it counted (and
+//! what its enforcer held, [`policy::pcc::Backlog`]), sends
 //! its receivers' rates to the sending hosts' engines as UDP datagrams over a
 //! control veth on the same bridge, and applies what reaches it with
 //! [`sched::Enforcer::set_destination_limit`]. Feedback takes however long the
