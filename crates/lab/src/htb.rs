@@ -331,18 +331,6 @@ const SHARE_ERROR_MAX: f64 = 0.05;
 /// What [`approximation`] says, in numbers (held in the lab, not by the
 /// simulator's claims oracle, which runs only registry rows).
 pub fn bounds(_policy: &Policy) -> Vec<sched::Bound> {
-    let over_cap = |subject| sched::Bound {
-        subject,
-        figure: sched::Figure::OverCap {
-            cap_min_bps: sched::valve::CAP_MIN_BOUNDED_BPS,
-            grain: sched::Grain {
-                sends: 1,
-                ideal_ns: 0,
-            },
-        },
-        max: 0.02,
-        condition: sched::Condition::AnyTraffic,
-    };
     vec![
         sched::Bound {
             subject: sched::Subject::Tenant,
@@ -355,8 +343,8 @@ pub fn bounds(_policy: &Policy) -> Vec<sched::Bound> {
             max: SHARE_ERROR_MAX,
             condition: sched::Condition::EveryTenantBacklogged,
         },
-        over_cap(sched::Subject::Tenant),
-        over_cap(sched::Subject::App),
+        sched::Bound::over_cap(sched::Subject::Tenant, 0),
+        sched::Bound::over_cap(sched::Subject::App, 0),
     ]
 }
 

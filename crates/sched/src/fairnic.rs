@@ -1144,19 +1144,10 @@ fn shares_follow_weights(policy: &Policy) -> bool {
 /// tenant backlogged where [`shares_follow_weights`], and caps.
 pub fn bounds(policy: &Policy) -> Vec<crate::Bound> {
     let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
-    let cap = |subject| crate::Bound {
-        subject,
-        figure: crate::Figure::OverCap {
-            cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
-            grain: crate::Grain {
-                sends: 1,
-                ideal_ns: 2 * period_ns,
-            },
-        },
-        max: 0.02,
-        condition: crate::Condition::AnyTraffic,
-    };
-    let mut out = vec![cap(crate::Subject::Tenant)];
+    let mut out = vec![crate::Bound::over_cap(
+        crate::Subject::Tenant,
+        2 * period_ns,
+    )];
     if shares_follow_weights(policy) {
         out.push(crate::Bound {
             subject: crate::Subject::Tenant,

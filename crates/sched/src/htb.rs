@@ -210,12 +210,7 @@ impl Enforcer for Htb {
 /// the link lend, and prioritised apps borrow first, so a tenant's share follows
 /// how much of it borrows (the claims oracle measured up to 19% off the ideal).
 fn shares_follow_borrowing(policy: &Policy) -> bool {
-    policy.apps.iter().any(|a| a.split.is_some())
-        || policy.tenants.iter().any(|t| {
-            t.apps
-                .iter()
-                .any(|&a| policy.app(a).priority != policy.app(t.apps[0]).priority)
-        })
+    policy.apps.iter().any(|a| a.split.is_some()) || crate::tenant_has_app_priorities(policy)
 }
 
 /// Worst tenant share error with every tenant backlogged, where shares follow the
@@ -230,18 +225,6 @@ const SHARE_ERROR_MAX: f64 = 0.05;
 /// What `approximation` says, in numbers: shares only where they follow the
 /// rates ([`shares_follow_borrowing`]), caps always.
 pub fn bounds(policy: &Policy) -> Vec<Bound> {
-    let over_cap = |subject| Bound {
-        subject,
-        figure: Figure::OverCap {
-            cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
-            grain: crate::Grain {
-                sends: 1,
-                ideal_ns: 0,
-            },
-        },
-        max: 0.02,
-        condition: Condition::AnyTraffic,
-    };
     vec![
         Bound {
             subject: Subject::Tenant,
@@ -266,8 +249,8 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
             max: 0.12,
             condition: Condition::EveryTenantBacklogged,
         },
-        over_cap(Subject::Tenant),
-        over_cap(Subject::App),
+        Bound::over_cap(Subject::Tenant, 0),
+        Bound::over_cap(Subject::App, 0),
     ]
     .into_iter()
     .filter(|b| matches!(b.figure, Figure::OverCap { .. }) || !shares_follow_borrowing(policy))

@@ -257,6 +257,37 @@ impl Condition {
     }
 }
 
+impl Bound {
+    /// The cap bound every enforcer that holds caps states: `subject` at most 2%
+    /// above its max_rate over the run, for caps of at least
+    /// [`valve::CAP_MIN_BOUNDED_BPS`], less one TSO send and what the cap carries
+    /// in `burst_ns` (the burst the enforcer allows), whatever the traffic.
+    pub fn over_cap(subject: Subject, burst_ns: u64) -> Bound {
+        Bound {
+            subject,
+            figure: Figure::OverCap {
+                cap_min_bps: valve::CAP_MIN_BOUNDED_BPS,
+                grain: Grain {
+                    sends: 1,
+                    ideal_ns: burst_ns,
+                },
+            },
+            max: 0.02,
+            condition: Condition::AnyTraffic,
+        }
+    }
+}
+
+/// Whether some tenant has apps of more than one priority: prioritised apps go
+/// before their siblings, which `htb` and `wf2q` shares follow (see their bounds).
+pub fn tenant_has_app_priorities(policy: &Policy) -> bool {
+    policy.tenants.iter().any(|t| {
+        t.apps
+            .iter()
+            .any(|&a| policy.app(a).priority != policy.app(t.apps[0]).priority)
+    })
+}
+
 impl std::fmt::Display for Bound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let subject = match self.subject {

@@ -270,30 +270,8 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
             max: 0.12,
             condition: Condition::SteadySenders,
         },
-        Bound {
-            subject: Subject::App,
-            figure: Figure::OverCap {
-                cap_min_bps: CAP_MIN_BOUNDED_BPS,
-                grain: Grain {
-                    sends: 1,
-                    ideal_ns: update_interval_ns(policy.link.rate_bps),
-                },
-            },
-            max: 0.02,
-            condition: Condition::AnyTraffic,
-        },
-        Bound {
-            subject: Subject::Tenant,
-            figure: Figure::OverCap {
-                cap_min_bps: CAP_MIN_BOUNDED_BPS,
-                grain: Grain {
-                    sends: 1,
-                    ideal_ns: update_interval_ns(policy.link.rate_bps),
-                },
-            },
-            max: 0.02,
-            condition: Condition::AnyTraffic,
-        },
+        Bound::over_cap(Subject::App, update_interval_ns(policy.link.rate_bps)),
+        Bound::over_cap(Subject::Tenant, update_interval_ns(policy.link.rate_bps)),
     ]
 }
 

@@ -1099,12 +1099,7 @@ fn guarantee_error(policy: &Policy) -> f64 {
 /// per class of it, and split classes are many: one with eight of them swung
 /// from 21.7 to 28.9 Mbit/s about an ideal of 24.1 over 500 ms intervals).
 fn shares_beyond_packets(policy: &Policy) -> bool {
-    policy.apps.iter().any(|a| a.split.is_some())
-        || policy.tenants.iter().any(|t| {
-            t.apps
-                .iter()
-                .any(|&a| policy.app(a).priority != policy.app(t.apps[0]).priority)
-        })
+    policy.apps.iter().any(|a| a.split.is_some()) || crate::tenant_has_app_priorities(policy)
 }
 
 /// What `approximation` says, in numbers: each tenant's share with every tenant
@@ -1112,19 +1107,11 @@ fn shares_beyond_packets(policy: &Policy) -> bool {
 /// included), give or take two sends, unless [`shares_beyond_packets`]; caps in
 /// real time.
 pub fn bounds(policy: &Policy) -> Vec<crate::Bound> {
-    let cap = |subject| crate::Bound {
-        subject,
-        figure: crate::Figure::OverCap {
-            cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
-            grain: crate::Grain {
-                sends: 1,
-                ideal_ns: CAP_CREDIT_BYTES * 8_000_000_000 / policy.link.rate_bps.max(1),
-            },
-        },
-        max: 0.02,
-        condition: crate::Condition::AnyTraffic,
-    };
-    let mut out = vec![cap(crate::Subject::Tenant), cap(crate::Subject::App)];
+    let credit_ns = CAP_CREDIT_BYTES * 8_000_000_000 / policy.link.rate_bps.max(1);
+    let mut out = vec![
+        crate::Bound::over_cap(crate::Subject::Tenant, credit_ns),
+        crate::Bound::over_cap(crate::Subject::App, credit_ns),
+    ];
     if !shares_beyond_packets(policy) {
         out.push(crate::Bound {
             subject: crate::Subject::Tenant,

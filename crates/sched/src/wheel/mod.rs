@@ -440,18 +440,7 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
 pub fn bounds(_policy: &Policy) -> Vec<crate::Bound> {
     [crate::Subject::Tenant, crate::Subject::App]
         .into_iter()
-        .map(|subject| crate::Bound {
-            subject,
-            figure: crate::Figure::OverCap {
-                cap_min_bps: crate::valve::CAP_MIN_BOUNDED_BPS,
-                grain: crate::Grain {
-                    sends: 1,
-                    ideal_ns: 0,
-                },
-            },
-            max: 0.02,
-            condition: crate::Condition::AnyTraffic,
-        })
+        .map(|subject| crate::Bound::over_cap(subject, 0))
         .collect()
 }
 
