@@ -174,9 +174,14 @@ enum Command {
     /// policy.tenants.vm2.weight=1,2,4 --seeds 1..3 -j 2`.
     Sweep {
         /// Scenario file (of one host).
-        scenario: PathBuf,
+        #[arg(required_unless_present = "merge")]
+        scenario: Option<PathBuf>,
         /// KEY=V1,V2,...: a key of the scenario and the values it takes; may repeat.
-        #[arg(long = "set", value_name = "KEY=V1,V2,...", required = true)]
+        #[arg(
+            long = "set",
+            value_name = "KEY=V1,V2,...",
+            required_unless_present = "merge"
+        )]
         sets: Vec<String>,
         /// Seeds of each setting: FIRST..LAST (inclusive) or a list, e.g. 3,7.
         /// Default: the scenario's.
@@ -196,6 +201,17 @@ enum Command {
         /// No progress bar.
         #[arg(long, short = 'q')]
         quiet: bool,
+        /// Run only part K of N of the grid (K from 0; run i of the grid is part
+        /// i mod N's) and write that part's folder to --out, for --merge. E.g. in
+        /// a Slurm array job: --shard "$SLURM_ARRAY_TASK_ID/N".
+        #[arg(long, value_name = "K/N", requires = "out",
+              value_parser = sweep::shard::Part::parse)]
+        shard: Option<sweep::shard::Part>,
+        /// Join the folders of every part of one sweep (--shard K/N, K = 0..N-1)
+        /// into the files the sweep run whole writes.
+        #[arg(long, value_name = "DIR", num_args = 1..,
+              conflicts_with_all = ["scenario", "sets", "seeds", "enforcers", "shard"])]
+        merge: Vec<PathBuf>,
     },
     /// Run a scenario on real frames: tenants in network namespaces running iperf3
     /// and sockperf, every frame forwarded through the enforcer at an emulated line
@@ -530,13 +546,23 @@ fn main() -> ExitCode {
             Printing { quiet, json },
         ),
         Command::Sweep {
-            scenario,
+            scenario: None,
+            merge,
+            jobs,
+            out,
+            quiet,
+            ..
+        } => sweep::shard::merge(merge, jobs.map(usize::from), out, quiet),
+        Command::Sweep {
+            scenario: Some(scenario),
             sets,
             seeds,
             enforcers,
             jobs,
             out,
             quiet,
+            shard,
+            merge: _,
         } => sweep::sweep(sweep::SweepArgs {
             scenario,
             sets,
@@ -545,6 +571,7 @@ fn main() -> ExitCode {
             jobs: jobs.map(usize::from),
             out,
             quiet,
+            plan: sweep::shard::Plan::of(shard),
         }),
         Command::Lab { cleanup: true, .. } => lab_cleanup(),
         Command::Lab {

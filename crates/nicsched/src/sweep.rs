@@ -31,6 +31,10 @@ use crate::{
     EXIT_CHECKS_FAILED, Failure, LAB_ONLY_ENFORCER, expand_all, jobs, provenance, unwritten,
 };
 
+// Beside sweep.rs rather than in sweep/: a sweep in parts, apart from the sweep.
+#[path = "shard.rs"]
+pub(crate) mod shard;
+
 /// Runs of one sweep at most: a grid is the product of its axes, and a typo in
 /// `--seeds 1..10000` should not take the machine for a day.
 const POINTS_MAX: usize = 10_000;
@@ -78,6 +82,7 @@ pub(crate) struct SweepArgs {
     pub jobs: Option<usize>,
     pub out: Option<PathBuf>,
     pub quiet: bool,
+    pub plan: shard::Plan,
 }
 
 /// A user's text as it may be printed: control characters escaped (`\u{1b}`),
@@ -677,6 +682,37 @@ struct Fold {
     failed: BTreeMap<usize, Vec<String>>,
 }
 
+impl Fold {
+    fn new(candidates: usize, runs: usize) -> Fold {
+        Fold {
+            ranges: vec![(f64::INFINITY, f64::NEG_INFINITY); candidates],
+            drops: vec![0; runs],
+            failed: BTreeMap::new(),
+        }
+    }
+
+    /// A finished run's figures (`row`), drops and failed checks.
+    fn add(
+        &mut self,
+        point: usize,
+        row: &[f64],
+        drops: u64,
+        failed: Vec<String>,
+        candidates: &[Figure],
+        tenants: usize,
+    ) {
+        for (range, candidate) in self.ranges.iter_mut().zip(candidates) {
+            if let Some(value) = candidate.read(row, tenants) {
+                *range = (range.0.min(value), range.1.max(value));
+            }
+        }
+        self.drops[point] = drops;
+        if !failed.is_empty() {
+            self.failed.insert(point, failed);
+        }
+    }
+}
+
 pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
     let path = &args.scenario;
     let base = match crate::load_scenario_to_run(path)? {
@@ -767,7 +803,8 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(format!("{}-sweep", base.name)));
-    let out = report::OutDir::claim(&out, &[path.as_path()]).map_err(Failure::input)?;
+    let out =
+        report::OutDir::claim(&out, &shard::inputs(path, &args.plan)).map_err(Failure::input)?;
     let provenance = provenance(path, base.seed)?;
 
     let sweep = Sweep {
@@ -786,7 +823,18 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
             .create_new(true)
             .open(&scratch)
             .map_err(|e| unwritten(out.target(), io_at(&scratch, e)))?;
-        let fold = sweep.run(&file, &scratch, threads, args.quiet, out.target())?;
+        let fold = match &args.plan {
+            shard::Plan::Merge(parts) => {
+                shard::replay(&sweep, parts, &file, &scratch, out.target())?
+            }
+            plan => {
+                let points = shard::points(plan, runs);
+                sweep.run(&file, &scratch, &points, threads, args.quiet, out.target())?
+            }
+        };
+        if let shard::Plan::Part(part) = args.plan {
+            return shard::write_part(&args, &sweep, part, out, &scratch, &fold, &provenance);
+        }
         let plotted = sweep.plotted(&fold);
         (fold, plotted)
     };
@@ -893,12 +941,13 @@ impl Sweep<'_> {
             .collect()
     }
 
-    /// Runs every point, `threads` at a time, each parsing its setting when it
+    /// Runs `points`, `threads` at a time, each parsing its setting when it
     /// starts; its figures go to `file` at its place as it finishes.
     fn run(
         &self,
         file: &File,
         scratch: &Path,
+        points: &[usize],
         threads: usize,
         quiet: bool,
         target: &Path,
@@ -906,7 +955,7 @@ impl Sweep<'_> {
         let bar = if quiet {
             ProgressBar::hidden()
         } else {
-            ProgressBar::new(self.runs as u64)
+            ProgressBar::new(points.len() as u64)
         };
         bar.set_style(
             ProgressStyle::with_template("sweep [{bar:30}] {pos:>5}/{len} runs  {elapsed}")
@@ -918,13 +967,10 @@ impl Sweep<'_> {
             traffics: (self.columns.traffics.iter().cloned()).zip(0..).collect(),
         };
         let candidates = self.candidates();
-        let fold = Mutex::new(Fold {
-            ranges: vec![(f64::INFINITY, f64::NEG_INFINITY); candidates.len()],
-            drops: vec![0; self.runs],
-            failed: BTreeMap::new(),
-        });
+        let fold = Mutex::new(Fold::new(candidates.len(), self.runs));
         let record_bytes = self.record_bytes();
-        let outcome = jobs::try_each(self.runs, threads, |point| {
+        let outcome = jobs::try_each(points.len(), threads, |index| {
+            let point = points[index];
             let (setting, seed, enforcer) = self.point(point);
             let mut scenario = self.grid.scenario(setting, None)?;
             scenario.seed = seed;
@@ -943,18 +989,15 @@ impl Sweep<'_> {
             let bytes: Vec<u8> = row.iter().flat_map(|v| v.to_le_bytes()).collect();
             file.write_all_at(&bytes, (point * record_bytes) as u64)
                 .map_err(|e| unwritten(target, io_at(scratch, e)))?;
-            let mut fold = fold.lock().expect("no worker panics holding it");
-            for (range, candidate) in fold.ranges.iter_mut().zip(&candidates) {
-                if let Some(value) = candidate.read(&row, self.columns.tenants.len()) {
-                    *range = (range.0.min(value), range.1.max(value));
-                }
-            }
-            fold.drops[point] = summary.drops();
             let failed: Vec<String> = summary.failed_checks().map(|c| c.name.clone()).collect();
-            if !failed.is_empty() {
-                fold.failed.insert(point, failed);
-            }
-            drop(fold);
+            fold.lock().expect("no worker panics holding it").add(
+                point,
+                &row,
+                summary.drops(),
+                failed,
+                &candidates,
+                self.columns.tenants.len(),
+            );
             bar.inc(1);
             Ok::<(), Failure>(())
         });

@@ -195,6 +195,15 @@ pub(crate) fn complete_run_files(root: &Path) -> io::Result<Vec<RunFile>> {
     )))
 }
 
+/// The files of the complete run in `root`, by their path relative to it, or
+/// what makes it incomplete (as [`complete_run_files`] says).
+pub fn complete_run_paths(root: &Path) -> io::Result<Vec<String>> {
+    Ok(complete_run_files(root)?
+        .into_iter()
+        .map(|file| file.path)
+        .collect())
+}
+
 /// What is wrong with `file` of the run in `root` as its marker lists it: a path
 /// that leaves the run, or a file missing or not the size it was written at.
 fn listed_file_problem(root: &Path, file: &RunFile) -> Option<String> {
