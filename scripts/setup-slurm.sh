@@ -66,8 +66,9 @@ EOF
         # Daemons running on an older file would not take this one.
         for daemon in slurmd slurmctld; do
             if [ -e "/run/$daemon.pid" ] && kill -0 "$(cat "/run/$daemon.pid")" 2>/dev/null; then
-                kill "$(cat "/run/$daemon.pid")"
-                while kill -0 "$(cat "/run/$daemon.pid")" 2>/dev/null; do sleep 0.2; done
+                pid="$(cat "/run/$daemon.pid")"
+                kill "$pid"
+                for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
             fi
         done
     fi

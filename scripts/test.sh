@@ -2,8 +2,9 @@
 # The project's one test command, what CI runs (.ci/run): as root on a fresh Debian
 # machine with Rust, it installs what the tests need (scripts/setup-lab.sh: iperf3,
 # sockperf, memcached, ethtool, iproute2; scripts/setup-report.sh: chromium, for
-# report.html's browser test; scripts/setup.sh: DPDK and the rte_sched peer), then
-# runs the formatter, clippy and every test of the workspace.
+# report.html's browser test; scripts/setup.sh: DPDK and the rte_sched peer;
+# scripts/setup-slurm.sh: a one-node Slurm, which the sharded sweep's test submits
+# its parts to), then runs the formatter, clippy and every test of the workspace.
 #
 #   sudo scripts/test.sh
 #
@@ -26,6 +27,7 @@ command -v cargo >/dev/null || {
 scripts/setup-lab.sh
 scripts/setup-report.sh
 scripts/setup.sh
+scripts/setup-slurm.sh
 
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261123}"
 
