@@ -31,7 +31,8 @@ use crate::{
     EXIT_CHECKS_FAILED, Failure, LAB_ONLY_ENFORCER, expand_all, jobs, provenance, unwritten,
 };
 
-// Beside sweep.rs rather than in sweep/: a sweep in parts, apart from the sweep.
+// A child of the sweep for the grid, order and figures it keeps to itself, in a
+// file of its own beside it.
 #[path = "shard.rs"]
 pub(crate) mod shard;
 

@@ -47,7 +47,10 @@ const GRID: &[&str] = &[
 ];
 
 fn nicsched(binary: &str, args: &[&str]) -> Output {
-    Command::new(binary).args(args).output().expect("the binary runs")
+    Command::new(binary)
+        .args(args)
+        .output()
+        .expect("the binary runs")
 }
 
 fn path(p: &Path) -> &str {
@@ -94,7 +97,12 @@ fn same_results(whole: &Path, merged: &Path) {
     };
     let files = names(whole);
     assert_eq!(files, names(merged));
-    for must in ["sweep.csv", "sweep.json", "jain_mean.png", "nicsched-run.json"] {
+    for must in [
+        "sweep.csv",
+        "sweep.json",
+        "jain_mean.png",
+        "nicsched-run.json",
+    ] {
         assert!(files.iter().any(|f| f == must), "{must} in {files:?}");
     }
     for file in files.iter().filter(|f| *f != "nicsched-run.json") {
@@ -177,8 +185,16 @@ fn parts_run_by_hand_merge_into_what_the_whole_sweep_writes() {
     };
     let (p0, p1, p2) = (parts[0].as_path(), parts[1].as_path(), parts[2].as_path());
     refused(&[p0, p1], BIN, "1 of the 3 parts missing: 2/3");
-    refused(&[p0, p1, p2, p1], BIN, "are both part 1 of 3: give each part once");
-    refused(&[p0, small_parts[1], p2], BIN, "are parts of different sweeps");
+    refused(
+        &[p0, p1, p2, p1],
+        BIN,
+        "are both part 1 of 3: give each part once",
+    );
+    refused(
+        &[p0, small_parts[1], p2],
+        BIN,
+        "are parts of different sweeps",
+    );
     refused(&[p0, &dir("part7"), p2], BIN, "no such folder");
     // A folder a part's shard is still writing into is not its --out yet; one
     // without a marker is not a finished part.
@@ -193,20 +209,79 @@ fn parts_run_by_hand_merge_into_what_the_whole_sweep_writes() {
     let mut bytes = std::fs::read(BIN).unwrap();
     bytes.push(0);
     std::fs::write(&other, bytes).unwrap();
-    std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut args = vec!["sweep", &scenario];
     args.extend(GRID);
     let other_part = dir("other-part1");
     args.extend(["--shard", "1/3", "--out", path(&other_part)]);
     ok(&nicsched(path(&other), &args), "a part by another build");
-    refused(&[p0, &other_part, p2], BIN, "run every part of a sweep with one build");
-    refused(&[p0, p1, p2], path(&other), "merge with the nicsched that ran them");
+    refused(
+        &[p0, &other_part, p2],
+        BIN,
+        "run every part of a sweep with one build",
+    );
+    refused(
+        &[p0, p1, p2],
+        path(&other),
+        "merge with the nicsched that ran them",
+    );
     std::fs::remove_file(&other).unwrap();
 
     // The scenario edited after the parts ran: they are not of the sweep it makes now.
     std::fs::write(&scenario, SCENARIO.replace("200ms", "250ms")).unwrap();
     refused(&[p0, p1, p2], BIN, "has changed since the parts ran it");
+}
+
+/// The test binary is built with the simulator's faults (Cargo.toml): with one
+/// of them every run fails its conservation check. A part says so and exits 3;
+/// the merge flags the runs as the whole sweep does, and exits 3 with its words.
+#[test]
+fn runs_that_fail_their_checks_in_parts_are_flagged_as_in_the_whole_sweep() {
+    let scratch = Scratch::new("shard-checks");
+    let scenario = scratch.file("shard.yaml", SCENARIO);
+    let dir = |name: &str| scratch.0.join(name);
+    let faulty = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("NICSCHED_FAULT", "lose-packets")
+            .output()
+            .expect("the binary runs")
+    };
+    let small = |out: &Path, shard: Option<&str>| {
+        let mut args = vec![
+            "sweep",
+            &scenario,
+            "--set",
+            "policy.tenants.b.weight=1,3",
+            "-q",
+        ];
+        if let Some(shard) = shard {
+            args.extend(["--shard", shard]);
+        }
+        args.extend(["--out", path(out)]);
+        faulty(&args)
+    };
+    let whole = small(&dir("whole"), None);
+    assert_eq!(whole.status.code(), Some(3));
+    for k in 0..2 {
+        let part = small(&dir(&format!("part{k}")), Some(&format!("{k}/2")));
+        let stderr = String::from_utf8_lossy(&part.stderr);
+        assert_eq!(part.status.code(), Some(3), "{stderr}");
+        assert!(
+            stderr.contains("self-checks failed in 1 of this part's runs"),
+            "{stderr}"
+        );
+    }
+    let merged = merge(BIN, &[&dir("part0"), &dir("part1")], &dir("merged"));
+    assert_eq!(merged.status.code(), Some(3));
+    assert_eq!(merged.stderr, whole.stderr);
+    assert_eq!(table(&merged), table(&whole));
+    same_results(&dir("whole"), &dir("merged"));
+    let csv = std::fs::read_to_string(dir("merged").join("sweep.csv")).unwrap();
+    assert!(
+        csv.lines().skip(1).all(|row| row.ends_with("conservation")),
+        "{csv}"
+    );
 }
 
 /// Whether Slurm takes jobs here: in CI (`CI` set) it must; elsewhere the test
@@ -272,7 +347,10 @@ fn parts_run_as_a_slurm_job_array_merge_into_what_the_whole_sweep_writes() {
     let scratch = Scratch::new("shard-slurm");
     let scenario = scratch.file("shard.yaml", SCENARIO);
     let dir = |name: &str| scratch.0.join(name);
-    ok(&sweep(&scenario, GRID, None, &dir("whole")), "the whole sweep");
+    ok(
+        &sweep(&scenario, GRID, None, &dir("whole")),
+        "the whole sweep",
+    );
 
     // As docs/scenario.md shows it: an array job, one task a part, the index
     // from SLURM_ARRAY_TASK_ID; then the merge, a job that waits for the array.
@@ -285,11 +363,11 @@ fn parts_run_as_a_slurm_job_array_merge_into_what_the_whole_sweep_writes() {
         .args([
             "--wrap",
             &format!(
-                "{} sweep {} {} --shard \"$SLURM_ARRAY_TASK_ID/3\" --out {}",
+                "{} sweep {} {} --shard \"$SLURM_ARRAY_TASK_ID/3\" --out {}\"$SLURM_ARRAY_TASK_ID\"",
                 quoted(BIN),
                 quoted(&scenario),
                 grid.join(" "),
-                format!("{}\"$SLURM_ARRAY_TASK_ID\"", quoted(&part("")))
+                quoted(&part(""))
             ),
         ])
         .output()
