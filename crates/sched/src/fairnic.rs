@@ -1607,4 +1607,29 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "the packets held are the lanes'")]
+    fn a_packet_counted_but_on_no_lane_trips_the_count() {
+        let policy = policy::parse_policy(
+            "link: { rate: 1Gbit }\ntenants:\n  - { name: a }\n",
+            "p.yaml",
+        )
+        .unwrap();
+        let mut fairnic = FairNic::new(&policy, crate::Capacity::default());
+        let packet = Packet {
+            len_bytes: 1500,
+            tenant: TenantId(0),
+            app: policy::AppId(0),
+            flow: 1,
+            destination: 0,
+            core: 0,
+            arrival_ns: 0,
+            handle: 0,
+        };
+        fairnic.enqueue(0, packet).unwrap();
+        fairnic.held += 1;
+        fairnic.dequeue(1_000_000);
+    }
 }

@@ -1447,3 +1447,49 @@ mod size {
         assert_eq!(std::mem::size_of::<super::Leaf>(), 32);
     }
 }
+
+#[cfg(all(test, debug_assertions))]
+mod invariants {
+    use super::*;
+    use crate::Capacity;
+
+    #[test]
+    #[should_panic(expected = "beyond the bucket's depth")]
+    fn tokens_beyond_a_buckets_depth_trip_its_refill() {
+        let policy = policy::parse_policy(
+            "link: { rate: 1Gbit }\ntenants:\n  - { name: a }\n",
+            "p.yaml",
+        )
+        .unwrap();
+        let params = NodeParams {
+            rate_bps: 1_000_000_000,
+            buffer_bytes: 10_000,
+            ceil_bps: None,
+            cbuffer_bytes: 0,
+            quantum_bytes: 1500,
+            prio: 0,
+        };
+        let fixed = Layout::new(&policy).fixed();
+        let mut tree = Hierarchy::new(
+            &policy,
+            &vec![params; fixed],
+            &[None],
+            Capacity::default(),
+            Selection::AtEachNode,
+        );
+        let packet = Packet {
+            len_bytes: 1500,
+            tenant: TenantId(0),
+            app: AppId(0),
+            flow: 1,
+            destination: 0,
+            core: 0,
+            arrival_ns: 0,
+            handle: 0,
+        };
+        tree.enqueue(0, packet).unwrap();
+        let tenant = tree.layout.tenant(TenantId(0));
+        tree.nodes[tenant].tokens = tree.nodes[tenant].buffer + 1;
+        tree.dequeue(0);
+    }
+}

@@ -1375,3 +1375,60 @@ pub fn approximation(policy: &Policy) -> Approximation {
     }
     out
 }
+
+#[cfg(all(test, debug_assertions))]
+mod invariants {
+    use super::*;
+    use policy::{AppId, TenantId};
+
+    fn packet(tenant: u16) -> Packet {
+        Packet {
+            len_bytes: 16,
+            tenant: TenantId(tenant),
+            app: AppId(u32::from(tenant)),
+            flow: 1,
+            destination: 0,
+            core: 0,
+            arrival_ns: 0,
+            handle: 0,
+        }
+    }
+
+    fn two_tenants() -> Wf2q {
+        let policy = policy::parse_policy(
+            "link: { rate: 10Gbit }\ntenants:\n  - { name: a }\n  - { name: b }\n",
+            "p.yaml",
+        )
+        .unwrap();
+        Wf2q::new(&policy, Config::default()).unwrap()
+    }
+
+    #[test]
+    #[should_panic(expected = "no item leaves before its tick")]
+    fn a_start_tag_moved_while_its_class_waits_trips_the_wheel() {
+        let mut wf2q = two_tenants();
+        for tenant in [0, 0, 1, 1] {
+            wf2q.enqueue(0, packet(tenant)).unwrap();
+        }
+        // Each tenant's tags run at half the link: a's first packet leaves, and its
+        // second waits for V to reach S = F = 32 byte-times.
+        assert!(wf2q.dequeue(0).is_some());
+        let head = wf2q.class[0].fifo.head as usize;
+        assert_eq!(wf2q.head_start_v[head], 32 << V_FRAC_BITS);
+        wf2q.head_start_v[head] = 1 << 40;
+        // b's packet takes V to 32 byte-times, where the wheel hands a back.
+        assert!(wf2q.dequeue(0).is_some());
+        wf2q.dequeue(0);
+    }
+
+    #[test]
+    #[should_panic(expected = "a rate gives")]
+    fn a_class_rate_of_nothing_trips_its_tag() {
+        let mut wf2q = two_tenants();
+        for _ in 0..2 {
+            wf2q.enqueue(0, packet(0)).unwrap();
+        }
+        wf2q.v_per_byte[0] = (wf2q.epoch, 0.0);
+        wf2q.dequeue(0);
+    }
+}
