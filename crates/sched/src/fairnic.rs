@@ -979,7 +979,7 @@ impl<P: Overflow> FairNic<P> {
         Err((packet, Refusal::QueueFull))
     }
 
-    /// [`Enforcer::dequeue`] but for the debug builds' counts.
+    /// [`Enforcer::dequeue`], which wraps it in the debug builds' counts.
     fn serve(&mut self, now_ns: u64) -> Option<Frame> {
         if self.held == 0 && !P::REFILL_WHEN_IDLE {
             return None;

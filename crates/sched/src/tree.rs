@@ -81,9 +81,10 @@
 //! ## Invariants (asserted in debug builds)
 //!
 //! - Tokens within the bucket's depth: a node's rate tokens lie between its debt
-//!   floor ([`Node::debt_floor`]) and its burst, its ceil tokens at most its ceil
-//!   burst (below zero by what it sent over its ceil), and so do a split class's
-//!   ceil tokens; a refill starts within the depth and never passes it.
+//!   floor (a burst or its largest packet below zero) and its burst, its ceil
+//!   tokens at most its ceil burst (below zero by what it sent over its ceil), and
+//!   so are a split class's ceil tokens; a refill starts within the depth and
+//!   never passes it.
 //! - Rates are non-negative, and [`share`] gives each child between nothing and its
 //!   demand, at least its guarantee where the guarantees fit, and no more than the
 //!   parent has in all, so the children's guarantees are within the parent's.

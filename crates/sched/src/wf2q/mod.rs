@@ -1116,10 +1116,8 @@ impl Wf2q {
         );
         self.place::<LEVELS>(class, start_v, v, t);
     }
-}
 
-impl Wf2q {
-    /// [`Enforcer::enqueue`] but for the debug builds' counts.
+    /// [`Enforcer::enqueue`], which wraps it in the debug builds' counts.
     fn admit(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
         let Some(ClassId(class)) = self.classes.classify(&packet) else {
             return self.refuse(packet);
