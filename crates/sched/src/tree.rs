@@ -899,11 +899,17 @@ impl Hierarchy {
             below[ROOT], self.backlog as u64,
             "the tree holds what its tenants hold"
         );
-        for tenant in 1..=self.layout.tenants {
+        for (x, tenant) in self
+            .nodes
+            .iter()
+            .enumerate()
+            .skip(1)
+            .take(self.layout.tenants)
+        {
             debug_assert_eq!(
-                below[tenant],
-                u64::from(self.nodes[tenant].queued),
-                "tenant node {tenant} holds what its apps hold"
+                below[x],
+                u64::from(tenant.queued),
+                "tenant node {x} holds what its apps hold"
             );
         }
     }
