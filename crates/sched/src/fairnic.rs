@@ -80,6 +80,18 @@
 //! time 16 of the largest sends take at the link rate, for FlowValve's reason: a
 //! period must hold many packets, or allowances counted in whole packets swing
 //! between none and one packet per period.
+//!
+//! ## Invariants (asserted in debug builds)
+//!
+//! - A bucket's tokens are at most its cap, before and after a refill or a spill
+//!   taken in; its stamp never goes back; a packet it covers leaves it in debt by
+//!   that packet at most.
+//! - A tenant's packets wait only on lanes of its own cores (the core mask), and
+//!   the packets held are the lanes' together, before and after each dequeue
+//!   (O(lanes), as the dequeue itself is), never more than the bound.
+//! - A tenant steals only while below its ceiling; at the end of a period every
+//!   allowance is at least 1 and at most its ceiling (or 1); the next period ends
+//!   after now.
 
 use crate::classes::{ClassId, Classes};
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters, tree};
@@ -181,17 +193,29 @@ impl Bucket {
 
     /// Refills up to `now_ns`; returns what the cap turned away (the spill).
     pub fn refill(&mut self, now_ns: u64) -> i128 {
+        let stamp_ns = self.stamp_ns;
         let elapsed = now_ns.saturating_sub(self.stamp_ns);
         self.stamp_ns = self.stamp_ns.max(now_ns);
+        debug_assert!(
+            self.stamp_ns >= stamp_ns,
+            "a bucket's stamp never goes back"
+        );
         self.add(i128::from(self.rate_bps) * i128::from(elapsed))
     }
 
     /// Adds `tokens` up to the cap; returns what the cap turned away.
     pub fn add(&mut self, tokens: i128) -> i128 {
+        debug_assert!(self.within_cap(), "tokens beyond the cap: {self:?}");
         let sum = self.tokens + tokens;
         let kept = sum.min(self.cap.max(self.tokens));
         self.tokens = kept;
+        debug_assert!(self.within_cap(), "tokens beyond the cap: {self:?}");
         sum - kept
+    }
+
+    /// Whether its tokens are at most its cap (module docs: invariants).
+    fn within_cap(&self) -> bool {
+        self.tokens <= self.cap
     }
 
     /// The tokens a packet of `len_bytes` needs: all of it, or the whole burst for a
@@ -211,9 +235,14 @@ impl Bucket {
 
     /// Charges a packet of `len_bytes` if the tokens cover it.
     pub fn take(&mut self, len_bytes: u32) -> bool {
+        debug_assert!(self.within_cap(), "tokens beyond the cap: {self:?}");
         let covered = self.covers(len_bytes);
         if covered {
             self.charge(len_bytes);
+            debug_assert!(
+                self.tokens >= -i128::from(len_bytes) * UNITS_PER_BYTE,
+                "a bucket goes into debt by one packet at most: {self:?}"
+            );
         }
         covered
     }
@@ -633,6 +662,10 @@ impl Steal {
             self.short[t] = false;
             self.wanted_more[t] = false;
         }
+        debug_assert!(
+            (0..tenants).all(|t| (1..=self.ceiling[t].max(1)).contains(&self.allowance[t])),
+            "every allowance is within 1 and its ceiling: {self:?}"
+        );
     }
 }
 
@@ -868,6 +901,7 @@ impl<P: Overflow> FairNic<P> {
             self.steal.end_period();
             self.period_end_ns = now_ns - now_ns % self.period_ns + self.period_ns;
         }
+        debug_assert!(self.period_end_ns > now_ns, "the period ends after now");
         self.pool.refill(now_ns);
         for core in &mut self.cores {
             for (tenant, _, bucket) in &mut core.lanes {
@@ -915,11 +949,24 @@ impl<P: Overflow> FairNic<P> {
         best
     }
 
+    /// The packets the lanes hold together: O(lanes), for the debug builds' checks.
+    fn lanes_hold(&self) -> usize {
+        self.cores
+            .iter()
+            .flat_map(|core| &core.lanes)
+            .map(|(_, queue, _)| queue.len())
+            .sum()
+    }
+
     fn pop(&mut self, c: usize, l: usize, flat: usize) -> Frame {
         let (packet, class) = self.cores[c].lanes[l]
             .1
             .pop_front()
             .expect("a lane that sends holds a packet");
+        debug_assert_eq!(
+            packet.tenant, self.cores[c].lanes[l].0,
+            "a tenant's packet waits on a lane of its own"
+        );
         self.held -= 1;
         self.cursor = (flat + 1) % self.lanes;
         self.classes.departed(&packet, class);
@@ -931,29 +978,9 @@ impl<P: Overflow> FairNic<P> {
         self.accounting.refuse(packet.tenant, packet.len_bytes);
         Err((packet, Refusal::QueueFull))
     }
-}
 
-impl<P: Overflow> Enforcer for FairNic<P> {
-    fn enqueue(&mut self, _now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
-        let places = &self.places[packet.tenant.index()];
-        let Some((c, l)) = places[crate::cores::mask_index(packet.flow, places.len())] else {
-            return self.refuse(packet);
-        };
-        let Some(class) = self.classes.classify(&packet) else {
-            return self.refuse(packet);
-        };
-        if self.held >= self.packets_max {
-            return self.refuse(packet);
-        }
-        if let Err(reason) = self.accounting.admit(&packet) {
-            return Err((packet, reason));
-        }
-        self.cores[c].lanes[l].1.push_back((packet, class));
-        self.held += 1;
-        Ok(())
-    }
-
-    fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
+    /// [`Enforcer::dequeue`], which wraps it in the debug builds' counts.
+    fn serve(&mut self, now_ns: u64) -> Option<Frame> {
         if self.held == 0 && !P::REFILL_WHEN_IDLE {
             return None;
         }
@@ -991,9 +1018,54 @@ impl<P: Overflow> Enforcer for FairNic<P> {
             }
         }
         let (flat, winner, len) = served?;
+        debug_assert!(
+            self.steal.may_steal(winner),
+            "a tenant steals only below its ceiling"
+        );
         self.steal.stolen[winner] += u64::from(len);
         let (c, l) = self.lane_at(flat);
         Some(self.pop(c, l, flat))
+    }
+}
+
+impl<P: Overflow> Enforcer for FairNic<P> {
+    fn enqueue(&mut self, _now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        let places = &self.places[packet.tenant.index()];
+        let Some((c, l)) = places[crate::cores::mask_index(packet.flow, places.len())] else {
+            return self.refuse(packet);
+        };
+        let Some(class) = self.classes.classify(&packet) else {
+            return self.refuse(packet);
+        };
+        if self.held >= self.packets_max {
+            return self.refuse(packet);
+        }
+        if let Err(reason) = self.accounting.admit(&packet) {
+            return Err((packet, reason));
+        }
+        debug_assert_eq!(
+            packet.tenant, self.cores[c].lanes[l].0,
+            "a tenant's packet waits only on its own cores"
+        );
+        self.cores[c].lanes[l].1.push_back((packet, class));
+        self.held += 1;
+        debug_assert!(self.held <= self.packets_max);
+        Ok(())
+    }
+
+    fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
+        debug_assert_eq!(
+            self.held,
+            self.lanes_hold(),
+            "the packets held are the lanes'"
+        );
+        let frame = self.serve(now_ns);
+        debug_assert_eq!(
+            self.held,
+            self.lanes_hold(),
+            "the packets held are the lanes'"
+        );
+        frame
     }
 
     fn next_ready_ns(&self, now_ns: u64) -> Option<u64> {
@@ -1534,5 +1606,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "the packets held are the lanes'")]
+    fn a_packet_counted_but_on_no_lane_trips_the_count() {
+        let policy = policy::parse_policy(
+            "link: { rate: 1Gbit }\ntenants:\n  - { name: a }\n",
+            "p.yaml",
+        )
+        .unwrap();
+        let mut fairnic = FairNic::new(&policy, crate::Capacity::default());
+        let packet = Packet {
+            len_bytes: 1500,
+            tenant: TenantId(0),
+            app: policy::AppId(0),
+            flow: 1,
+            destination: 0,
+            core: 0,
+            arrival_ns: 0,
+            handle: 0,
+        };
+        fairnic.enqueue(0, packet).unwrap();
+        fairnic.held += 1;
+        fairnic.dequeue(1_000_000);
     }
 }

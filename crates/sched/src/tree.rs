@@ -77,6 +77,23 @@
 //! Tokens are integers in 10⁻⁹ bit: a rate of r bit/s earns r tokens per nanosecond,
 //! so refilling is one multiply and no division, and a byte costs 8·10⁹ tokens.
 //! An i64 holds 1.1 GB of burst, far more than any bucket needs.
+//!
+//! ## Invariants (asserted in debug builds)
+//!
+//! - Tokens within the bucket's depth: a node's rate tokens lie between its debt
+//!   floor (a burst or its largest packet below zero) and its burst, its ceil
+//!   tokens at most its ceil burst (below zero by what it sent over its ceil), and
+//!   so are a split class's ceil tokens; a refill starts within the depth and
+//!   never passes it.
+//! - Rates are non-negative, and [`share`] gives each child between nothing and its
+//!   demand, at least its guarantee where the guarantees fit, and no more than the
+//!   parent has in all, so the children's guarantees are within the parent's.
+//! - Backlog counts are consistent: after each enqueue and dequeue the packets held
+//!   below a node are at most those held below its parent, and at most the tree's;
+//!   [`Hierarchy::assert_counts`] (O(tenants + apps), at `valve`'s rate updates)
+//!   checks that the tree's are the tenants' together and each tenant's its apps'.
+//! - Nothing is stranded: a tree that holds no packet has no child in a ring of the
+//!   root, and one that holds packets has one there or an event pending.
 
 use crate::classes::{ClassId, Classes};
 use crate::wheel::timing::{Links, WheelSlots};
@@ -184,6 +201,13 @@ pub struct Claim {
 /// Writes into `given` and allocates nothing, so it may run while packets flow.
 pub fn share(capacity_bps: f64, claims: &[Claim], given: &mut [f64]) {
     debug_assert_eq!(claims.len(), given.len());
+    debug_assert!(
+        capacity_bps >= 0.0
+            && claims
+                .iter()
+                .all(|c| c.demand_bps >= 0.0 && c.min_rate_bps >= 0.0 && c.weight >= 0.0),
+        "rates are non-negative: {capacity_bps} among {claims:?}"
+    );
     for (g, c) in given.iter_mut().zip(claims) {
         *g = c.min_rate_bps.min(c.demand_bps);
     }
@@ -196,6 +220,7 @@ pub fn share(capacity_bps: f64, claims: &[Claim], given: &mut [f64]) {
             0.0
         };
         given.iter_mut().for_each(|g| *g *= scale);
+        debug_assert!(shared_within(capacity_bps, claims, given));
         return;
     }
     let mut left_bps = capacity_bps - guaranteed;
@@ -241,6 +266,23 @@ pub fn share(capacity_bps: f64, claims: &[Claim], given: &mut [f64]) {
             .filter(|&p| p > priority)
             .min();
     }
+    debug_assert!(
+        shared_within(capacity_bps, claims, given),
+        "{capacity_bps} shared among {claims:?} as {given:?}"
+    );
+}
+
+/// [`share`]'s post-condition: each child gets between nothing and its demand, at
+/// least its guarantee where the guarantees fit, and no more than the parent has in
+/// all (to a float's rounding).
+fn shared_within(capacity_bps: f64, claims: &[Claim], given: &[f64]) -> bool {
+    let guaranteed = |c: &Claim| c.min_rate_bps.min(c.demand_bps);
+    let fit = claims.iter().map(guaranteed).sum::<f64>() < capacity_bps;
+    given.iter().sum::<f64>() <= capacity_bps * (1.0 + 1e-9)
+        && claims
+            .iter()
+            .zip(given)
+            .all(|(c, &g)| g >= 0.0 && g <= c.demand_bps && (!fit || g >= guaranteed(c)))
 }
 
 /// The policy's allocation down to the apps for the given app demands (bit/s,
@@ -548,6 +590,10 @@ fn ceil_wait_ns(ctokens: i64, ceil_bps: u64) -> u64 {
 
 /// `tokens` refilled at `rate_bps` for `dt_ns`, at most `cap`.
 fn refill(tokens: i64, rate_bps: u64, dt_ns: u64, cap: i64) -> i64 {
+    debug_assert!(
+        tokens <= cap,
+        "tokens {tokens} beyond the bucket's depth {cap}"
+    );
     let earned = (u128::from(rate_bps) * u128::from(dt_ns)).min(i64::MAX as u128) as i64;
     tokens.saturating_add(earned).min(cap)
 }
@@ -798,7 +844,74 @@ impl Hierarchy {
             self.count_queued(x);
             self.sync(x, now_ns);
         }
+        let app = self.layout.app(packet.app);
+        debug_assert!(
+            self.nodes[app].queued > 0 && self.queued_nested(app),
+            "the packets held below a node are within those held below its parent"
+        );
+        debug_assert!(self.nothing_stranded());
         Ok(())
+    }
+
+    /// Whether the packets held below `x` and each of its ancestors are within
+    /// those held below its parent, and within the tree's: O(depth).
+    fn queued_nested(&self, mut x: usize) -> bool {
+        let mut below = 0;
+        while x != ROOT {
+            let node = &self.nodes[x];
+            if node.queued < below {
+                return false;
+            }
+            below = node.queued;
+            x = node.parent as usize;
+        }
+        below as usize <= self.backlog
+    }
+
+    /// Whether a tree holding no packet has nothing in the root's rings, and one
+    /// holding packets has something there or an event pending.
+    fn nothing_stranded(&self) -> bool {
+        if self.backlog == 0 {
+            self.occupied[ROOT] == 0
+        } else {
+            self.occupied[ROOT] != 0 || !self.events.slots.is_empty()
+        }
+    }
+
+    /// Whether fixed node `x`'s buckets are within their depths (module docs).
+    fn within_depth(&self, x: usize) -> bool {
+        let node = &self.nodes[x];
+        (node.debt_floor()..=node.buffer).contains(&node.tokens) && node.ctokens <= node.cbuffer
+    }
+
+    /// Checks that the tree's backlog is its tenants' together and each tenant's its
+    /// apps': O(tenants + apps), so for callers at a bounded rate (`valve`'s rate
+    /// updates). Nothing in release builds.
+    pub fn assert_counts(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let mut below = vec![0u64; self.layout.fixed()];
+        for x in 1..self.layout.fixed() {
+            below[self.nodes[x].parent as usize] += u64::from(self.nodes[x].queued);
+        }
+        debug_assert_eq!(
+            below[ROOT], self.backlog as u64,
+            "the tree holds what its tenants hold"
+        );
+        for (x, tenant) in self
+            .nodes
+            .iter()
+            .enumerate()
+            .skip(1)
+            .take(self.layout.tenants)
+        {
+            debug_assert_eq!(
+                below[x],
+                u64::from(tenant.queued),
+                "tenant node {x} holds what its apps hold"
+            );
+        }
     }
 
     /// Counts one more packet held in the subtrees of `x` and its ancestors.
@@ -882,6 +995,8 @@ impl Hierarchy {
             node.t_c_ns = now_ns;
             node.sent_bytes += u64::from(packet.len_bytes);
             node.queued -= 1;
+            debug_assert!(self.within_depth(y), "node {y}'s tokens within its buckets");
+            let node = &mut self.nodes[y];
             let borrowing = usize::from(node.slot / PRIO_LEVELS as u8 == BORROW);
             let deficit = &mut node.deficit[borrowing];
             *deficit -= packet.len_bytes as i32;
@@ -903,6 +1018,11 @@ impl Hierarchy {
         if let Some((l, taken, turn_over)) = leaf {
             self.leaf_sent(l, taken, turn_over, now_ns);
         }
+        debug_assert!(
+            depth == 0 || self.queued_nested(path[depth - 1] as usize),
+            "the packets held below a node are within those held below its parent"
+        );
+        debug_assert!(self.nothing_stranded());
         Some(Frame::whole(packet))
     }
 
@@ -1284,6 +1404,7 @@ impl Hierarchy {
         node.rate_bps = rate_bps;
         node.buffer = bytes_to_tokens(buffer_bytes);
         node.tokens = node.tokens.clamp(node.debt_floor(), node.buffer);
+        debug_assert!(self.within_depth(x), "node {x}'s tokens within its buckets");
         self.sync(x, now_ns);
     }
 
@@ -1331,5 +1452,51 @@ mod size {
     #[test]
     fn leaf_is_32_bytes() {
         assert_eq!(std::mem::size_of::<super::Leaf>(), 32);
+    }
+}
+
+#[cfg(all(test, debug_assertions))]
+mod invariants {
+    use super::*;
+    use crate::Capacity;
+
+    #[test]
+    #[should_panic(expected = "beyond the bucket's depth")]
+    fn tokens_beyond_a_buckets_depth_trip_its_refill() {
+        let policy = policy::parse_policy(
+            "link: { rate: 1Gbit }\ntenants:\n  - { name: a }\n",
+            "p.yaml",
+        )
+        .unwrap();
+        let params = NodeParams {
+            rate_bps: 1_000_000_000,
+            buffer_bytes: 10_000,
+            ceil_bps: None,
+            cbuffer_bytes: 0,
+            quantum_bytes: 1500,
+            prio: 0,
+        };
+        let fixed = Layout::new(&policy).fixed();
+        let mut tree = Hierarchy::new(
+            &policy,
+            &vec![params; fixed],
+            &[None],
+            Capacity::default(),
+            Selection::AtEachNode,
+        );
+        let packet = Packet {
+            len_bytes: 1500,
+            tenant: TenantId(0),
+            app: AppId(0),
+            flow: 1,
+            destination: 0,
+            core: 0,
+            arrival_ns: 0,
+            handle: 0,
+        };
+        tree.enqueue(0, packet).unwrap();
+        let tenant = tree.layout.tenant(TenantId(0));
+        tree.nodes[tenant].tokens = tree.nodes[tenant].buffer + 1;
+        tree.dequeue(0);
     }
 }

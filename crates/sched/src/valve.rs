@@ -38,6 +38,11 @@
 //! - Burst: a bucket holds one ΔT of its rate plus one MTU, so a class can spend its
 //!   tokens in any pattern within an interval, and what it leaves beyond that is
 //!   lent rather than saved.
+//!
+//! Invariants (asserted in debug builds, besides the tree's, [`crate::tree`]): every
+//! rate an update computes is finite and non-negative, so none is cast to a token
+//! rate it does not mean; and at each update the tree's backlog counts add up
+//! ([`Hierarchy::assert_counts`]).
 
 use crate::tree::{self, Claim, Hierarchy, Layout, NodeParams, Selection, SplitParams};
 use crate::{
@@ -194,6 +199,12 @@ impl Valve {
             &mut self.given,
             &mut self.rates_bps,
         );
+        debug_assert!(
+            self.rates_bps.iter().all(|r| r.is_finite() && *r >= 0.0),
+            "rates are finite and non-negative: {:?}",
+            self.rates_bps
+        );
+        self.tree.assert_counts();
         let mtu = self.policy.link.mtu_bytes;
         for x in 1..layout.fixed() {
             let rate_bps = self.rates_bps[x].round() as u64;

@@ -10,6 +10,11 @@
 //! (moving a child whose side was wrong frees capacity for the others), so no child
 //! moves twice in one direction and the loop ends. Ratios are compared as exact
 //! integer cross products, never as floats, so ties cannot make it cycle.
+//!
+//! Invariants (asserted in debug builds after every change): each backlogged child
+//! is on exactly one side (bound, free or unlimited), the bound children's limits
+//! are part of the limited children's, and after sorting the bound children take
+//! no more than the capacity they were sorted for.
 
 /// What a backlogged child asks of its parent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,6 +209,12 @@ impl Fill {
         }
         let capacity = self.capacity_bps;
         self.sort(capacity);
+        debug_assert_eq!(
+            self.active as usize,
+            self.unlimited as usize + self.bound.items.len() + self.free.items.len(),
+            "each backlogged child is on one side"
+        );
+        debug_assert!(self.bound_bps <= self.limited_bps);
     }
 
     /// What the node asks of its own parent: `None` when no child is backlogged, an
@@ -291,6 +302,10 @@ impl Fill {
             }
             break;
         }
+        debug_assert!(
+            self.bound_bps <= capacity_bps,
+            "the children at their limit take no more than the node has"
+        );
     }
 }
 

@@ -191,6 +191,34 @@
 //! at its share, and the capacity it leaves goes to the classes of its band in
 //! proportion to their rates (through V), not first to its own tenant's. Guarantees
 //! are not expressed.
+//!
+//! ## Invariants (asserted in debug builds)
+//!
+//! Each is asserted where it must hold, before and after the operation that could
+//! break it, so the property tests and the simulator's debug builds check it at
+//! every packet:
+//!
+//! - S = max(F, V, S_k) when a class becomes backlogged, and after each of its
+//!   packets S = max(F, S_k, V − C) >= F (S_k its tenant's start tag of its level,
+//!   C its credit of [`LEVEL_CREDIT_BYTES`]).
+//! - F = S + L/w_i: 1 <= F − S <= [`COST_V_MAX`], rounded up, so that no class
+//!   exceeds its rate.
+//! - V is monotone: each packet moves its band's V on by its length, and V moves up
+//!   to the smallest S only forward. V and every tag stay at most [`TAG_MAX`], one
+//!   increment below 2^64 (V's 2^52 bytes of link time), so no increment wraps.
+//! - Eligible when S <= V: a class leaves the ineligible wheel only once V has
+//!   reached its S, and a class of a less urgent level is served only once V has
+//!   reached its tenant's S_k.
+//! - Caps: a parked class is released only once real time has reached its cap tag,
+//!   a capped class sends only when none of its caps' tags is ahead of real time,
+//!   and each of its packets moves its cap tag on; a tenant's level start tags only
+//!   move on.
+//! - Counts: every class that holds packets waits on exactly one wheel. An enqueue
+//!   files one class more (the class's first packet) or none, a dequeue one class
+//!   fewer (its last) or none; no more classes are filed than packets held, and
+//!   none exactly when no packet is.
+//! - Fills ([`fill`]): each backlogged child is on one side, and the children at
+//!   their limit take no more than the node's capacity.
 
 pub(crate) mod fill;
 pub(crate) mod slab;
@@ -224,6 +252,9 @@ pub const CAP_CREDIT_BYTES: u64 = 512 * 1024;
 /// The relative error of a tenant's share over a run with every tenant backlogged
 /// that `check` states (module docs: what it rests on).
 pub const SHARE_ERROR_MAX: f64 = 0.01;
+/// The largest V or tag: one increment ([`COST_V_MAX`]) below 2^64, so that adding
+/// one never wraps (module docs: invariants).
+pub const TAG_MAX: u64 = u64::MAX - COST_V_MAX;
 
 const _: () = assert!(
     COST_V_MAX < 1 << 52,
@@ -423,7 +454,22 @@ pub struct Wf2q {
 /// A class's byte cost at `per_byte` units a byte, rounded up so that a class never
 /// exceeds its rate.
 fn cost(len_bytes: u32, per_byte: f64) -> u64 {
-    ((f64::from(len_bytes) * per_byte).ceil() as u64).clamp(1, COST_V_MAX)
+    debug_assert!(per_byte > 0.0, "a rate gives {per_byte} units per byte");
+    let cost = ((f64::from(len_bytes) * per_byte).ceil() as u64).clamp(1, COST_V_MAX);
+    debug_assert!(
+        cost == COST_V_MAX || cost as f64 >= f64::from(len_bytes) * per_byte,
+        "a tag increment is rounded up, so that no class exceeds its rate"
+    );
+    cost
+}
+
+/// What the debug builds count around an enqueue or a dequeue (module docs:
+/// invariants).
+#[derive(Clone, Copy, Debug)]
+struct Census {
+    /// Classes waiting on a wheel.
+    filed: usize,
+    packets: usize,
 }
 
 /// V (or T) units per byte at `rate_bps` on a link of `link_bps`.
@@ -552,6 +598,43 @@ impl Wf2q {
     /// T: real time since the enforcer was built, in V units at the link's rate.
     fn t_at(&self, now_ns: u64) -> u64 {
         ((u128::from(now_ns) * self.speed_fx) >> SPEED_FRAC_BITS) as u64
+    }
+
+    /// In debug builds only, what [`Wf2q::assert_census`] compares: O(bands).
+    fn census(&self) -> Option<Census> {
+        cfg!(debug_assertions).then(|| Census {
+            filed: self.parked.len()
+                + self
+                    .bands
+                    .iter()
+                    .map(|b| b.eligible.len() + b.urgent.len() + b.ineligible.len())
+                    .sum::<usize>(),
+            packets: self.slab.len(),
+        })
+    }
+
+    /// Every class that holds packets waits on exactly one wheel: after an operation
+    /// that changed the packets held by `change` (one or none), the classes filed
+    /// changed by the same or not at all, and a class is filed only while it holds
+    /// packets.
+    fn assert_census(&self, before: Option<Census>, change: isize) {
+        let (Some(before), Some(after)) = (before, self.census()) else {
+            return;
+        };
+        debug_assert_eq!(
+            after.packets as isize,
+            before.packets as isize + change,
+            "every packet admitted is held until it is sent"
+        );
+        let filed = after.filed as isize - before.filed as isize;
+        debug_assert!(
+            filed == 0 || filed == change,
+            "a class is filed at its first packet and leaves at its last ({before:?} -> {after:?})"
+        );
+        debug_assert!(
+            after.filed <= after.packets && (after.filed == 0) == (after.packets == 0),
+            "every class that holds packets waits on exactly one wheel ({after:?})"
+        );
     }
 
     fn is_split(&self, class: usize) -> bool {
@@ -737,10 +820,17 @@ impl Wf2q {
         // The most urgent level answers to no one: its start tags stay 0.
         for less_urgent in level.max(first + 1)..first + count {
             let start = &mut self.level_start_v[less_urgent as usize];
+            let previous = *start;
             *start = (*start).max(floor_v) + cost_v;
+            debug_assert!(
+                *start > previous && *start <= TAG_MAX,
+                "a level's start tag only moves on"
+            );
             if let Some((cost_t, floor_t)) = capped {
                 let start = &mut self.level_start_t[less_urgent as usize];
+                let previous = *start;
                 *start = (*start).max(floor_t) + cost_t;
+                debug_assert!(*start > previous, "a level's real-time tag only moves on");
             }
         }
     }
@@ -795,6 +885,19 @@ impl Wf2q {
     /// at real time `t`: as eligible if V has reached S, else by S until it has.
     #[inline]
     fn place<const LEVELS: bool>(&mut self, class: usize, start_v: u64, v: u64, t: u64) {
+        debug_assert!(
+            !self.class[class].fifo.is_empty(),
+            "only a class holding packets is tagged"
+        );
+        debug_assert_eq!(
+            v,
+            self.bands[self.band_of(class)].v,
+            "tagged at its band's V"
+        );
+        debug_assert!(
+            start_v <= TAG_MAX && v <= TAG_MAX,
+            "V and S stay within V's 2^52 bytes"
+        );
         let cost = cost(self.head_len(class), self.fair_v_per_byte(class));
         self.class[class].finish_v = start_v + cost;
         if start_v <= v {
@@ -862,6 +965,10 @@ impl Wf2q {
                 },
                 v >> V_FRAC_BITS,
             ) {
+                debug_assert!(
+                    self.head_start_v[self.class[class as usize].fifo.head as usize] <= v,
+                    "no class is eligible before S <= V"
+                );
                 self.file_eligible::<LEVELS>(class, t);
             }
             let b = &mut self.bands[band];
@@ -873,7 +980,12 @@ impl Wf2q {
                 // WF2Q+'s V = max(V, min S); the wheel's bound may sit below min S,
                 // in which case the next round has cascaded it closer.
                 let start_tick = b.ineligible.next_tick()?;
+                let v_before = b.v;
                 b.v = b.v.max(start_tick << V_FRAC_BITS);
+                debug_assert!(
+                    b.v >= v_before && b.v <= TAG_MAX,
+                    "V only moves forward, within its 2^52 bytes"
+                );
                 continue;
             };
             // Every eligible tick has expired at u64::MAX.
@@ -901,6 +1013,14 @@ impl Wf2q {
     /// Sends the head packet of `class` of `band` at real time `t`.
     #[inline]
     fn serve<const LEVELS: bool>(&mut self, band: usize, class: usize, t: u64) -> Frame {
+        debug_assert!(
+            self.cap_blocked::<LEVELS>(class, t).is_none(),
+            "a capped class sends only once real time reaches its caps' tags"
+        );
+        debug_assert!(
+            self.level_start::<LEVELS>(class) <= self.bands[band].v,
+            "a class of a less urgent level waits for its tenant's start tag"
+        );
         let packet = self.class[class]
             .fifo
             .pop_front(&mut self.slab)
@@ -913,19 +1033,30 @@ impl Wf2q {
         if self.app_capped[app] {
             let cost = cost(packet.len_bytes, self.cap_t_per_byte(class));
             let start = &mut self.class[class].cap_t;
+            let previous = *start;
             *start = (*start).max(t.saturating_sub(CAP_CREDIT_BYTES << V_FRAC_BITS)) + cost;
+            debug_assert!(*start > previous, "each packet moves its cap's tag on");
         }
+        let v_before = v;
         let v = v + (u64::from(packet.len_bytes) << V_FRAC_BITS);
+        debug_assert!(
+            v > v_before && v <= TAG_MAX,
+            "each packet moves its band's V on, within its 2^52 bytes"
+        );
         self.bands[band].v = v;
         if self.class[class].fifo.is_empty() {
             self.set_backlogged(class, false);
         } else {
             let v_per_byte = self.fair_v_per_byte(class);
             let credit = ((LEVEL_CREDIT_BYTES as f64 * v_per_byte) as u64).min(COST_V_MAX);
-            let start_v = self.class[class]
-                .finish_v
+            let finish_v = self.class[class].finish_v;
+            let start_v = finish_v
                 .max(self.level_start::<LEVELS>(class))
                 .max(v.saturating_sub(credit));
+            debug_assert!(
+                start_v >= finish_v && start_v >= v.saturating_sub(credit),
+                "after each packet S = F, within the credit of V"
+            );
             self.place::<LEVELS>(class, start_v, v, t);
         }
         Frame::whole(packet)
@@ -942,6 +1073,10 @@ impl Wf2q {
             },
             t >> V_FRAC_BITS,
         ) {
+            debug_assert!(
+                self.class[class as usize].cap_t <= t,
+                "a parked class is released only once real time reaches its cap tag"
+            );
             // A class is parked only when eligible, and V only grows.
             self.file_eligible::<LEVELS>(class, t);
         }
@@ -964,18 +1099,26 @@ impl Wf2q {
 
     /// Tags `class`, just backlogged at `now_ns`, and files it.
     fn start<const LEVELS: bool>(&mut self, now_ns: u64, class: usize) {
+        debug_assert_eq!(
+            self.class[class].fifo.head, self.class[class].fifo.tail,
+            "a class becomes backlogged with its first packet"
+        );
         self.set_backlogged(class, true);
         let v = self.bands[self.band_of(class)].v;
         let t = self.t_at(now_ns);
+        let level_start_v = self.level_start::<LEVELS>(class);
         let state = &mut self.class[class];
         state.cap_t = state.cap_t.max(t);
-        let start_v = state.finish_v.max(v).max(self.level_start::<LEVELS>(class));
+        let start_v = state.finish_v.max(v).max(level_start_v);
+        debug_assert!(
+            start_v >= state.finish_v && start_v >= v,
+            "S = max(F, V) when a class becomes backlogged"
+        );
         self.place::<LEVELS>(class, start_v, v, t);
     }
-}
 
-impl Enforcer for Wf2q {
-    fn enqueue(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+    /// [`Enforcer::enqueue`], which wraps it in the debug builds' counts.
+    fn admit(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
         let Some(ClassId(class)) = self.classes.classify(&packet) else {
             return self.refuse(packet);
         };
@@ -1013,13 +1156,25 @@ impl Enforcer for Wf2q {
         }
         Ok(())
     }
+}
+
+impl Enforcer for Wf2q {
+    fn enqueue(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        let before = self.census();
+        let admitted = self.admit(now_ns, packet);
+        self.assert_census(before, isize::from(admitted.is_ok()));
+        admitted
+    }
 
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
-        if self.has_levels() {
+        let before = self.census();
+        let frame = if self.has_levels() {
             self.dequeue_with::<true>(now_ns)
         } else {
             self.dequeue_with::<false>(now_ns)
-        }
+        };
+        self.assert_census(before, -isize::from(frame.is_some()));
+        frame
     }
 
     fn next_ready_ns(&self, now_ns: u64) -> Option<u64> {
@@ -1217,4 +1372,61 @@ pub fn approximation(policy: &Policy) -> Approximation {
             .push("buffer caps (packet accounting at admission)".into());
     }
     out
+}
+
+#[cfg(all(test, debug_assertions))]
+mod invariants {
+    use super::*;
+    use policy::{AppId, TenantId};
+
+    fn packet(tenant: u16) -> Packet {
+        Packet {
+            len_bytes: 16,
+            tenant: TenantId(tenant),
+            app: AppId(u32::from(tenant)),
+            flow: 1,
+            destination: 0,
+            core: 0,
+            arrival_ns: 0,
+            handle: 0,
+        }
+    }
+
+    fn two_tenants() -> Wf2q {
+        let policy = policy::parse_policy(
+            "link: { rate: 10Gbit }\ntenants:\n  - { name: a }\n  - { name: b }\n",
+            "p.yaml",
+        )
+        .unwrap();
+        Wf2q::new(&policy, Config::default()).unwrap()
+    }
+
+    #[test]
+    #[should_panic(expected = "no item leaves before its tick")]
+    fn a_start_tag_moved_while_its_class_waits_trips_the_wheel() {
+        let mut wf2q = two_tenants();
+        for tenant in [0, 0, 1, 1] {
+            wf2q.enqueue(0, packet(tenant)).unwrap();
+        }
+        // Each tenant's tags run at half the link: a's first packet leaves, and its
+        // second waits for V to reach S = F = 32 byte-times.
+        assert!(wf2q.dequeue(0).is_some());
+        let head = wf2q.class[0].fifo.head as usize;
+        assert_eq!(wf2q.head_start_v[head], 32 << V_FRAC_BITS);
+        wf2q.head_start_v[head] = 1 << 40;
+        // b's packet takes V to 32 byte-times, where the wheel hands a back.
+        assert!(wf2q.dequeue(0).is_some());
+        wf2q.dequeue(0);
+    }
+
+    #[test]
+    #[should_panic(expected = "a rate gives")]
+    fn a_class_rate_of_nothing_trips_its_tag() {
+        let mut wf2q = two_tenants();
+        for _ in 0..2 {
+            wf2q.enqueue(0, packet(0)).unwrap();
+        }
+        wf2q.v_per_byte[0] = (wf2q.epoch, 0.0);
+        wf2q.dequeue(0);
+    }
 }

@@ -48,6 +48,20 @@
 //!   but put far EDTs on higher levels, costing one more cascade per 6 bits of
 //!   distance (a 50 Mbit/s class's 240 µs gap is ~2^10 ticks: one cascade); coarser
 //!   ticks release several packets of a tick back to back.
+//!
+//! ## Invariants (asserted in debug builds)
+//!
+//! - A limit's next free time never goes back, and a packet charged to it starts no
+//!   earlier than the previous packet's next free time nor than its arrival.
+//! - A packet's EDT is not before its arrival, its slot is not before the arrival's
+//!   tick, and a limited packet's slot is not before its EDT: no packet leaves early.
+//! - Counts are conserved: every held packet waits on the wheel exactly once, and
+//!   under PicNIC's feedback no more flows hold bytes than packets are held (a flow
+//!   holding nothing has no entry).
+//! - The wheel's horizon: every `u64` tick has a slot (a `const` assert on
+//!   [`timing::LEVELS`]), so no departure time within `u64` ns is clamped. The
+//!   horizons of PicNIC's feedback are where a packet is refused, not a bound on
+//!   what is held.
 
 pub mod timing;
 
@@ -152,8 +166,17 @@ impl Limit {
 /// Charges `len_bytes` arriving at `now_fx` to a limit of next free time `free_fx`
 /// and cost `ns_per_byte_fx`; returns when the limit allows the packet to leave.
 fn charge(free_fx: &mut u128, ns_per_byte_fx: u64, now_fx: u128, len_bytes: u32) -> u128 {
-    let start = (*free_fx).max(now_fx);
+    let previous_fx = *free_fx;
+    let start = previous_fx.max(now_fx);
     *free_fx = start + u128::from(len_bytes) * u128::from(ns_per_byte_fx);
+    debug_assert!(
+        start >= previous_fx && start >= now_fx,
+        "a stamp is never before the previous one nor before now"
+    );
+    debug_assert!(
+        *free_fx >= start,
+        "a limit's next free time never goes back"
+    );
     start
 }
 
@@ -270,7 +293,14 @@ impl Wheel {
         if let Some(Some(limit)) = self.destination_packet_limit.get_mut(pair) {
             edt = edt.max(limit.charge(now_fx, len.div_ceil(self.mtu_bytes)));
         }
+        debug_assert!(edt >= now_fx, "a packet's EDT is not before its arrival");
         edt
+    }
+
+    /// Whether every held packet waits on the wheel exactly once, and no more flows
+    /// hold bytes than packets are held.
+    fn counts_agree(&self) -> bool {
+        self.wheel.len() == self.slab.len() && self.flow_held_bytes.len() <= self.slab.len()
     }
 
     /// Whether `packet` is beyond a horizon: its VM-to-VM limit already holds
@@ -328,6 +358,10 @@ impl Wheel {
 
 impl Enforcer for Wheel {
     fn enqueue(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        debug_assert!(
+            self.counts_agree(),
+            "every held packet waits on the wheel once"
+        );
         let Some(ClassId(class)) = self.classes.classify(&packet) else {
             return self.refuse(packet);
         };
@@ -345,6 +379,16 @@ impl Enforcer for Wheel {
             let tick = edt_ns.div_ceil(1 << self.tick_shift);
             tick.min(u128::from(u64::MAX)) as u64
         };
+        debug_assert!(
+            tick >= now_ns >> self.tick_shift,
+            "a packet's slot is not before now"
+        );
+        debug_assert!(
+            edt_fx >> FRAC_BITS <= u128::from(now_ns)
+                || tick == u64::MAX
+                || u128::from(tick) << self.tick_shift << FRAC_BITS >= edt_fx,
+            "a limited packet's slot is not before its EDT"
+        );
         if self.under_feedback() {
             *self.flow_held_bytes.entry(packet.flow).or_insert(0) += u64::from(packet.len_bytes);
         }
@@ -354,11 +398,23 @@ impl Enforcer for Wheel {
             None => self.slot_class.push(class),
         }
         self.wheel.insert(index, tick);
+        debug_assert!(
+            self.counts_agree(),
+            "every held packet waits on the wheel once"
+        );
         Ok(())
     }
 
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
-        let (index, _) = self.wheel.pop_expired(now_ns >> self.tick_shift)?;
+        debug_assert!(
+            self.counts_agree(),
+            "every held packet waits on the wheel once"
+        );
+        let (index, tick) = self.wheel.pop_expired(now_ns >> self.tick_shift)?;
+        debug_assert!(
+            tick <= now_ns >> self.tick_shift,
+            "a packet never leaves before its slot"
+        );
         let packet = self.slab.remove(index);
         if let Some(held) = self.flow_held_bytes.get_mut(&packet.flow) {
             // A packet admitted before the first VM-to-VM limit was not counted.
@@ -370,6 +426,10 @@ impl Enforcer for Wheel {
         self.classes
             .departed(&packet, ClassId(self.slot_class[index as usize]));
         self.accounting.release(&packet);
+        debug_assert!(
+            self.counts_agree(),
+            "every held packet waits on the wheel once"
+        );
         Some(Frame::whole(packet))
     }
 
@@ -523,16 +583,17 @@ mod tests {
     use super::*;
     use policy::{AppId, TenantId};
 
-    #[test]
-    fn a_packet_rate_limit_spaces_a_pairs_packets_whatever_their_length() {
+    fn one_tenant() -> Wheel {
         let policy = policy::parse_policy(
             "link: { rate: 10Gbit }\ntenants:\n  - { name: a }\n",
             "p.yaml",
         )
         .unwrap();
-        let mut wheel = Wheel::new(&policy, Config::default()).unwrap();
-        assert!(wheel.set_destination_packet_limit(TenantId(0), 3, Some(100_000)));
-        let packet = |handle| Packet {
+        Wheel::new(&policy, Config::default()).unwrap()
+    }
+
+    fn packet(handle: u64) -> Packet {
+        Packet {
             len_bytes: 64,
             tenant: TenantId(0),
             app: AppId(0),
@@ -541,7 +602,13 @@ mod tests {
             core: 0,
             arrival_ns: 0,
             handle,
-        };
+        }
+    }
+
+    #[test]
+    fn a_packet_rate_limit_spaces_a_pairs_packets_whatever_their_length() {
+        let mut wheel = one_tenant();
+        assert!(wheel.set_destination_packet_limit(TenantId(0), 3, Some(100_000)));
         for handle in 0..3 {
             wheel.enqueue(0, packet(handle)).unwrap();
         }
@@ -557,5 +624,15 @@ mod tests {
         wheel.set_destination_packet_limit(TenantId(0), 3, None);
         wheel.enqueue(40_000, packet(9)).unwrap();
         assert_eq!(wheel.dequeue(40_000).map(|f| f.packet.handle), Some(9));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "every held packet waits on the wheel once")]
+    fn a_packet_filed_twice_trips_the_count() {
+        let mut wheel = one_tenant();
+        wheel.enqueue(0, packet(0)).unwrap();
+        wheel.wheel.insert(0, 0);
+        wheel.dequeue(0);
     }
 }

@@ -13,6 +13,16 @@
 //! a level slots are ordered by index. When `elapsed` reaches a higher-level slot, its
 //! items cascade down, in their order, to lower levels: each item moves at most
 //! [`LEVELS`] - 1 times, and items of one tick leave in insertion order (FIFO).
+//!
+//! ## Invariants (asserted in debug builds)
+//!
+//! - `elapsed` never goes back, and no item is filed before it.
+//! - No item leaves before its tick: a popped item's tick is at most the slot's start.
+//! - A cascade moves every item of the slot to a lower level. A caller that derives
+//!   an item's tick from its own state ([`Links`]) must not change it while the item
+//!   waits; one that did would break this first.
+//! - The count and the bitmaps agree: the wheel holds nothing exactly when no slot is
+//!   occupied.
 
 use crate::wf2q::slab::NIL;
 
@@ -131,10 +141,18 @@ impl WheelSlots {
     /// Files `item` to expire at `tick`; a tick already passed expires at once.
     #[inline]
     pub fn insert(&mut self, links: &mut impl Links, item: u32, tick: u64) {
+        debug_assert_ne!(item, NIL, "NIL ends a slot's list and is no item");
         let tick = tick.max(self.elapsed);
         links.set_tick(item, tick);
         self.link(links, item, tick);
         self.len += 1;
+        debug_assert!(self.counts_agree());
+    }
+
+    /// Whether the count and the bitmaps agree: nothing held exactly when no slot
+    /// is occupied.
+    fn counts_agree(&self) -> bool {
+        (self.len == 0) == self.occupied.iter().all(|&bits| bits == 0)
     }
 
     #[inline]
@@ -192,6 +210,7 @@ impl WheelSlots {
             if start > now_tick {
                 return None;
             }
+            debug_assert!(start >= self.elapsed, "the wheel never turns back");
             self.elapsed = start;
             let index = level * SLOTS + slot;
             if level == 0 {
@@ -203,7 +222,10 @@ impl WheelSlots {
                     self.occupied[0] &= !(1 << slot);
                 }
                 self.len -= 1;
-                return Some((item, links.tick(item)));
+                let tick = links.tick(item);
+                debug_assert!(tick <= start, "no item leaves before its tick");
+                debug_assert!(self.counts_agree());
+                return Some((item, tick));
             }
             self.cascade(links, level, slot);
         }
@@ -222,7 +244,12 @@ impl WheelSlots {
         self.occupied[level] &= !(1 << slot);
         while item != NIL {
             let next = links.next(item);
-            self.link(links, item, links.tick(item));
+            let tick = links.tick(item);
+            debug_assert!(
+                level_for(self.elapsed, tick) < level,
+                "a cascade moves an item down: its tick changed while it waited"
+            );
+            self.link(links, item, tick);
             item = next;
         }
     }
@@ -272,5 +299,20 @@ impl TimingWheel {
     /// its tick.
     pub fn pop_expired(&mut self, now_tick: u64) -> Option<(u32, u64)> {
         self.slots.pop_expired(&mut self.links, now_tick)
+    }
+}
+
+#[cfg(all(test, debug_assertions))]
+mod invariants {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "a cascade moves an item down")]
+    fn a_tick_changed_while_its_item_waits_trips_the_cascade() {
+        let mut wheel = TimingWheel::new(1);
+        // On level 2, so the pop below cascades it.
+        wheel.insert(0, 1 << 12);
+        wheel.links[0].tick = 1 << 20;
+        wheel.pop_expired(u64::MAX);
     }
 }
