@@ -115,9 +115,10 @@ fn offered_demand(
                 .stop_ns
                 .min(scenario.duration_ns)
                 .saturating_sub(t.traffic.start_ns);
-            let (size_bytes, poisson) = match t.traffic.kind {
-                policy::TrafficKind::Udp { size_bytes, .. } => (size_bytes, false),
-                policy::TrafficKind::Poisson { size_bytes, .. } => (size_bytes, true),
+            let (size_bytes, poisson) = match t.traffic.kind.pacing() {
+                policy::Pacing::Datagrams {
+                    size_bytes, gaps, ..
+                } => (size_bytes, gaps == policy::Gaps::Exponential),
                 _ => (0, false),
             };
             let ran_s = ran_ns as f64 / 1e9;

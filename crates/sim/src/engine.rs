@@ -34,7 +34,7 @@ use crate::events::{Event, EventQueue};
 use crate::host::HostModel;
 use crate::ring::{Fate, Post, TxRing};
 use policy::wire::{UDP_HEADER_BYTES, bulk_send_bytes_capped, serialisation_ns, tcp_wire_bytes};
-use policy::{AppId, Scenario, TenantId, TrafficKind};
+use policy::{AppId, Gaps, Pacing, Scenario, TenantId, TrafficKind};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use report::measure;
@@ -60,39 +60,31 @@ impl SenderKind {
     /// sends (a bulk TSO send, a datagram, a response) on a link of `mtu_bytes`,
     /// its flows capped at `cap_bps` on their way out.
     pub(crate) fn of(kind: &TrafficKind, mtu_bytes: u32, cap_bps: u64) -> (SenderKind, u32) {
-        match *kind {
-            TrafficKind::Bulk { .. } => {
-                (SenderKind::Bulk, bulk_send_bytes_capped(mtu_bytes, cap_bps))
-            }
-            TrafficKind::Udp {
+        match kind.pacing() {
+            Pacing::Backlogged => (SenderKind::Bulk, bulk_send_bytes_capped(mtu_bytes, cap_bps)),
+            Pacing::Datagrams {
                 rate_bps,
                 size_bytes,
-                flows,
-            }
-            | TrafficKind::Poisson {
-                rate_bps,
-                size_bytes,
-                flows,
+                gaps,
             } => {
-                let per_flow_bps = rate_bps as f64 / f64::from(flows);
+                let per_flow_bps = rate_bps as f64 / f64::from(kind.flows());
                 (
                     SenderKind::Datagram {
                         gap_ns: f64::from(size_bytes) * 8.0 * 1e9 / per_flow_bps,
-                        poisson: matches!(kind, TrafficKind::Poisson { .. }),
+                        poisson: gaps == Gaps::Exponential,
                     },
                     size_bytes + UDP_HEADER_BYTES,
                 )
             }
-            TrafficKind::Rpc {
+            Pacing::Requests {
                 response_bytes,
-                concurrency,
                 rate_per_s,
                 ..
             } => {
                 let sender = match rate_per_s {
                     None => SenderKind::RpcClosed,
                     Some(rate) => SenderKind::RpcOpen {
-                        gap_ns: 1e9 * f64::from(concurrency) / rate,
+                        gap_ns: 1e9 * f64::from(kind.flows()) / rate,
                     },
                 };
                 (sender, tcp_wire_bytes(response_bytes, mtu_bytes))
@@ -291,15 +283,14 @@ impl<'a> Engine<'a> {
         let traffic_latency = scenario
             .traffic
             .iter()
-            .map(|t| match t.kind {
-                TrafficKind::Rpc { .. } => {
+            .map(|t| {
+                t.kind.has_requests().then(|| {
                     latency.push(LatencyRecord {
                         traffic: t.name.clone(),
                         histogram_ns: latency_histogram(),
                     });
-                    Some(latency.len() - 1)
-                }
-                _ => None,
+                    latency.len() - 1
+                })
             })
             .collect();
         let record = RunRecord {
