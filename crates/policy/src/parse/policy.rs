@@ -221,103 +221,146 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
     }
     let (weight, priority) = weight_priority(ctx, &fields)?;
     let (min_rate_bps, max_rate_bps) = rate_bounds(ctx, &fields)?;
-
-    let mut cores = Vec::new();
-    if let Some(cores_node) = fields.get("cores") {
-        let items = ctx.seq(cores_node, "cores")?;
-        if items.is_empty() {
-            return ctx.err(
-                cores_node,
-                "cores must not be empty",
-                Some("leave `cores` out to use every core".into()),
-            );
-        }
-        for item in items {
-            let core = ctx.integer(item, "core index", 0, u64::from(CORE_INDEX_MAX))? as u16;
-            if cores.contains(&core) {
-                return ctx.err(
-                    item,
-                    format!("core {core} is listed twice"),
-                    Some("list each core once".into()),
-                );
-            }
-            cores.push(core);
-        }
-    }
-
+    let cores = tenant_cores(ctx, &fields)?;
     let buffer_bytes = fields
         .get("buffer")
         .map(|node| ctx.size(node, "buffer"))
         .transpose()?;
-    let (mut match_src, mut match_port) = (None, None);
-    if let Some(match_node) = fields.get("match") {
-        let m = ctx.fields(match_node, "tenant match", TENANT_MATCH_KEYS)?;
-        if let Some(src) = m.get("src") {
-            let prefix = cidr(ctx, src)?;
-            // A frame is classified by its source alone: in overlapping prefixes it
-            // would belong to two tenants, and one took all (99.3 Mbit/s against
-            // a cap of 20, the other 0).
-            let overlapped = draft
-                .tenants
-                .iter()
-                .find(|t| t.match_src.is_some_and(|other| other.overlaps(&prefix)));
-            if let Some(other) = overlapped {
-                return ctx.err(
-                    src,
-                    format!("match.src overlaps tenant `{}`'s", other.name),
-                    Some(
-                        "tenants' source prefixes must be disjoint: a frame belongs to one tenant"
-                            .into(),
-                    ),
-                );
-            }
-            match_src = Some(prefix);
-        }
-        if let Some(port) = m.get("port") {
-            let port_name = ctx.string(port, "match.port")?;
-            if port_name.is_empty() || port_name.len() > 15 || port_name.contains(['/', ' ']) {
-                return ctx.err(
-                    port,
-                    format!("`{port_name}` is not an interface name"),
-                    Some("interface names have 1 to 15 characters, no `/` or space".into()),
-                );
-            }
-            match_port = Some(port_name.to_owned());
-        }
-    }
-
-    let mut ingress_min_at = None;
-    let ingress = fields
-        .get("ingress")
-        .map(|node| {
+    let (match_src, match_port) = match fields.get("match") {
+        Some(match_node) => tenant_match(ctx, &draft.tenants, match_node)?,
+        None => (None, None),
+    };
+    let (ingress, ingress_min_at) = match fields.get("ingress") {
+        Some(node) => {
             let envelope = ctx.fields(node, "ingress", INGRESS_KEYS)?;
             let (min_rate_bps, max_rate_bps) = rate_bounds(ctx, &envelope)?;
-            ingress_min_at = envelope.get("min_rate");
-            Ok(Envelope {
+            let ingress = Envelope {
                 min_rate_bps,
                 max_rate_bps,
-            })
-        })
-        .transpose()?;
+            };
+            (Some(ingress), envelope.get("min_rate"))
+        }
+        None => (None, None),
+    };
     let completions = match fields.get("completions") {
         None => Completions::default(),
-        Some(node) => match ctx.string(node, "completions")? {
-            "in-order" => Completions::InOrder,
-            "out-of-order" => Completions::OutOfOrder,
-            other => {
-                return ctx.err(
-                    node,
-                    format!("unknown completions `{other}`"),
-                    Some("completions is `in-order` or `out-of-order`".into()),
-                );
-            }
-        },
+        Some(node) => completions(ctx, node)?,
     };
     let napi_tx = match fields.get("napi_tx") {
         None => false,
         Some(node) => ctx.boolean(node, "napi_tx")?,
     };
+    let apps = tenant_apps(draft, &fields, node)?;
+    draft.cores_given.push(!cores.is_empty());
+    draft.tenant_name_at.push(name_node);
+    draft.tenant_min_at.push(fields.get("min_rate"));
+    draft.ingress_min_at.push(ingress_min_at);
+    draft.tenants.push(Tenant {
+        name,
+        weight,
+        priority,
+        min_rate_bps,
+        max_rate_bps,
+        cores,
+        buffer_bytes,
+        match_src,
+        match_port,
+        ingress,
+        completions,
+        napi_tx,
+        apps,
+    });
+    Ok(())
+}
 
+/// A tenant's `cores`: each core once; empty when it names none.
+fn tenant_cores(ctx: Ctx, fields: &Fields) -> Res<Vec<u16>> {
+    let mut cores = Vec::new();
+    let Some(cores_node) = fields.get("cores") else {
+        return Ok(cores);
+    };
+    let items = ctx.seq(cores_node, "cores")?;
+    if items.is_empty() {
+        return ctx.err(
+            cores_node,
+            "cores must not be empty",
+            Some("leave `cores` out to use every core".into()),
+        );
+    }
+    for item in items {
+        let core = ctx.integer(item, "core index", 0, u64::from(CORE_INDEX_MAX))? as u16;
+        if cores.contains(&core) {
+            return ctx.err(
+                item,
+                format!("core {core} is listed twice"),
+                Some("list each core once".into()),
+            );
+        }
+        cores.push(core);
+    }
+    Ok(cores)
+}
+
+/// A tenant's `match`: its source prefix, disjoint from every `earlier` tenant's,
+/// and its interface.
+fn tenant_match(
+    ctx: Ctx,
+    earlier: &[Tenant],
+    match_node: &Sp,
+) -> Res<(Option<Cidr>, Option<String>)> {
+    let m = ctx.fields(match_node, "tenant match", TENANT_MATCH_KEYS)?;
+    let (mut match_src, mut match_port) = (None, None);
+    if let Some(src) = m.get("src") {
+        let prefix = cidr(ctx, src)?;
+        // A frame is classified by its source alone: in overlapping prefixes it
+        // would belong to two tenants, and one took all (99.3 Mbit/s against
+        // a cap of 20, the other 0).
+        let overlapped = earlier
+            .iter()
+            .find(|t| t.match_src.is_some_and(|other| other.overlaps(&prefix)));
+        if let Some(other) = overlapped {
+            return ctx.err(
+                src,
+                format!("match.src overlaps tenant `{}`'s", other.name),
+                Some(
+                    "tenants' source prefixes must be disjoint: a frame belongs to one tenant"
+                        .into(),
+                ),
+            );
+        }
+        match_src = Some(prefix);
+    }
+    if let Some(port) = m.get("port") {
+        let port_name = ctx.string(port, "match.port")?;
+        if port_name.is_empty() || port_name.len() > 15 || port_name.contains(['/', ' ']) {
+            return ctx.err(
+                port,
+                format!("`{port_name}` is not an interface name"),
+                Some("interface names have 1 to 15 characters, no `/` or space".into()),
+            );
+        }
+        match_port = Some(port_name.to_owned());
+    }
+    Ok((match_src, match_port))
+}
+
+fn completions(ctx: Ctx, node: &Sp) -> Res<Completions> {
+    match ctx.string(node, "completions")? {
+        "in-order" => Ok(Completions::InOrder),
+        "out-of-order" => Ok(Completions::OutOfOrder),
+        other => ctx.err(
+            node,
+            format!("unknown completions `{other}`"),
+            Some("completions is `in-order` or `out-of-order`".into()),
+        ),
+    }
+}
+
+/// The apps of the tenant about to be added to `draft` (its `fields`, at `node`):
+/// those it lists, and an implicit `default` when none of them takes what the
+/// others leave.
+fn tenant_apps<'n>(draft: &mut Draft<'n>, fields: &Fields<'n>, node: &'n Sp) -> Res<Vec<AppId>> {
+    let ctx = draft.ctx;
     let tenant_id = TenantId(draft.tenants.len() as u16);
     let first_app = draft.apps.len();
     if let Some(apps_node) = fields.get("apps") {
@@ -362,37 +405,12 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
             Some(format!("a policy has at most {APPS_MAX} apps (APPS_MAX)")),
         );
     }
-    let apps = (first_app..draft.apps.len())
+    Ok((first_app..draft.apps.len())
         .map(|i| AppId(i as u32))
-        .collect();
-    draft.cores_given.push(!cores.is_empty());
-    draft.tenant_name_at.push(name_node);
-    draft.tenant_min_at.push(fields.get("min_rate"));
-    draft.ingress_min_at.push(ingress_min_at);
-    draft.tenants.push(Tenant {
-        name,
-        weight,
-        priority,
-        min_rate_bps,
-        max_rate_bps,
-        cores,
-        buffer_bytes,
-        match_src,
-        match_port,
-        ingress,
-        completions,
-        napi_tx,
-        apps,
-    });
-    Ok(())
+        .collect())
 }
 
-fn app<'n>(
-    draft: &mut Draft<'n>,
-    tenant: TenantId,
-    first_app: usize,
-    node: &'n Sp,
-) -> Res<()> {
+fn app<'n>(draft: &mut Draft<'n>, tenant: TenantId, first_app: usize, node: &'n Sp) -> Res<()> {
     let ctx = draft.ctx;
     let fields = ctx.fields(node, "app", APP_KEYS)?;
     let name_node = ctx.require(&fields, "name", "app")?;
@@ -406,65 +424,14 @@ fn app<'n>(
     }
     let (weight, priority) = weight_priority(ctx, &fields)?;
     let (min_rate_bps, max_rate_bps) = rate_bounds(ctx, &fields)?;
-    let (mut match_proto, mut match_ports) = (None, Vec::new());
-    if let Some(match_node) = fields.get("match") {
-        let m = ctx.fields(match_node, "app match", APP_MATCH_KEYS)?;
-        if let Some(proto) = m.get("proto") {
-            match_proto = Some(match ctx.string(proto, "match.proto")? {
-                "tcp" => Proto::Tcp,
-                "udp" => Proto::Udp,
-                other => {
-                    return ctx.err(
-                        proto,
-                        format!("unknown proto `{other}`"),
-                        Some("proto is tcp or udp".into()),
-                    );
-                }
-            });
-        }
-        if let Some(ports) = m.get("ports") {
-            for port in ctx.seq(ports, "match.ports")? {
-                let port_number = match &port.value {
-                    Node::Str(text) => text
-                        .trim()
-                        .parse::<u64>()
-                        .ok()
-                        .filter(|p| (1..=65535).contains(p)),
-                    Node::Int(p) if (1..=65535).contains(p) => Some(*p as u64),
-                    _ => None,
-                };
-                let Some(port_number) = port_number else {
-                    return ctx.err(
-                        port,
-                        "invalid port",
-                        Some("ports are integers in 1..=65535".into()),
-                    );
-                };
-                match_ports.push(port_number as u16);
-            }
-        }
-    }
-    let split = match fields.get("split") {
-        Some(split_node) => {
-            let s = ctx.fields(split_node, "split", SPLIT_KEYS)?;
-            let by_node = ctx.require(&s, "by", "split")?;
-            let by = match ctx.string(by_node, "split.by")? {
-                "destination" => SplitBy::Destination,
-                "flow" => SplitBy::Flow,
-                other => {
-                    return ctx.err(
-                        by_node,
-                        format!("unknown split.by `{other}`"),
-                        Some("split.by is destination or flow".into()),
-                    );
-                }
-            };
-            let max_node = ctx.require(&s, "max_rate", "split")?;
-            let max_rate_bps = ctx.positive_rate(max_node, "split.max_rate")?;
-            Some(Split { by, max_rate_bps })
-        }
-        None => None,
+    let (match_proto, match_ports) = match fields.get("match") {
+        Some(match_node) => app_match(ctx, match_node)?,
+        None => (None, Vec::new()),
     };
+    let split = fields
+        .get("split")
+        .map(|node| app_split(ctx, node))
+        .transpose()?;
     let app = App {
         name,
         tenant,
@@ -504,6 +471,67 @@ fn app<'n>(
     draft.app_min_at.push(fields.get("min_rate"));
     draft.apps.push(app);
     Ok(())
+}
+
+/// An app's `match`: its protocol and ports.
+fn app_match(ctx: Ctx, match_node: &Sp) -> Res<(Option<Proto>, Vec<u16>)> {
+    let m = ctx.fields(match_node, "app match", APP_MATCH_KEYS)?;
+    let (mut match_proto, mut match_ports) = (None, Vec::new());
+    if let Some(proto) = m.get("proto") {
+        match_proto = Some(match ctx.string(proto, "match.proto")? {
+            "tcp" => Proto::Tcp,
+            "udp" => Proto::Udp,
+            other => {
+                return ctx.err(
+                    proto,
+                    format!("unknown proto `{other}`"),
+                    Some("proto is tcp or udp".into()),
+                );
+            }
+        });
+    }
+    if let Some(ports) = m.get("ports") {
+        for port in ctx.seq(ports, "match.ports")? {
+            let port_number = match &port.value {
+                Node::Str(text) => text
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|p| (1..=65535).contains(p)),
+                Node::Int(p) if (1..=65535).contains(p) => Some(*p as u64),
+                _ => None,
+            };
+            let Some(port_number) = port_number else {
+                return ctx.err(
+                    port,
+                    "invalid port",
+                    Some("ports are integers in 1..=65535".into()),
+                );
+            };
+            match_ports.push(port_number as u16);
+        }
+    }
+    Ok((match_proto, match_ports))
+}
+
+/// An app's `split`: by what, and each part's cap.
+fn app_split(ctx: Ctx, split_node: &Sp) -> Res<Split> {
+    let s = ctx.fields(split_node, "split", SPLIT_KEYS)?;
+    let by_node = ctx.require(&s, "by", "split")?;
+    let by = match ctx.string(by_node, "split.by")? {
+        "destination" => SplitBy::Destination,
+        "flow" => SplitBy::Flow,
+        other => {
+            return ctx.err(
+                by_node,
+                format!("unknown split.by `{other}`"),
+                Some("split.by is destination or flow".into()),
+            );
+        }
+    };
+    let max_node = ctx.require(&s, "max_rate", "split")?;
+    let max_rate_bps = ctx.positive_rate(max_node, "split.max_rate")?;
+    Ok(Split { by, max_rate_bps })
 }
 
 fn cidr(ctx: Ctx, node: &Sp) -> Res<Cidr> {

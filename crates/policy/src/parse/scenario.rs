@@ -317,12 +317,7 @@ pub(super) fn run_header<'n>(
     })
 }
 
-fn listed_enforcers(
-    ctx: Ctx,
-    node: &Sp,
-    known: &[&str],
-    default: &str,
-) -> Res<Vec<String>> {
+fn listed_enforcers(ctx: Ctx, node: &Sp, known: &[&str], default: &str) -> Res<Vec<String>> {
     let items = ctx.seq(node, "enforcers")?;
     if items.is_empty() {
         return ctx.err(

@@ -10,7 +10,7 @@ use crate::limits::{
     RETRIES_PER_PACKET, SENDER_RETRIES_PER_S, SIM_PACKETS_MAX, traffic_packets_estimate,
 };
 use crate::units;
-use crate::{AppId, Policy, PolicyError, Proto, TenantId, Traffic, TrafficKind};
+use crate::{AppId, KINDS, Policy, PolicyError, Proto, TenantId, Traffic, TrafficKind};
 
 pub(super) const TRAFFIC_KEYS: &[&str] = &[
     "name",
@@ -234,43 +234,77 @@ pub(super) fn traffic_entry(
     duration_ns: u64,
     index: usize,
 ) -> Res<Traffic> {
-    let tenant_name = &policy.tenant(tenant).name;
-    let app = match fields.get("app") {
-        Some(app_node) => {
-            let app_name = ctx.name(app_node, "app")?;
-            match policy.app_by_name(tenant, &app_name) {
-                Some(app) => app,
-                None => {
-                    let names: Vec<&str> = policy
-                        .tenant(tenant)
-                        .apps
-                        .iter()
-                        .map(|&a| policy.app(a).name.as_str())
-                        .collect();
-                    return ctx.err(
-                        app_node,
-                        format!("tenant `{tenant_name}` has no app `{app_name}`"),
-                        Some(format!("apps of `{tenant_name}`: {}", names.join(", "))),
-                    );
-                }
-            }
-        }
-        None => policy.catch_all_app(tenant),
-    };
-
+    let app = traffic_app(ctx, fields, policy, tenant)?;
     let kind_node = ctx.require(fields, "kind", "traffic")?;
+    let kind = traffic_kind(ctx, fields, kind_node)?;
+    let (start_ns, stop_ns) = start_stop(ctx, fields, duration_ns)?;
+    let cost_ns = match fields.get("cost") {
+        Some(node) => ctx.engine_cost(node, "cost")?,
+        None => 0,
+    };
+    check_traffic_app(
+        ctx,
+        policy,
+        tenant,
+        app,
+        &kind,
+        fields.get("app").unwrap_or(kind_node),
+    )?;
+    let name = match fields.get("name") {
+        Some(node) => ctx.name(node, "traffic name")?,
+        None => format!(
+            "{}-{}-{}-{}",
+            policy.tenant(tenant).name,
+            policy.app(app).name,
+            kind.label(),
+            index + 1
+        ),
+    };
+    Ok(Traffic {
+        name,
+        tenant,
+        app,
+        kind,
+        start_ns,
+        stop_ns,
+        cost_ns,
+    })
+}
+
+/// The app a traffic entry names among its tenant's, or the tenant's catch-all.
+fn traffic_app(ctx: Ctx, fields: &Fields, policy: &Policy, tenant: TenantId) -> Res<AppId> {
+    let Some(app_node) = fields.get("app") else {
+        return Ok(policy.catch_all_app(tenant));
+    };
+    let app_name = ctx.name(app_node, "app")?;
+    if let Some(app) = policy.app_by_name(tenant, &app_name) {
+        return Ok(app);
+    }
+    let tenant_name = &policy.tenant(tenant).name;
+    let names: Vec<&str> = policy
+        .tenant(tenant)
+        .apps
+        .iter()
+        .map(|&a| policy.app(a).name.as_str())
+        .collect();
+    ctx.err(
+        app_node,
+        format!("tenant `{tenant_name}` has no app `{app_name}`"),
+        Some(format!("apps of `{tenant_name}`: {}", names.join(", "))),
+    )
+}
+
+/// The kind of a traffic entry (`kind_node`), from the keys that kind takes; a key
+/// of another kind is refused.
+fn traffic_kind(ctx: Ctx, fields: &Fields, kind_node: &Sp) -> Res<TrafficKind> {
     let kind_name = ctx.string(kind_node, "kind")?;
-    let own_keys: &[&str] = match kind_name {
-        "bulk" => &["flows"],
-        "udp" | "poisson" => &["rate", "size", "flows"],
-        "rpc" => &["request", "response", "concurrency", "rate"],
-        other => {
-            return ctx.err(
-                kind_node,
-                format!("unknown traffic kind `{other}`"),
-                Some("kinds: bulk, udp, poisson, rpc".into()),
-            );
-        }
+    let Some(own_keys) = KINDS.iter().find(|k| k.name == kind_name).map(|k| k.keys) else {
+        let names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+        return ctx.err(
+            kind_node,
+            format!("unknown traffic kind `{kind_name}`"),
+            Some(format!("kinds: {}", names.join(", "))),
+        );
     };
     if let Some((key, key_node, _)) = fields
         .entries
@@ -297,7 +331,7 @@ pub(super) fn traffic_entry(
         Some(node) => ctx.size_u32(node, key, 1, MESSAGE_BYTES_MAX),
         None => Ok(MESSAGE_BYTES_DEFAULT as u32),
     };
-    let kind = match kind_name {
+    Ok(match kind_name {
         "bulk" => TrafficKind::Bulk {
             flows: count(ctx, fields, "flows")?,
         },
@@ -326,8 +360,11 @@ pub(super) fn traffic_entry(
                 .map(|node| requests_per_s(ctx, node))
                 .transpose()?,
         },
-    };
+    })
+}
 
+/// When a traffic entry starts and stops: by default the whole run, and within it.
+fn start_stop(ctx: Ctx, fields: &Fields, duration_ns: u64) -> Res<(u64, u64)> {
     let start_ns = match fields.get("start") {
         Some(node) => ctx.time(node, "start")?,
         None => 0,
@@ -355,38 +392,7 @@ pub(super) fn traffic_entry(
             Some("write start and stop within 0s..=duration, start first".into()),
         );
     }
-
-    let cost_ns = match fields.get("cost") {
-        Some(node) => ctx.engine_cost(node, "cost")?,
-        None => 0,
-    };
-
-    check_traffic_app(
-        ctx,
-        policy,
-        tenant,
-        app,
-        &kind,
-        fields.get("app").unwrap_or(kind_node),
-    )?;
-
-    let name = match fields.get("name") {
-        Some(node) => ctx.name(node, "traffic name")?,
-        None => format!(
-            "{tenant_name}-{}-{kind_name}-{}",
-            policy.app(app).name,
-            index + 1
-        ),
-    };
-    Ok(Traffic {
-        name,
-        tenant,
-        app,
-        kind,
-        start_ns,
-        stop_ns,
-        cost_ns,
-    })
+    Ok((start_ns, stop_ns))
 }
 
 /// Requests per second: `1000`, `2.5e3` or `1000/s`.
