@@ -774,40 +774,97 @@ fn run_path(
     let batch_gap_ns =
         offered_frames_per_s.map(|rate| (SEND_BATCH as f64 * tenants * 1e9 / rate.max(1.0)) as u64);
     // Declared first, dropped last: the engine drains what the senders left.
-    let mut engine: Threads<(EngineStats, u64)> = Threads::new();
-    if PathKind::of(path) == PathKind::Engine {
-        let config = EngineConfig {
-            ports: plan.tenants.iter().map(|t| t.port.clone()).collect(),
-            tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
-            uplink: plan.uplink.clone(),
-            link_rate_bps: None,
-            buffer: HostBuffer::new(path, policy, options.qdisc)?,
-            transmit_threads: options.engine_threads.saturating_sub(1),
-            // The benchmark measures the engine's own forwarding, no modelled cost.
-            cores: None,
-        };
-        let (stop, name, policy, classifier) = (
-            engine.stop.clone(),
-            path.to_string(),
-            policy.clone(),
-            classifier.clone(),
-        );
-        engine.handles.push(crate::spawn_worker(
-            "nicsched-engine",
-            plan.engine_ns.clone(),
-            move |ready| {
-                let built = sched::build_with(&name, &policy, config.buffer.capacity)
-                    .map_err(|e| std::io::Error::other(e.to_string()))?;
-                let cpu_ns = sys::clock::thread_cpu_ns();
-                let stats = Engine::new(config, classifier, &policy, built)?.run(&stop, ready)?;
-                let cpu_ns = sys::clock::thread_cpu_ns() - cpu_ns + stats.transmit_cpu_ns;
-                Ok((stats, cpu_ns))
-            },
-        )?);
-    }
-
-    let mut senders: Threads<(u64, u64)> = Threads::new();
+    let engine = spawn_engine(plan, policy, classifier, path, options)?;
     let go = Arc::new(AtomicBool::new(false));
+    let senders = spawn_senders(plan, options, sink, batch_gap_ns, &go)?;
+
+    let before = sink_counters(plan)?;
+    let t0 = Instant::now();
+    go.store(true, Ordering::Release);
+    wait_for(t0, options.seconds, progress)?;
+    senders.stop.store(true, Ordering::SeqCst);
+    let seconds = t0.elapsed().as_secs_f64();
+    let sent = senders.join("sender")?;
+    let offered_frames: u64 = sent.iter().map(|s| s.0).sum();
+    let senders_cpu_ns: u64 = sent.iter().map(|s| s.1).sum();
+    progress(1.0);
+
+    let after = sink_counters_drained(plan)?;
+    let (engine, engine_cpu_ns) = match engine.join("engine")?.pop() {
+        Some((stats, cpu_ns)) => (Some(stats), cpu_ns),
+        None => (None, 0),
+    };
+    let delivered_frames = after.packets - before.packets;
+    Ok(PathResult {
+        path: path.to_string(),
+        seconds,
+        round_frames_per_s: vec![delivered_frames as f64 / seconds],
+        offered_frames,
+        delivered_frames,
+        delivered_bytes: after.bytes - before.bytes,
+        engine,
+        engine_cpu_s: engine_cpu_ns as f64 / 1e9,
+        senders_cpu_s: senders_cpu_ns as f64 / 1e9,
+        round_loss_free_frames_per_s: Vec::new(),
+    })
+}
+
+/// nicsched's engine running enforcer `path` in the engine's namespace, for the
+/// engine's path; no thread for the kernel's paths. Each thread returns the
+/// engine's stats and the CPU time it took.
+fn spawn_engine(
+    plan: &topology::Plan,
+    policy: &Policy,
+    classifier: &Classifier,
+    path: &str,
+    options: &BenchOptions,
+) -> Result<Threads<(EngineStats, u64)>, LabError> {
+    let mut engine = Threads::new();
+    if PathKind::of(path) != PathKind::Engine {
+        return Ok(engine);
+    }
+    let config = EngineConfig {
+        ports: plan.tenants.iter().map(|t| t.port.clone()).collect(),
+        tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
+        uplink: plan.uplink.clone(),
+        link_rate_bps: None,
+        buffer: HostBuffer::new(path, policy, options.qdisc)?,
+        transmit_threads: options.engine_threads.saturating_sub(1),
+        // The benchmark measures the engine's own forwarding, no modelled cost.
+        cores: None,
+    };
+    let (stop, name, policy, classifier) = (
+        engine.stop.clone(),
+        path.to_string(),
+        policy.clone(),
+        classifier.clone(),
+    );
+    engine.handles.push(crate::spawn_worker(
+        "nicsched-engine",
+        plan.engine_ns.clone(),
+        move |ready| {
+            let built = sched::build_with(&name, &policy, config.buffer.capacity)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            let cpu_ns = sys::clock::thread_cpu_ns();
+            let stats = Engine::new(config, classifier, &policy, built)?.run(&stop, ready)?;
+            let cpu_ns = sys::clock::thread_cpu_ns() - cpu_ns + stats.transmit_cpu_ns;
+            Ok((stats, cpu_ns))
+        },
+    )?);
+    Ok(engine)
+}
+
+/// A UDP sender in each tenant's namespace, ready and waiting for `go`, then
+/// sending batches to `sink` (every `batch_gap_ns`, or back to back) until
+/// stopped. Each thread returns the datagrams it sent and the CPU time it took.
+fn spawn_senders(
+    plan: &topology::Plan,
+    options: &BenchOptions,
+    sink: SocketAddrV4,
+    batch_gap_ns: Option<u64>,
+    go: &Arc<AtomicBool>,
+) -> Result<Threads<(u64, u64)>, LabError> {
+    let mut senders = Threads::new();
     for (t, tenant) in plan.tenants.iter().enumerate() {
         let (stop, go) = (senders.stop.clone(), go.clone());
         let (flows, payload_bytes) = (
@@ -846,30 +903,29 @@ fn run_path(
             },
         )?);
     }
+    Ok(senders)
+}
 
-    let before = sink_counters(plan)?;
-    let duration = Duration::from_secs_f64(options.seconds);
-    let t0 = Instant::now();
-    go.store(true, Ordering::Release);
+/// Waits until `seconds` after `t0`, telling `progress` the fraction gone by;
+/// an interrupt ends the wait as an error.
+fn wait_for(t0: Instant, seconds: f64, progress: &mut dyn FnMut(f64)) -> Result<(), LabError> {
+    let duration = Duration::from_secs_f64(seconds);
     loop {
         if sys::signal::interrupted() {
             return Err(LabError::Interrupted);
         }
         let elapsed = t0.elapsed();
         if elapsed >= duration {
-            break;
+            return Ok(());
         }
-        progress(elapsed.as_secs_f64() / options.seconds);
+        progress(elapsed.as_secs_f64() / seconds);
         std::thread::sleep((duration - elapsed).min(Duration::from_millis(50)));
     }
-    senders.stop.store(true, Ordering::SeqCst);
-    let seconds = t0.elapsed().as_secs_f64();
-    let sent = senders.join("sender")?;
-    let offered_frames: u64 = sent.iter().map(|s| s.0).sum();
-    let senders_cpu_ns: u64 = sent.iter().map(|s| s.1).sum();
-    progress(1.0);
+}
 
-    // What is still queued on its way (socket buffers, the engine) is delivered, not lost.
+/// The sink's counters once nothing more arrives (or after `DRAIN_MAX`): what is
+/// still queued on its way (socket buffers, the engine) is delivered, not lost.
+fn sink_counters_drained(plan: &topology::Plan) -> Result<RxCounters, LabError> {
     let drain_started = Instant::now();
     let mut after = sink_counters(plan)?;
     loop {
@@ -878,26 +934,9 @@ fn run_path(
         let quiet = now.packets == after.packets;
         after = now;
         if quiet || drain_started.elapsed() >= DRAIN_MAX {
-            break;
+            return Ok(after);
         }
     }
-    let (engine, engine_cpu_ns) = match engine.join("engine")?.pop() {
-        Some((stats, cpu_ns)) => (Some(stats), cpu_ns),
-        None => (None, 0),
-    };
-    let delivered_frames = after.packets - before.packets;
-    Ok(PathResult {
-        path: path.to_string(),
-        seconds,
-        round_frames_per_s: vec![delivered_frames as f64 / seconds],
-        offered_frames,
-        delivered_frames,
-        delivered_bytes: after.bytes - before.bytes,
-        engine,
-        engine_cpu_s: engine_cpu_ns as f64 / 1e9,
-        senders_cpu_s: senders_cpu_ns as f64 / 1e9,
-        round_loss_free_frames_per_s: Vec::new(),
-    })
 }
 
 /// Where `nicsched lab-bench --out DIR` writes its JSON.

@@ -274,7 +274,31 @@ impl Topology {
         let eng = plan.engine_ns.as_str();
         self.add_ns(eng)?;
         self.add_ns(&plan.sink_ns)?;
-        let sink_mac = mac_string(plan.sink_mac);
+        Self::link_sink(&plan)?;
+        for t in &plan.tenants {
+            self.add_ns(&t.ns)?;
+            Self::link_tenant(&plan, t)?;
+            Self::route_tenant_and_sink(&plan, t)?;
+            netns::ip(&["-n", eng, "link", "set", &t.port, "up"])?;
+            Self::route_sink_extra(&plan, &t.ns)?;
+        }
+        if !plan.sink_extra.is_empty() {
+            let addresses: Vec<String> = plan
+                .sink_extra
+                .iter()
+                .map(|a| format!("addr add {a}/32 dev eth0"))
+                .collect();
+            netns::ip_batch(&plan.sink_ns, &addresses)?;
+        }
+        if bridge {
+            self.build_bridge()?;
+        }
+        Ok(())
+    }
+
+    /// The sink's veth to the engine's uplink, with the sink's address, both ends up.
+    fn link_sink(plan: &Plan) -> std::io::Result<()> {
+        let (eng, sink) = (plan.engine_ns.as_str(), plan.sink_ns.as_str());
         netns::ip(&[
             "-n",
             eng,
@@ -287,125 +311,138 @@ impl Topology {
             "name",
             "eth0",
             "address",
-            &sink_mac,
+            &mac_string(plan.sink_mac),
             "netns",
-            &plan.sink_ns,
+            sink,
         ])?;
-        let sink = plan.sink_ns.as_str();
-        let sink_addr = plan.sink_addr.to_string();
         netns::ip(&[
             "-n",
             sink,
             "addr",
             "add",
-            &format!("{sink_addr}/16"),
+            &format!("{}/16", plan.sink_addr),
             "dev",
             "eth0",
         ])?;
         Self::offloads(eng, &plan.uplink)?;
         Self::offloads(sink, "eth0")?;
         netns::ip(&["-n", sink, "link", "set", "eth0", "up"])?;
-        netns::ip(&["-n", eng, "link", "set", &plan.uplink, "up"])?;
-        for t in &plan.tenants {
-            self.add_ns(&t.ns)?;
-            let mac = mac_string(t.mac);
-            netns::ip(&[
-                "-n", eng, "link", "add", &t.port, "type", "veth", "peer", "name", "eth0",
-                "address", &mac, "netns", &t.ns,
-            ])?;
-            let addr = t.addr.to_string();
-            netns::ip(&[
-                "-n",
-                &t.ns,
-                "addr",
-                "add",
-                &format!("{addr}/{}", t.prefix.len),
-                "dev",
-                "eth0",
-            ])?;
-            Self::offloads(eng, &t.port)?;
-            Self::offloads(&t.ns, "eth0")?;
-            netns::ip(&[
-                "-n",
-                &t.ns,
-                "link",
-                "set",
-                "eth0",
-                "gso_max_size",
-                &plan.gso_max_bytes.to_string(),
-            ])?;
-            netns::ip(&["-n", &t.ns, "link", "set", "eth0", "up"])?;
-            netns::ip(&[
-                "-n",
-                &t.ns,
-                "route",
-                "replace",
-                &format!("{sink_addr}/32"),
-                "dev",
-                "eth0",
-            ])?;
-            netns::ip(&[
-                "-n",
-                &t.ns,
-                "neigh",
-                "replace",
-                &sink_addr,
-                "lladdr",
-                &sink_mac,
-                "dev",
-                "eth0",
-                "nud",
-                "permanent",
-            ])?;
-            netns::ip(&[
-                "-n",
-                sink,
-                "route",
-                "replace",
-                &t.prefix.to_string(),
-                "dev",
-                "eth0",
-            ])?;
-            netns::ip(&[
-                "-n",
-                sink,
-                "neigh",
-                "replace",
-                &addr,
-                "lladdr",
-                &mac,
-                "dev",
-                "eth0",
-                "nud",
-                "permanent",
-            ])?;
-            netns::ip(&["-n", eng, "link", "set", &t.port, "up"])?;
-            if !plan.sink_extra.is_empty() {
-                let routes: Vec<String> = plan
-                    .sink_extra
-                    .iter()
-                    .flat_map(|a| {
-                        [
-                            format!("route replace {a}/32 dev eth0"),
-                            format!("neigh replace {a} lladdr {sink_mac} dev eth0 nud permanent"),
-                        ]
-                    })
-                    .collect();
-                netns::ip_batch(&t.ns, &routes)?;
-            }
+        netns::ip(&["-n", eng, "link", "set", &plan.uplink, "up"]).map(drop)
+    }
+
+    /// Tenant `t`'s veth to its port on the engine, with its address and GSO size,
+    /// its end up.
+    fn link_tenant(plan: &Plan, t: &TenantNet) -> std::io::Result<()> {
+        let eng = plan.engine_ns.as_str();
+        netns::ip(&[
+            "-n",
+            eng,
+            "link",
+            "add",
+            &t.port,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "address",
+            &mac_string(t.mac),
+            "netns",
+            &t.ns,
+        ])?;
+        netns::ip(&[
+            "-n",
+            &t.ns,
+            "addr",
+            "add",
+            &format!("{}/{}", t.addr, t.prefix.len),
+            "dev",
+            "eth0",
+        ])?;
+        Self::offloads(eng, &t.port)?;
+        Self::offloads(&t.ns, "eth0")?;
+        netns::ip(&[
+            "-n",
+            &t.ns,
+            "link",
+            "set",
+            "eth0",
+            "gso_max_size",
+            &plan.gso_max_bytes.to_string(),
+        ])?;
+        netns::ip(&["-n", &t.ns, "link", "set", "eth0", "up"]).map(drop)
+    }
+
+    /// Routes and permanent neighbours from tenant `t` to the sink's address and
+    /// from the sink back to the tenant's prefix: no ARP crosses the engine.
+    fn route_tenant_and_sink(plan: &Plan, t: &TenantNet) -> std::io::Result<()> {
+        let sink = plan.sink_ns.as_str();
+        let sink_addr = plan.sink_addr.to_string();
+        let addr = t.addr.to_string();
+        netns::ip(&[
+            "-n",
+            &t.ns,
+            "route",
+            "replace",
+            &format!("{sink_addr}/32"),
+            "dev",
+            "eth0",
+        ])?;
+        netns::ip(&[
+            "-n",
+            &t.ns,
+            "neigh",
+            "replace",
+            &sink_addr,
+            "lladdr",
+            &mac_string(plan.sink_mac),
+            "dev",
+            "eth0",
+            "nud",
+            "permanent",
+        ])?;
+        netns::ip(&[
+            "-n",
+            sink,
+            "route",
+            "replace",
+            &t.prefix.to_string(),
+            "dev",
+            "eth0",
+        ])?;
+        netns::ip(&[
+            "-n",
+            sink,
+            "neigh",
+            "replace",
+            &addr,
+            "lladdr",
+            &mac_string(t.mac),
+            "dev",
+            "eth0",
+            "nud",
+            "permanent",
+        ])
+        .map(drop)
+    }
+
+    /// Routes and neighbours in namespace `ns` to the sink's further addresses.
+    fn route_sink_extra(plan: &Plan, ns: &str) -> std::io::Result<()> {
+        if plan.sink_extra.is_empty() {
+            return Ok(());
         }
-        if !plan.sink_extra.is_empty() {
-            let addresses: Vec<String> = plan
-                .sink_extra
-                .iter()
-                .map(|a| format!("addr add {a}/32 dev eth0"))
-                .collect();
-            netns::ip_batch(sink, &addresses)?;
-        }
-        if bridge {
-            self.build_bridge()?;
-        }
-        Ok(())
+        let sink_mac = mac_string(plan.sink_mac);
+        let routes: Vec<String> = plan
+            .sink_extra
+            .iter()
+            .flat_map(|a| {
+                [
+                    format!("route replace {a}/32 dev eth0"),
+                    format!("neigh replace {a} lladdr {sink_mac} dev eth0 nud permanent"),
+                ]
+            })
+            .collect();
+        netns::ip_batch(ns, &routes)
     }
 
     /// Joins the engine's ports with a Linux bridge, on a topology created without

@@ -31,8 +31,8 @@
 use crate::LabError;
 use crate::classify::{Ipv4Header, PROTO_TCP, PROTO_UDP};
 use crate::generate::{MemcachedLoad, PoissonFlow, PoissonLoad, memcached_key};
-use crate::topology::Plan;
-use policy::{App, Proto, Scenario, SplitBy, TenantId, TrafficKind};
+use crate::topology::{Plan, TenantNet};
+use policy::{App, Gaps, Pacing, Proto, Scenario, SplitBy, TenantId, Traffic, TrafficKind};
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
@@ -193,40 +193,127 @@ fn seconds_ceil(ns: u64) -> u64 {
     ns.div_ceil(1_000_000_000).max(1)
 }
 
-/// The plan of every traffic of `scenario`; sink addresses for flows split by
-/// destination are added to `net`, which is built after.
-pub fn plan(
-    scenario: &Scenario,
-    net: &mut Plan,
-    tools: &Tools,
-    dir: &Path,
-) -> Result<Vec<TrafficPlan>, LabError> {
-    let policy = &scenario.policy;
-    let reserved: BTreeSet<u16> = policy
-        .apps
-        .iter()
-        .flat_map(|a| a.match_ports.iter().copied())
-        .collect();
-    let mut taken: BTreeSet<u16> = BTreeSet::new();
-    let mut next_free = PORT_BASE;
-    let mut plans = Vec::new();
-    for (i, t) in scenario.traffic.iter().enumerate() {
-        let app = policy.app(t.app);
-        let split_by_destination = app.split.is_some_and(|s| s.by == SplitBy::Destination);
-        // An iperf3 traffic whose app has no port left listens on the app's first
-        // port at a sink address of its own: the classifier still sees the app's port.
+/// The program that makes a traffic in the lab: its kind's generator here, chosen
+/// by how the kind paces itself, with what the program needs of the kind.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Program {
+    /// iperf3: TCP streams (bulk), or datagrams at a constant rate (udp).
+    Iperf3 { datagrams: Option<(u64, u32)> },
+    /// The lab's own sender of datagrams at exponential gaps.
+    PoissonSender { rate_bps: u64, size_bytes: u32 },
+    /// memcached in the tenant, the lab's GET load generator in the sink.
+    Memcached {
+        request_bytes: u32,
+        response_bytes: u32,
+        rate_per_s: Option<f64>,
+    },
+    /// A sockperf server in the tenant, ping-pong clients in the sink.
+    Sockperf {
+        response_bytes: u32,
+        rate_per_s: Option<f64>,
+    },
+}
+
+impl Program {
+    fn of(kind: &TrafficKind, app: &App) -> Program {
+        match kind.pacing() {
+            Pacing::Backlogged => Program::Iperf3 { datagrams: None },
+            Pacing::Datagrams {
+                rate_bps,
+                size_bytes,
+                gaps: Gaps::Constant,
+            } => Program::Iperf3 {
+                datagrams: Some((rate_bps, size_bytes)),
+            },
+            Pacing::Datagrams {
+                rate_bps,
+                size_bytes,
+                gaps: Gaps::Exponential,
+            } => Program::PoissonSender {
+                rate_bps,
+                size_bytes,
+            },
+            Pacing::Requests {
+                request_bytes,
+                response_bytes,
+                rate_per_s,
+            } if serves_memcached(app) => Program::Memcached {
+                request_bytes,
+                response_bytes,
+                rate_per_s,
+            },
+            Pacing::Requests {
+                response_bytes,
+                rate_per_s,
+                ..
+            } => Program::Sockperf {
+                response_bytes,
+                rate_per_s,
+            },
+        }
+    }
+
+    /// Whether a traffic may listen on a port another traffic took, at a sink
+    /// address of its own: an iperf3 server binds one address, while a request
+    /// server in the tenant or the poisson sink's socket holds the port itself.
+    fn shares_port(self) -> bool {
+        matches!(self, Program::Iperf3 { .. })
+    }
+
+    fn counted(self) -> Counted {
+        match self {
+            Program::Iperf3 { .. } => Counted::Iperf3,
+            Program::PoissonSender { .. } | Program::Memcached { .. } => Counted::Generator,
+            Program::Sockperf { response_bytes, .. } => Counted::Sockperf {
+                message_bytes: sockperf_message_bytes(response_bytes),
+            },
+        }
+    }
+}
+
+/// The ports the plan gave out so far, and where the search for a free one for an
+/// app that lists none goes on.
+struct Ports {
+    /// Every port an app matches: never given to a traffic of another app.
+    reserved: BTreeSet<u16>,
+    taken: BTreeSet<u16>,
+    next_free: u16,
+}
+
+impl Ports {
+    fn new(policy: &policy::Policy) -> Ports {
+        Ports {
+            reserved: policy
+                .apps
+                .iter()
+                .flat_map(|a| a.match_ports.iter().copied())
+                .collect(),
+            taken: BTreeSet::new(),
+            next_free: PORT_BASE,
+        }
+    }
+
+    /// The port of traffic `t` of `app`, and the sink address of its own it needs
+    /// when every port of its app is taken and it `may_share` one.
+    fn take(
+        &mut self,
+        t: &Traffic,
+        app: &App,
+        may_share: bool,
+        net: &mut Plan,
+    ) -> Result<(u16, Option<Ipv4Addr>), LabError> {
         let mut own_address = None;
-        let port = match app.match_ports.iter().find(|p| !taken.contains(p)) {
+        let port = match app.match_ports.iter().find(|p| !self.taken.contains(p)) {
             Some(&p) => p,
             None if app.match_ports.is_empty() => {
-                while reserved.contains(&next_free) || taken.contains(&next_free) {
-                    next_free += 1;
+                while self.reserved.contains(&self.next_free)
+                    || self.taken.contains(&self.next_free)
+                {
+                    self.next_free += 1;
                 }
-                next_free
+                self.next_free
             }
-            None if matches!(t.kind, TrafficKind::Bulk { .. } | TrafficKind::Udp { .. })
-                && !split_by_destination =>
-            {
+            None if may_share => {
                 let what = format!(
                     "traffic {} (every port of app {} is taken, so it needs a sink address of its own)",
                     t.name, app.name
@@ -241,58 +328,138 @@ pub fn plan(
                 )));
             }
         };
-        taken.insert(port);
-        let destinations: Vec<Ipv4Addr> = match t.kind {
-            TrafficKind::Bulk { flows }
-            | TrafficKind::Udp { flows, .. }
-            | TrafficKind::Poisson { flows, .. }
-                if split_by_destination =>
-            {
-                let what = format!(
-                    "traffic {} ({flows} flows of app {}, split by destination, each needs a sink address of its own)",
-                    t.name, app.name
-                );
-                (0..flows)
-                    .map(|_| net.add_sink_address(&what))
-                    .collect::<Result<_, _>>()?
-            }
-            _ => vec![own_address.unwrap_or(net.sink_addr)],
+        self.taken.insert(port);
+        Ok((port, own_address))
+    }
+}
+
+/// The sink addresses traffic `t` sends to: one per flow when they are split by
+/// destination, else its own address or the sink's.
+fn destinations(
+    t: &Traffic,
+    app: &App,
+    split_by_destination: bool,
+    own_address: Option<Ipv4Addr>,
+    net: &mut Plan,
+) -> Result<Vec<Ipv4Addr>, LabError> {
+    if !split_by_destination {
+        return Ok(vec![own_address.unwrap_or(net.sink_addr)]);
+    }
+    let flows = t.kind.flows();
+    let what = format!(
+        "traffic {} ({flows} flows of app {}, split by destination, each needs a sink address of its own)",
+        t.name, app.name
+    );
+    (0..flows).map(|_| net.add_sink_address(&what)).collect()
+}
+
+/// The plan of every traffic of `scenario`; sink addresses for flows split by
+/// destination are added to `net`, which is built after.
+pub fn plan(
+    scenario: &Scenario,
+    net: &mut Plan,
+    tools: &Tools,
+    dir: &Path,
+) -> Result<Vec<TrafficPlan>, LabError> {
+    let mut ports = Ports::new(&scenario.policy);
+    let mut plans = Vec::new();
+    for (index, traffic) in scenario.traffic.iter().enumerate() {
+        let app = scenario.policy.app(traffic.app);
+        let program = Program::of(&traffic.kind, app);
+        // Flows of requests all come from the sink's clients to the tenant's server.
+        let split_by_destination =
+            !traffic.kind.has_requests() && app.split.is_some_and(|s| s.by == SplitBy::Destination);
+        let (port, own_address) = ports.take(
+            traffic,
+            app,
+            program.shares_port() && !split_by_destination,
+            net,
+        )?;
+        let destinations = destinations(traffic, app, split_by_destination, own_address, net)?;
+        let planned = Planned {
+            seed: scenario.seed,
+            index,
+            traffic,
+            app,
+            net,
+            tools,
+            dir,
+            port,
+            destinations,
         };
-        let net = &*net;
-        let tenant = &net.tenants[t.tenant.index()];
-        let secs = seconds_ceil(t.stop_ns - t.start_ns) + 1;
-        let log = |what: &str| dir.join(format!("{}.{what}.log", t.name));
-        let tcp_or_udp = |udp: bool| if udp { PROTO_UDP } else { PROTO_TCP };
-        let (proto, side, counted) = match t.kind {
-            TrafficKind::Bulk { .. } => (PROTO_TCP, PortSide::Destination(port), Counted::Iperf3),
-            TrafficKind::Udp { .. } => (PROTO_UDP, PortSide::Destination(port), Counted::Iperf3),
-            TrafficKind::Poisson { .. } => {
-                (PROTO_UDP, PortSide::Destination(port), Counted::Generator)
-            }
-            TrafficKind::Rpc { .. } if serves_memcached(app) => {
-                (PROTO_TCP, PortSide::Source(port), Counted::Generator)
-            }
-            TrafficKind::Rpc { response_bytes, .. } => (
-                tcp_or_udp(app.match_proto == Some(Proto::Udp)),
-                PortSide::Source(port),
-                Counted::Sockperf {
-                    message_bytes: sockperf_message_bytes(response_bytes),
-                },
-            ),
+        let mut plan = planned.frames_and_counts(program);
+        match program {
+            Program::Iperf3 { datagrams } => planned.iperf3(&mut plan, datagrams)?,
+            Program::PoissonSender {
+                rate_bps,
+                size_bytes,
+            } => planned.poisson_sender(&mut plan, rate_bps, size_bytes)?,
+            Program::Memcached {
+                request_bytes,
+                response_bytes,
+                rate_per_s,
+            } => planned.memcached(&mut plan, request_bytes, response_bytes, rate_per_s)?,
+            Program::Sockperf {
+                response_bytes,
+                rate_per_s,
+            } => planned.sockperf(&mut plan, response_bytes, rate_per_s),
+        }
+        plans.push(plan);
+    }
+    Ok(plans)
+}
+
+/// One traffic with its port and destinations chosen: what its programs are
+/// planned from.
+struct Planned<'a> {
+    seed: u64,
+    index: usize,
+    traffic: &'a Traffic,
+    app: &'a App,
+    net: &'a Plan,
+    tools: &'a Tools,
+    dir: &'a Path,
+    port: u16,
+    destinations: Vec<Ipv4Addr>,
+}
+
+impl Planned<'_> {
+    fn tenant(&self) -> &TenantNet {
+        &self.net.tenants[self.traffic.tenant.index()]
+    }
+
+    /// Seconds its clients run: the traffic's time, rounded up, and one more.
+    fn secs(&self) -> u64 {
+        seconds_ceil(self.traffic.stop_ns - self.traffic.start_ns) + 1
+    }
+
+    fn log(&self, what: &str) -> PathBuf {
+        self.dir.join(format!("{}.{what}.log", self.traffic.name))
+    }
+
+    /// The plan with what tells its frames on the link and where they are counted,
+    /// and no program yet.
+    fn frames_and_counts(&self, program: Program) -> TrafficPlan {
+        let t = self.traffic;
+        let proto = match t.kind.proto(self.app) {
+            Proto::Tcp => PROTO_TCP,
+            Proto::Udp => PROTO_UDP,
         };
-        let mut plan = TrafficPlan {
-            traffic: i,
+        let (port, destinations) = if t.kind.has_requests() {
+            (PortSide::Source(self.port), Vec::new())
+        } else {
+            (PortSide::Destination(self.port), self.destinations.clone())
+        };
+        TrafficPlan {
+            traffic: self.index,
             label: t.name.clone(),
             frames: FrameMatch {
                 tenant: t.tenant,
                 proto,
-                port: side,
-                destinations: match side {
-                    PortSide::Destination(_) => destinations.clone(),
-                    PortSide::Source(_) => Vec::new(),
-                },
+                port,
+                destinations,
             },
-            counted,
+            counted: program.counted(),
             servers: Vec::new(),
             clients: Vec::new(),
             generator: None,
@@ -300,228 +467,239 @@ pub fn plan(
             latency_logs: Vec::new(),
             start_ns: t.start_ns,
             stop_ns: t.stop_ns,
-        };
-        // TCP as the papers' hosts and the simulator's senders run it, whatever this
-        // host's default: CUBIC, Linux's own. (BBR, the default on some hosts,
-        // cuts every flow to 4 packets for 200 ms every 10 s to probe the RTT: a
-        // dip in every run at 10 s.) Set per socket: a namespace's default can
-        // only name algorithms the host allows.
-        let cubic = ["-C".to_string(), "cubic".to_string()];
-        // One iperf3 server and client per destination: `streams` streams to the
-        // sink's address, or one stream to each address of a destination split.
-        let iperfs = |plan: &mut TrafficPlan, streams: u32, extra: &[String]| {
-            if streams > IPERF3_STREAMS_MAX {
-                return Err(LabError::Unsupported(format!(
-                    "traffic {}: {streams} flows, iperf3 runs at most {IPERF3_STREAMS_MAX} streams",
-                    t.name
-                )));
-            }
-            for (k, dst) in destinations.iter().enumerate() {
-                let tag = if destinations.len() > 1 {
-                    format!("{k}.")
-                } else {
-                    String::new()
-                };
-                let (server, client) = iperf3_pair(
-                    tools,
-                    (&net.sink_ns, *dst, log(&format!("{tag}server"))),
-                    (&tenant.ns, tenant.addr, log(&format!("{tag}client"))),
-                    port,
-                    streams,
-                    secs,
-                    extra,
-                );
-                plan.servers.push(server);
-                plan.clients.push(client);
-            }
-            Ok(())
-        };
-        let streams_per_client = |flows: u32| flows / destinations.len() as u32;
-        match t.kind {
-            TrafficKind::Bulk { flows } => {
-                iperfs(&mut plan, streams_per_client(flows), &cubic)?;
-            }
-            TrafficKind::Udp {
-                rate_bps,
-                size_bytes,
-                flows,
-            } => {
-                let extra = [
-                    "-u".into(),
-                    "-b".into(),
-                    format!("{}", (rate_bps / u64::from(flows)).max(1)),
-                    "-l".into(),
-                    size_bytes.to_string(),
-                ];
-                iperfs(&mut plan, streams_per_client(flows), &extra)?;
-            }
-            TrafficKind::Poisson {
-                rate_bps,
-                size_bytes,
-                flows,
-            } => {
-                if flows > POISSON_FLOWS_MAX {
-                    return Err(LabError::Unsupported(format!(
-                        "traffic {}: {flows} flows, the lab's poisson sender opens a socket per flow and runs at most {POISSON_FLOWS_MAX}",
-                        t.name
-                    )));
-                }
-                if size_bytes > UDP_PAYLOAD_BYTES_MAX {
-                    return Err(LabError::Unsupported(format!(
-                        "traffic {}: datagrams of {size_bytes} B, UDP carries at most {UDP_PAYLOAD_BYTES_MAX} B",
-                        t.name
-                    )));
-                }
-                let flow_rate_bps = rate_bps as f64 / f64::from(flows);
-                plan.udp_sink_port = Some(port);
-                plan.generator = Some(Generator {
-                    ns: tenant.ns.clone(),
-                    load: Load::Poisson(PoissonLoad {
-                        flows: (0..flows)
-                            .map(|f| PoissonFlow {
-                                src: tenant.addr,
-                                dst: SocketAddrV4::new(
-                                    destinations[f as usize % destinations.len()],
-                                    port,
-                                ),
-                                seed: flow_seed(scenario.seed, i, f),
-                            })
-                            .collect(),
-                        payload_bytes: size_bytes,
-                        mean_gap_ns: f64::from(size_bytes) * 8e9 / flow_rate_bps,
-                    }),
-                    server_log: None,
-                });
-            }
-            TrafficKind::Rpc {
-                request_bytes,
-                response_bytes,
-                concurrency,
-                rate_per_s,
-            } if serves_memcached(app) => {
-                if response_bytes > MEMCACHED_ITEM_BYTES_MAX {
-                    return Err(LabError::Unsupported(format!(
-                        "traffic {}: a memcached item of {response_bytes} B; the lab's memcached stores items of up to {MEMCACHED_ITEM_BYTES_MAX} B",
-                        t.name
-                    )));
-                }
-                let addr = tenant.addr.to_string();
-                let memcached_log = log("memcached");
-                plan.servers.push(Command {
-                    ns: tenant.ns.clone(),
-                    program: tools.memcached.clone(),
-                    // No UDP port; 64 MiB holds the one item many times over;
-                    // root may run it only with `-u root`.
-                    args: [
-                        "-U",
-                        "0",
-                        "-u",
-                        "root",
-                        "-l",
-                        &addr,
-                        "-p",
-                        &port.to_string(),
-                        "-m",
-                        "64",
-                        "-t",
-                        "1",
-                    ]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect(),
-                    log: memcached_log.clone(),
-                    realtime: true,
-                    input: None,
-                });
-                plan.generator = Some(Generator {
-                    ns: net.sink_ns.clone(),
-                    load: Load::Memcached(MemcachedLoad {
-                        server: SocketAddrV4::new(tenant.addr, port),
-                        key: memcached_key(i, request_bytes),
-                        item_bytes: response_bytes,
-                        connections: concurrency,
-                        rate_per_s,
-                    }),
-                    server_log: Some(memcached_log),
-                });
-            }
-            TrafficKind::Rpc {
-                response_bytes,
-                concurrency,
-                rate_per_s,
-                ..
-            } => {
-                let proto = if app.match_proto == Some(Proto::Udp) {
-                    "--udp"
-                } else {
-                    "--tcp"
-                };
-                let addr = tenant.addr.to_string();
-                // Given only an address, sockperf's server blocks in recvfrom on
-                // the first TCP connection it accepts and leaves the others
-                // unanswered until that one closes: a closed-loop rpc of
-                // concurrency 4 ran on one connection. From a feed file it waits
-                // on every connection with epoll.
-                let feed = dir.join(format!("{}.sockperf.feed", t.name));
-                let feed_line = format!(
-                    "{}:{addr}:{port}\n",
-                    if proto == "--udp" { "U" } else { "T" }
-                );
-                plan.servers.push(Command {
-                    ns: tenant.ns.clone(),
-                    program: tools.sockperf.clone(),
-                    args: ["server", "-f", &feed.display().to_string(), "-F", "epoll"]
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect(),
-                    log: log("server"),
-                    realtime: true,
-                    input: Some((feed, feed_line)),
-                });
-                let size = sockperf_message_bytes(response_bytes);
-                for c in 0..concurrency {
-                    let full_log = dir.join(format!("{}.{c}.sockperf.csv", t.name));
-                    let mut args: Vec<String> = [
-                        "ping-pong",
-                        proto,
-                        "-i",
-                        &addr,
-                        "-p",
-                        &port.to_string(),
-                        "-m",
-                        &size.to_string(),
-                        "-t",
-                        &(secs - 1).to_string(),
-                    ]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect();
-                    if let Some(rate) = rate_per_s {
-                        args.push(format!(
-                            "--mps={}",
-                            (rate / f64::from(concurrency)).ceil().max(1.0)
-                        ));
-                    }
-                    args.push("--full-log".into());
-                    args.push(full_log.display().to_string());
-                    plan.latency_logs.push(full_log);
-                    plan.clients.push(Command {
-                        ns: net.sink_ns.clone(),
-                        program: tools.sockperf.clone(),
-                        args,
-                        log: dir.join(format!("{}.{c}.client.log", t.name)),
-                        realtime: true,
-                        input: None,
-                    });
-                }
-            }
         }
-        plans.push(plan);
     }
-    Ok(plans)
+
+    /// One iperf3 server and client per destination: the traffic's streams to the
+    /// sink's address, or one stream to each address of a destination split;
+    /// `datagrams` (rate over all flows, size) for udp.
+    fn iperf3(
+        &self,
+        plan: &mut TrafficPlan,
+        datagrams: Option<(u64, u32)>,
+    ) -> Result<(), LabError> {
+        let t = self.traffic;
+        let flows = t.kind.flows();
+        let extra: Vec<String> = match datagrams {
+            Some((rate_bps, size_bytes)) => vec![
+                "-u".into(),
+                "-b".into(),
+                format!("{}", (rate_bps / u64::from(flows)).max(1)),
+                "-l".into(),
+                size_bytes.to_string(),
+            ],
+            // TCP as the papers' hosts and the simulator's senders run it, whatever
+            // this host's default: CUBIC, Linux's own. (BBR, the default on some
+            // hosts, cuts every flow to 4 packets for 200 ms every 10 s to probe
+            // the RTT: a dip in every run at 10 s.) Set per socket: a namespace's
+            // default can only name algorithms the host allows.
+            None => vec!["-C".into(), "cubic".into()],
+        };
+        let streams = flows / self.destinations.len() as u32;
+        if streams > IPERF3_STREAMS_MAX {
+            return Err(LabError::Unsupported(format!(
+                "traffic {}: {streams} flows, iperf3 runs at most {IPERF3_STREAMS_MAX} streams",
+                t.name
+            )));
+        }
+        let tenant = self.tenant();
+        for (k, dst) in self.destinations.iter().enumerate() {
+            let tag = if self.destinations.len() > 1 {
+                format!("{k}.")
+            } else {
+                String::new()
+            };
+            let (server, client) = iperf3_pair(
+                self.tools,
+                (&self.net.sink_ns, *dst, self.log(&format!("{tag}server"))),
+                (&tenant.ns, tenant.addr, self.log(&format!("{tag}client"))),
+                self.port,
+                streams,
+                self.secs(),
+                &extra,
+            );
+            plan.servers.push(server);
+            plan.clients.push(client);
+        }
+        Ok(())
+    }
+
+    /// The lab's poisson sender in the tenant, a socket per flow, each to its
+    /// destination; the sink takes the datagrams on the port without reading them.
+    fn poisson_sender(
+        &self,
+        plan: &mut TrafficPlan,
+        rate_bps: u64,
+        size_bytes: u32,
+    ) -> Result<(), LabError> {
+        let t = self.traffic;
+        let flows = t.kind.flows();
+        if flows > POISSON_FLOWS_MAX {
+            return Err(LabError::Unsupported(format!(
+                "traffic {}: {flows} flows, the lab's poisson sender opens a socket per flow and runs at most {POISSON_FLOWS_MAX}",
+                t.name
+            )));
+        }
+        if size_bytes > UDP_PAYLOAD_BYTES_MAX {
+            return Err(LabError::Unsupported(format!(
+                "traffic {}: datagrams of {size_bytes} B, UDP carries at most {UDP_PAYLOAD_BYTES_MAX} B",
+                t.name
+            )));
+        }
+        let tenant = self.tenant();
+        let flow_rate_bps = rate_bps as f64 / f64::from(flows);
+        plan.udp_sink_port = Some(self.port);
+        plan.generator = Some(Generator {
+            ns: tenant.ns.clone(),
+            load: Load::Poisson(PoissonLoad {
+                flows: (0..flows)
+                    .map(|f| PoissonFlow {
+                        src: tenant.addr,
+                        dst: SocketAddrV4::new(
+                            self.destinations[f as usize % self.destinations.len()],
+                            self.port,
+                        ),
+                        seed: flow_seed(self.seed, self.index, f),
+                    })
+                    .collect(),
+                payload_bytes: size_bytes,
+                mean_gap_ns: f64::from(size_bytes) * 8e9 / flow_rate_bps,
+            }),
+            server_log: None,
+        });
+        Ok(())
+    }
+
+    /// memcached in the tenant holding one item of the response's size, and the
+    /// lab's GET load generator in the sink.
+    fn memcached(
+        &self,
+        plan: &mut TrafficPlan,
+        request_bytes: u32,
+        response_bytes: u32,
+        rate_per_s: Option<f64>,
+    ) -> Result<(), LabError> {
+        if response_bytes > MEMCACHED_ITEM_BYTES_MAX {
+            return Err(LabError::Unsupported(format!(
+                "traffic {}: a memcached item of {response_bytes} B; the lab's memcached stores items of up to {MEMCACHED_ITEM_BYTES_MAX} B",
+                self.traffic.name
+            )));
+        }
+        let tenant = self.tenant();
+        let addr = tenant.addr.to_string();
+        let memcached_log = self.log("memcached");
+        plan.servers.push(Command {
+            ns: tenant.ns.clone(),
+            program: self.tools.memcached.clone(),
+            // No UDP port; 64 MiB holds the one item many times over;
+            // root may run it only with `-u root`.
+            args: [
+                "-U",
+                "0",
+                "-u",
+                "root",
+                "-l",
+                &addr,
+                "-p",
+                &self.port.to_string(),
+                "-m",
+                "64",
+                "-t",
+                "1",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            log: memcached_log.clone(),
+            realtime: true,
+            input: None,
+        });
+        plan.generator = Some(Generator {
+            ns: self.net.sink_ns.clone(),
+            load: Load::Memcached(MemcachedLoad {
+                server: SocketAddrV4::new(tenant.addr, self.port),
+                key: memcached_key(self.index, request_bytes),
+                item_bytes: response_bytes,
+                connections: self.traffic.kind.flows(),
+                rate_per_s,
+            }),
+            server_log: Some(memcached_log),
+        });
+        Ok(())
+    }
+
+    /// A sockperf server in the tenant and a ping-pong client per connection in
+    /// the sink, each keeping a full log of its round trips.
+    fn sockperf(&self, plan: &mut TrafficPlan, response_bytes: u32, rate_per_s: Option<f64>) {
+        let t = self.traffic;
+        let tenant = self.tenant();
+        let proto = match t.kind.proto(self.app) {
+            Proto::Udp => "--udp",
+            Proto::Tcp => "--tcp",
+        };
+        let addr = tenant.addr.to_string();
+        // Given only an address, sockperf's server blocks in recvfrom on
+        // the first TCP connection it accepts and leaves the others
+        // unanswered until that one closes: a closed-loop rpc of
+        // concurrency 4 ran on one connection. From a feed file it waits
+        // on every connection with epoll.
+        let feed = self.dir.join(format!("{}.sockperf.feed", t.name));
+        let feed_line = format!(
+            "{}:{addr}:{}\n",
+            if proto == "--udp" { "U" } else { "T" },
+            self.port
+        );
+        plan.servers.push(Command {
+            ns: tenant.ns.clone(),
+            program: self.tools.sockperf.clone(),
+            args: ["server", "-f", &feed.display().to_string(), "-F", "epoll"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            log: self.log("server"),
+            realtime: true,
+            input: Some((feed, feed_line)),
+        });
+        let size = sockperf_message_bytes(response_bytes);
+        let concurrency = t.kind.flows();
+        for c in 0..concurrency {
+            let full_log = self.dir.join(format!("{}.{c}.sockperf.csv", t.name));
+            let mut args: Vec<String> = [
+                "ping-pong",
+                proto,
+                "-i",
+                &addr,
+                "-p",
+                &self.port.to_string(),
+                "-m",
+                &size.to_string(),
+                "-t",
+                &(self.secs() - 1).to_string(),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            if let Some(rate) = rate_per_s {
+                args.push(format!(
+                    "--mps={}",
+                    (rate / f64::from(concurrency)).ceil().max(1.0)
+                ));
+            }
+            args.push("--full-log".into());
+            args.push(full_log.display().to_string());
+            plan.latency_logs.push(full_log);
+            plan.clients.push(Command {
+                ns: self.net.sink_ns.clone(),
+                program: self.tools.sockperf.clone(),
+                args,
+                log: self.dir.join(format!("{}.{c}.client.log", t.name)),
+                realtime: true,
+                input: None,
+            });
+        }
+    }
 }
 
-/// sockperf's message size for a response of `response_bytes`: within what it sends.
 /// An iperf3 server (namespace, address, log) for one test and its client sending
 /// `streams` streams from its own address to the server's `port` for `secs`
 /// seconds; `extra`: the client's further options (`-u -b ...`, `-C cubic`).
@@ -575,6 +753,7 @@ pub fn iperf3_pair(
     (server, client)
 }
 
+/// sockperf's message size for a response of `response_bytes`: within what it sends.
 fn sockperf_message_bytes(response_bytes: u32) -> u32 {
     response_bytes.clamp(14, 65_000)
 }

@@ -10,6 +10,7 @@ mod explain;
 mod hosts;
 mod ideal;
 mod ideal_hosts;
+mod kind;
 pub mod limits;
 mod model;
 mod parse;
@@ -28,6 +29,7 @@ pub use ideal_hosts::{
     FlowIdeal, HostsExplanation, HostsPhaseIdeal, Resource, ResourceKind, Unit, explain_hosts,
     ideal_across_hosts, offers, resources,
 };
+pub use kind::{Gaps, KINDS, KindKeys, Pacing, TrafficKind};
 pub use model::*;
 pub use parse::{
     load_any_scenario, load_policy, load_scenario, parse_any_scenario, parse_policy, parse_scenario,

@@ -5,7 +5,7 @@
 //! abort, a panic or the machine's memory. docs/scenario.md and docs/hosts.md list
 //! them.
 
-use crate::{Policy, Scenario, Traffic, TrafficKind};
+use crate::{Pacing, Policy, Scenario, Traffic};
 
 /// Tenants of a policy: each is a class with its own state in every enforcer.
 pub const TENANTS_MAX: usize = 4096;
@@ -87,13 +87,8 @@ pub fn traffic_packets_estimate(policy: &Policy, traffic: &Traffic) -> f64 {
     let packets = |bytes: u32| (f64::from(bytes) / mtu).ceil().max(1.0);
     let seconds = (traffic.stop_ns - traffic.start_ns) as f64 / 1e9;
     let line_rate_packets = policy.link.rate_bps as f64 / (8.0 * mtu);
-    let (packets_per_s, retries) = match traffic.kind {
-        TrafficKind::Udp {
-            rate_bps,
-            size_bytes,
-            ..
-        }
-        | TrafficKind::Poisson {
+    let (packets_per_s, retries) = match traffic.kind.pacing() {
+        Pacing::Datagrams {
             rate_bps,
             size_bytes,
             ..
@@ -101,11 +96,10 @@ pub fn traffic_packets_estimate(policy: &Policy, traffic: &Traffic) -> f64 {
             rate_bps as f64 / (8.0 * f64::from(size_bytes)) * packets(size_bytes),
             0.0,
         ),
-        TrafficKind::Rpc {
+        Pacing::Requests {
             request_bytes,
             response_bytes,
             rate_per_s: Some(rate),
-            ..
         } => {
             let app = policy.app(traffic.app);
             let guaranteed_bps = app
@@ -119,12 +113,12 @@ pub fn traffic_packets_estimate(policy: &Policy, traffic: &Traffic) -> f64 {
                 refused_per_s * SENDER_RETRIES_PER_S * seconds * seconds / 2.0,
             )
         }
-        TrafficKind::Bulk { flows }
-        | TrafficKind::Rpc {
-            concurrency: flows, ..
+        Pacing::Backlogged
+        | Pacing::Requests {
+            rate_per_s: None, ..
         } => (
             line_rate_packets,
-            f64::from(flows) * SENDER_RETRIES_PER_S * seconds,
+            f64::from(traffic.kind.flows()) * SENDER_RETRIES_PER_S * seconds,
         ),
     };
     packets_per_s * seconds + retries / RETRIES_PER_PACKET

@@ -3,6 +3,7 @@
 //! tenant, every tenant has at least one app. Code past the parser relies on that
 //! and never re-checks.
 
+use crate::TrafficKind;
 use std::net::IpAddr;
 
 /// Index of a tenant in [`Policy::tenants`].
@@ -229,7 +230,7 @@ impl Policy {
     /// limits) scaled by one factor, so that the ideal allocation keeps its shape.
     pub fn scaled_to_link_rate(&self, rate_bps: u64) -> Policy {
         let factor = rate_bps as f64 / self.link.rate_bps as f64;
-        let scale = |bps: u64| ((bps as f64 * factor).round() as u64).max(1);
+        let scale = |bps: u64| rate_scaled(bps, factor);
         let mut policy = self.clone();
         policy.link.rate_bps = rate_bps;
         policy.engine.packet_cost_ns = cost_scaled(policy.engine.packet_cost_ns, factor);
@@ -338,60 +339,9 @@ pub struct Traffic {
     pub cost_ns: u64,
 }
 
-#[derive(Clone, Debug, PartialEq)]
-pub enum TrafficKind {
-    /// Backlogged TCP-like flows.
-    Bulk { flows: u32 },
-    /// Open-loop constant-rate datagrams; `rate_bps` is the total over all flows.
-    Udp {
-        rate_bps: u64,
-        size_bytes: u32,
-        flows: u32,
-    },
-    /// Open-loop datagrams with exponential gaps; `rate_bps` is the total mean rate.
-    Poisson {
-        rate_bps: u64,
-        size_bytes: u32,
-        flows: u32,
-    },
-    /// Request/response; closed loop unless `rate_per_s` is set.
-    Rpc {
-        request_bytes: u32,
-        response_bytes: u32,
-        concurrency: u32,
-        rate_per_s: Option<f64>,
-    },
-}
-
-impl TrafficKind {
-    pub fn label(&self) -> &'static str {
-        match self {
-            TrafficKind::Bulk { .. } => "bulk",
-            TrafficKind::Udp { .. } => "udp",
-            TrafficKind::Poisson { .. } => "poisson",
-            TrafficKind::Rpc { .. } => "rpc",
-        }
-    }
-
-    /// The transport the traffic runs on: bulk is TCP, udp and poisson are UDP, and
-    /// rpc is TCP unless its app matches UDP (the lab then runs sockperf over UDP).
-    pub fn proto(&self, app: &App) -> Proto {
-        match self {
-            TrafficKind::Bulk { .. } => Proto::Tcp,
-            TrafficKind::Udp { .. } | TrafficKind::Poisson { .. } => Proto::Udp,
-            TrafficKind::Rpc { .. } => app.match_proto.unwrap_or(Proto::Tcp),
-        }
-    }
-
-    /// Flows the traffic opens: each is its own 5-tuple and destination.
-    pub fn flows(&self) -> u32 {
-        match self {
-            TrafficKind::Bulk { flows }
-            | TrafficKind::Udp { flows, .. }
-            | TrafficKind::Poisson { flows, .. } => *flows,
-            TrafficKind::Rpc { concurrency, .. } => *concurrency,
-        }
-    }
+/// A rate on a link `factor` times as fast, at least 1 bit/s.
+pub(crate) fn rate_scaled(bps: u64, factor: f64) -> u64 {
+    ((bps as f64 * factor).round() as u64).max(1)
 }
 
 /// A per-packet cost on a link `factor` times as fast, where as many bytes come in
@@ -410,20 +360,11 @@ impl Scenario {
     /// engine's cores stay as loaded as the scenario says.
     pub fn scaled_to_link_rate(&self, rate_bps: u64) -> Scenario {
         let factor = rate_bps as f64 / self.policy.link.rate_bps as f64;
-        let scale = |bps: u64| ((bps as f64 * factor).round() as u64).max(1);
         let mut scaled = self.clone();
         scaled.policy = self.policy.scaled_to_link_rate(rate_bps);
         for t in &mut scaled.traffic {
             t.cost_ns = cost_scaled(t.cost_ns, factor);
-            match &mut t.kind {
-                TrafficKind::Udp { rate_bps, .. } | TrafficKind::Poisson { rate_bps, .. } => {
-                    *rate_bps = scale(*rate_bps);
-                }
-                TrafficKind::Rpc { rate_per_s, .. } => {
-                    *rate_per_s = rate_per_s.map(|r| r * factor);
-                }
-                TrafficKind::Bulk { .. } => {}
-            }
+            t.kind = t.kind.scaled(factor);
         }
         scaled
     }

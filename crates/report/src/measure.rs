@@ -4,7 +4,7 @@
 
 use crate::record::{ClassName, Interval, Mode, RunRecord};
 use policy::wire::{UDP_HEADER_BYTES, serialisation_ns, tcp_wire_bytes};
-use policy::{Allocation, Scenario, Traffic, TrafficKind, ideal_allocation};
+use policy::{Allocation, Pacing, Scenario, Traffic, ideal_allocation};
 use std::collections::BTreeMap;
 
 /// The unloaded path a closed-loop rpc crosses, which bounds its demand: one way
@@ -30,28 +30,22 @@ impl Default for RpcPath {
 /// A closed-loop rpc connection can at most send one response per unloaded round
 /// trip, which bounds its demand.
 pub fn flow_demand_bps(traffic: &Traffic, link: &policy::Link, path: &RpcPath) -> f64 {
-    match traffic.kind {
-        TrafficKind::Bulk { .. } => f64::INFINITY,
-        TrafficKind::Udp {
+    match traffic.kind.pacing() {
+        Pacing::Backlogged => f64::INFINITY,
+        Pacing::Datagrams {
             rate_bps,
             size_bytes,
-            flows,
-        }
-        | TrafficKind::Poisson {
-            rate_bps,
-            size_bytes,
-            flows,
+            ..
         } => {
             let wire_per_payload = f64::from(size_bytes + UDP_HEADER_BYTES) / f64::from(size_bytes);
-            rate_bps as f64 * wire_per_payload / f64::from(flows)
+            rate_bps as f64 * wire_per_payload / f64::from(traffic.kind.flows())
         }
-        TrafficKind::Rpc {
+        Pacing::Requests {
             response_bytes,
-            concurrency,
             rate_per_s: Some(rate),
             ..
-        } => rate * response_bits(response_bytes, link) / f64::from(concurrency),
-        TrafficKind::Rpc { response_bytes, .. } => closed_loop_demand_bps(
+        } => rate * response_bits(response_bytes, link) / f64::from(traffic.kind.flows()),
+        Pacing::Requests { response_bytes, .. } => closed_loop_demand_bps(
             response_bytes,
             link,
             closed_loop_round_trip_ns(response_bytes, link, path),

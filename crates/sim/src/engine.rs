@@ -34,7 +34,7 @@ use crate::events::{Event, EventQueue};
 use crate::host::HostModel;
 use crate::ring::{Fate, Post, TxRing};
 use policy::wire::{UDP_HEADER_BYTES, bulk_send_bytes_capped, serialisation_ns, tcp_wire_bytes};
-use policy::{AppId, Scenario, TenantId, TrafficKind};
+use policy::{AppId, Gaps, Pacing, Scenario, TenantId, TrafficKind};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use report::measure;
@@ -60,39 +60,31 @@ impl SenderKind {
     /// sends (a bulk TSO send, a datagram, a response) on a link of `mtu_bytes`,
     /// its flows capped at `cap_bps` on their way out.
     pub(crate) fn of(kind: &TrafficKind, mtu_bytes: u32, cap_bps: u64) -> (SenderKind, u32) {
-        match *kind {
-            TrafficKind::Bulk { .. } => {
-                (SenderKind::Bulk, bulk_send_bytes_capped(mtu_bytes, cap_bps))
-            }
-            TrafficKind::Udp {
+        match kind.pacing() {
+            Pacing::Backlogged => (SenderKind::Bulk, bulk_send_bytes_capped(mtu_bytes, cap_bps)),
+            Pacing::Datagrams {
                 rate_bps,
                 size_bytes,
-                flows,
-            }
-            | TrafficKind::Poisson {
-                rate_bps,
-                size_bytes,
-                flows,
+                gaps,
             } => {
-                let per_flow_bps = rate_bps as f64 / f64::from(flows);
+                let per_flow_bps = rate_bps as f64 / f64::from(kind.flows());
                 (
                     SenderKind::Datagram {
                         gap_ns: f64::from(size_bytes) * 8.0 * 1e9 / per_flow_bps,
-                        poisson: matches!(kind, TrafficKind::Poisson { .. }),
+                        poisson: gaps == Gaps::Exponential,
                     },
                     size_bytes + UDP_HEADER_BYTES,
                 )
             }
-            TrafficKind::Rpc {
+            Pacing::Requests {
                 response_bytes,
-                concurrency,
                 rate_per_s,
                 ..
             } => {
                 let sender = match rate_per_s {
                     None => SenderKind::RpcClosed,
                     Some(rate) => SenderKind::RpcOpen {
-                        gap_ns: 1e9 * f64::from(concurrency) / rate,
+                        gap_ns: 1e9 * f64::from(kind.flows()) / rate,
                     },
                 };
                 (sender, tcp_wire_bytes(response_bytes, mtu_bytes))
@@ -222,6 +214,155 @@ pub struct Engine<'a> {
     due: Vec<(Post, Fate)>,
 }
 
+/// Every traffic's senders, one per flow, each on a core of its tenant, and the
+/// range of senders of each traffic. Thread placement and every random draw come
+/// from the scenario's seed, so every enforcer of a run sees the same placement
+/// and the same arrivals.
+fn senders(scenario: &Scenario, host: &HostModel) -> (Vec<Sender>, Vec<std::ops::Range<u32>>) {
+    let policy = &scenario.policy;
+    let mtu = policy.link.mtu_bytes;
+    let mut placement = ChaCha8Rng::seed_from_u64(scenario.seed);
+    let mut senders = Vec::new();
+    let mut traffic_senders = Vec::new();
+    for (ti, t) in scenario.traffic.iter().enumerate() {
+        let cores = &policy.tenant(t.tenant).cores;
+        let first = senders.len() as u32;
+        let flows = t.kind.flows();
+        for _ in 0..flows {
+            let (kind, send_bytes) = SenderKind::of(&t.kind, mtu, policy.flow_cap_bps(t.app));
+            let sndbuf_sends =
+                if policy.tenant(t.tenant).napi_tx && matches!(kind, SenderKind::Datagram { .. }) {
+                    let truesize = u64::from(send_bytes + host.skb_overhead_bytes);
+                    // Linux lets a send through while the buffer holds less than its size.
+                    host.sndbuf_bytes.div_ceil(truesize).max(1) as u32
+                } else {
+                    u32::MAX
+                };
+            let index = senders.len() as u64;
+            senders.push(Sender {
+                traffic: ti as u32,
+                flow_in_traffic: index as u32 - first,
+                tenant: t.tenant,
+                app: t.app,
+                flow: index as u32,
+                core: cores[placement.random_range(0..cores.len())],
+                kind,
+                send_bytes,
+                active: false,
+                in_flight: 0,
+                sndbuf_sends,
+                blocked_gap_ns: None,
+                waiting: false,
+                retry_pending: false,
+                tsq_sends: host.tsq_sends_min,
+                window_bytes: 0,
+                window_start_ns: 0,
+                rng: ChaCha8Rng::seed_from_u64(
+                    scenario.seed ^ (index + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                ),
+            });
+        }
+        traffic_senders.push(first..senders.len() as u32);
+    }
+    (senders, traffic_senders)
+}
+
+/// The report class of each app, if it is reported.
+fn app_classes(scenario: &Scenario) -> Vec<Option<usize>> {
+    let classes = measure::report_classes(scenario);
+    let mut app_class = vec![None; scenario.policy.apps.len()];
+    for (c, a) in classes.iter().enumerate() {
+        app_class[a.index()] = Some(c);
+    }
+    #[cfg(feature = "faults")]
+    crate::faults::blind_meter(scenario, &mut app_class);
+    app_class
+}
+
+/// The run's record before anything happened, with a latency histogram for each
+/// traffic of requests, and where in it each traffic's is.
+fn empty_run_record(
+    scenario: &Scenario,
+    enforcer_name: &str,
+    host: &HostModel,
+) -> (RunRecord, Vec<Option<usize>>) {
+    let mut latency = Vec::new();
+    let traffic_latency = scenario
+        .traffic
+        .iter()
+        .map(|t| {
+            t.kind.has_requests().then(|| {
+                latency.push(LatencyRecord {
+                    traffic: t.name.clone(),
+                    histogram_ns: latency_histogram(),
+                });
+                latency.len() - 1
+            })
+        })
+        .collect();
+    let record = RunRecord {
+        latency,
+        pacing: scenario
+            .traffic
+            .iter()
+            .map(|t| report::PacingRecord {
+                traffic: t.name.clone(),
+                flows: vec![report::GapStats::default(); t.kind.flows() as usize],
+            })
+            .collect(),
+        ..measure::empty_record(
+            scenario,
+            enforcer_name,
+            Mode::Sim,
+            &measure::asked_demands_bps(scenario, &host.path),
+        )
+    };
+    (record, traffic_latency)
+}
+
+/// Every traffic's start and stop.
+fn traffic_events(scenario: &Scenario) -> EventQueue {
+    let mut events = EventQueue::default();
+    for (ti, t) in scenario.traffic.iter().enumerate() {
+        events.schedule(t.start_ns, Event::TrafficStart { traffic: ti as u32 });
+        events.schedule(t.stop_ns, Event::TrafficStop { traffic: ti as u32 });
+    }
+    events
+}
+
+/// The engine's cores, where the run asks for engine cost, on the cores the
+/// enforcer's registry row gives it.
+fn engine_cores(scenario: &Scenario, enforcer_name: &str, host: &HostModel) -> Option<Cores<u64>> {
+    let policy = &scenario.policy;
+    (policy.engine.packet_cost_ns > 0 || scenario.traffic.iter().any(|t| t.cost_ns > 0)).then(
+        || {
+            let mask = sched::registry::find(enforcer_name)
+                .and_then(|e| e.core_mask)
+                .map(|core_mask| core_mask(policy));
+            Cores::new(policy, host.engine_queue_packets, mask)
+        },
+    )
+}
+
+/// Each tenant's VM: its transmit ring, nothing waiting, nothing held.
+fn vms(policy: &policy::Policy, host: &HostModel) -> Vec<Vm> {
+    policy
+        .tenants
+        .iter()
+        .map(|t| Vm {
+            ring: TxRing::new(t.completions, host.tx_ring_descriptors),
+            waiting: VecDeque::new(),
+            wake_at_ns: None,
+            napi_tx: t.napi_tx,
+            dropped_in_guest: 0,
+            held_packets: 0,
+            held_packets_max: 0,
+            held_area: 0,
+            held_since_ns: 0,
+        })
+        .collect()
+}
+
 impl<'a> Engine<'a> {
     pub fn new(
         scenario: &'a Scenario,
@@ -230,106 +371,14 @@ impl<'a> Engine<'a> {
         host: HostModel,
     ) -> Self {
         let policy = &scenario.policy;
-        let mtu = policy.link.mtu_bytes;
-        // Thread placement and every random draw come from the scenario's seed, so
-        // every enforcer of a run sees the same placement and the same arrivals.
-        let mut placement = ChaCha8Rng::seed_from_u64(scenario.seed);
-        let mut senders = Vec::new();
-        let mut traffic_senders = Vec::new();
-        for (ti, t) in scenario.traffic.iter().enumerate() {
-            let cores = &policy.tenant(t.tenant).cores;
-            let first = senders.len() as u32;
-            let flows = t.kind.flows();
-            for _ in 0..flows {
-                let (kind, send_bytes) = SenderKind::of(&t.kind, mtu, policy.flow_cap_bps(t.app));
-                let sndbuf_sends = if policy.tenant(t.tenant).napi_tx
-                    && matches!(kind, SenderKind::Datagram { .. })
-                {
-                    let truesize = u64::from(send_bytes + host.skb_overhead_bytes);
-                    // Linux lets a send through while the buffer holds less than its size.
-                    host.sndbuf_bytes.div_ceil(truesize).max(1) as u32
-                } else {
-                    u32::MAX
-                };
-                let index = senders.len() as u64;
-                senders.push(Sender {
-                    traffic: ti as u32,
-                    flow_in_traffic: index as u32 - first,
-                    tenant: t.tenant,
-                    app: t.app,
-                    flow: index as u32,
-                    core: cores[placement.random_range(0..cores.len())],
-                    kind,
-                    send_bytes,
-                    active: false,
-                    in_flight: 0,
-                    sndbuf_sends,
-                    blocked_gap_ns: None,
-                    waiting: false,
-                    retry_pending: false,
-                    tsq_sends: host.tsq_sends_min,
-                    window_bytes: 0,
-                    window_start_ns: 0,
-                    rng: ChaCha8Rng::seed_from_u64(
-                        scenario.seed ^ (index + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                    ),
-                });
-            }
-            traffic_senders.push(first..senders.len() as u32);
-        }
-
-        let classes = measure::report_classes(scenario);
-        let mut app_class = vec![None; policy.apps.len()];
-        for (c, a) in classes.iter().enumerate() {
-            app_class[a.index()] = Some(c);
-        }
-        #[cfg(feature = "faults")]
-        crate::faults::blind_meter(scenario, &mut app_class);
+        let (senders, traffic_senders) = senders(scenario, &host);
+        let app_class = app_classes(scenario);
         #[cfg(feature = "faults")]
         let enforcer = crate::faults::enforcer(scenario, enforcer);
-        let mut latency = Vec::new();
-        let traffic_latency = scenario
-            .traffic
-            .iter()
-            .map(|t| match t.kind {
-                TrafficKind::Rpc { .. } => {
-                    latency.push(LatencyRecord {
-                        traffic: t.name.clone(),
-                        histogram_ns: latency_histogram(),
-                    });
-                    Some(latency.len() - 1)
-                }
-                _ => None,
-            })
-            .collect();
-        let record = RunRecord {
-            latency,
-            pacing: scenario
-                .traffic
-                .iter()
-                .map(|t| report::PacingRecord {
-                    traffic: t.name.clone(),
-                    flows: vec![report::GapStats::default(); t.kind.flows() as usize],
-                })
-                .collect(),
-            ..measure::empty_record(
-                scenario,
-                enforcer_name,
-                Mode::Sim,
-                &measure::asked_demands_bps(scenario, &host.path),
-            )
-        };
-
-        let mut events = EventQueue::default();
-        for (ti, t) in scenario.traffic.iter().enumerate() {
-            events.schedule(t.start_ns, Event::TrafficStart { traffic: ti as u32 });
-            events.schedule(t.stop_ns, Event::TrafficStop { traffic: ti as u32 });
-        }
+        let (record, traffic_latency) = empty_run_record(scenario, enforcer_name, &host);
         Engine {
             scenario,
-            host,
-            enforcer,
-            events,
+            events: traffic_events(scenario),
             senders,
             traffic_senders,
             on_wire: None,
@@ -340,30 +389,11 @@ impl<'a> Engine<'a> {
             traffic_latency,
             offered_bytes: vec![0; policy.tenants.len()],
             link_bytes: vec![0; policy.tenants.len()],
-            cpu: (policy.engine.packet_cost_ns > 0
-                || scenario.traffic.iter().any(|t| t.cost_ns > 0))
-            .then(|| {
-                let mask = sched::registry::find(enforcer_name)
-                    .and_then(|e| e.core_mask)
-                    .map(|core_mask| core_mask(policy));
-                Cores::new(policy, host.engine_queue_packets, mask)
-            }),
-            vms: policy
-                .tenants
-                .iter()
-                .map(|t| Vm {
-                    ring: TxRing::new(t.completions, host.tx_ring_descriptors),
-                    waiting: VecDeque::new(),
-                    wake_at_ns: None,
-                    napi_tx: t.napi_tx,
-                    dropped_in_guest: 0,
-                    held_packets: 0,
-                    held_packets_max: 0,
-                    held_area: 0,
-                    held_since_ns: 0,
-                })
-                .collect(),
+            cpu: engine_cores(scenario, enforcer_name, &host),
+            vms: vms(policy, &host),
             due: Vec::new(),
+            enforcer,
+            host,
         }
     }
 

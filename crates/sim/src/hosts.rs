@@ -15,7 +15,7 @@ use crate::events::EventQueue;
 use crate::host::HostModel;
 use policy::pcc::{Backlog, Feedback, HostPcc, RateWindow};
 use policy::wire::serialisation_ns;
-use policy::{HostId, HostsScenario, INGRESS_QUEUE_BYTES, TrafficKind, Vm};
+use policy::{HostId, HostsScenario, INGRESS_QUEUE_BYTES, Vm};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use report::{HostsRecord, LatencyRecord};
@@ -163,7 +163,7 @@ pub fn run_hosts(
             policy.link.mtu_bytes,
             policy.flow_cap_bps(t.traffic.app),
         );
-        latency_of.push(matches!(t.traffic.kind, TrafficKind::Rpc { .. }).then(|| {
+        latency_of.push(t.traffic.kind.has_requests().then(|| {
             latency.push(LatencyRecord {
                 traffic: t.traffic.name.clone(),
                 histogram_ns: latency_histogram(),

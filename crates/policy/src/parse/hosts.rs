@@ -3,10 +3,10 @@
 //! another. Everything a one-host scenario shares with it is read by the same
 //! functions, so that the two kinds cannot drift apart.
 
-use super::{
-    Ctx, Fields, Res, RunHeader, Sp, TRAFFIC_KEYS, TrafficTally, run_header, scenario_name,
-    traffic_entry, traffic_items, with_policy,
-};
+use super::ctx::{Ctx, Fields, Res};
+use super::scenario::{RunHeader, run_header, scenario_name, with_policy};
+use super::traffic::{TRAFFIC_KEYS, TrafficTally, traffic_entry, traffic_items};
+use super::yaml::Sp;
 use crate::limits::{APPS_MAX, FEEDBACK_EPOCHS_MAX, HOSTS_MAX, VMS_MAX};
 use crate::{Feedback, Host, HostId, HostsScenario, HostsTraffic, TenantId, Vm, units};
 use std::collections::HashMap;
