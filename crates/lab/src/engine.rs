@@ -39,7 +39,7 @@
 use crate::LabError;
 use crate::classify::{Classifier, Malformed, ParsedFrame, parse};
 use crate::cores::{CoreSetup, CoreSpent, Shared};
-use crate::hosts::HostSide;
+use crate::host_side::HostSide;
 use crate::sys::packet::{BATCH, PacketSocket, Poller, RxFrame, RxRing, VNET_HDR_BYTES};
 use policy::wire::serialisation_ns;
 use policy::{Policy, TenantId};
@@ -206,7 +206,7 @@ pub struct EngineStats {
     /// What the engine's cores did, when the run has them.
     pub cores: Option<CoreStats>,
     /// What a host's engine counted per traffic, in a run across hosts.
-    pub hosts: Option<crate::hosts::HostCounts>,
+    pub hosts: Option<crate::host_side::HostCounts>,
 }
 
 /// The engine's cores over a run ([`crate::cores`]).

@@ -36,6 +36,7 @@ mod engine;
 #[cfg(feature = "faults")]
 mod faults;
 mod generate;
+mod host_side;
 pub mod hosts;
 mod htb;
 mod meter;
