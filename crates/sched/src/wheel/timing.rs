@@ -14,7 +14,7 @@
 //! items cascade down, in their order, to lower levels: each item moves at most
 //! [`LEVELS`] - 1 times, and items of one tick leave in insertion order (FIFO).
 
-use crate::wf2q::slab::NIL;
+use crate::slab::NIL;
 
 /// Bits of tick resolved per level.
 pub const SLOT_BITS: u32 = 6;
