@@ -36,7 +36,6 @@
 //! The engine's buffer stands for the host's qdiscs ([`HostBuffer`]), on top of the
 //! policy's own buffer caps that the enforcer applies.
 
-use crate::LabError;
 use crate::classify::{Classifier, Malformed, ParsedFrame, parse};
 use crate::cores::{CoreSetup, CoreSpent, Shared};
 use crate::host_side::HostSide;
@@ -110,7 +109,7 @@ impl HostBuffer {
         enforcer: &str,
         policy: &Policy,
         limits: sched::HostLimits,
-    ) -> Result<HostBuffer, LabError> {
+    ) -> Result<HostBuffer, TooLarge> {
         // Room beyond the bounds for the frames an enforcer holds outside them.
         const SPARE_SLOTS: u32 = 64;
         let capacity = sched::Capacity::for_host(enforcer, limits);
@@ -129,7 +128,7 @@ impl HostBuffer {
             }
         };
         if slab_slots > SLAB_SLOTS_MAX {
-            return Err(LabError::Unsupported(format!(
+            return Err(TooLarge(format!(
                 "`{enforcer}` would hold up to {slab_slots} frames in the engine, above its bound of {SLAB_SLOTS_MAX}: lower --queue-limit or --class-limit, or use fewer queues or apps"
             )));
         }
@@ -139,6 +138,18 @@ impl HostBuffer {
         })
     }
 }
+
+/// A buffer the engine will not allocate, with what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooLarge(pub String);
+
+impl std::fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TooLarge {}
 
 /// An IPv4 header alone; no frame the engine schedules is shorter.
 const MIN_IPV4_PACKET_BYTES: u32 = 20;
@@ -1104,10 +1115,7 @@ mod tests {
             class_packets: 65_536,
         };
         assert!(
-            matches!(
-                HostBuffer::new("hash", &policy, deep),
-                Err(LabError::Unsupported(_))
-            ),
+            matches!(HostBuffer::new("hash", &policy, deep), Err(TooLarge(_))),
             "4 queues of 65536 packets pass the bound"
         );
     }
