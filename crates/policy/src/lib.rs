@@ -7,6 +7,7 @@
 
 mod error;
 mod explain;
+pub mod faults;
 mod hosts;
 mod ideal;
 mod ideal_hosts;
