@@ -24,6 +24,7 @@
 use crate::classify::{ETHERNET_HEADER_BYTES, Ipv4Header, ParsedFrame, parse, payload_bytes};
 use crate::sys::packet::{RxFrame, RxRing, VNET_HDR_BYTES};
 use policy::pcc::{Backlog, Feedback, HostPcc, RateWindow};
+use policy::policer::Policer;
 use policy::wire::serialisation_ns;
 use policy::{HostId, HostsScenario, Vm};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -91,10 +92,9 @@ pub struct HostSide {
     vm_macs: Vec<[u8; 6]>,
     /// Per port of the engine (this host's VMs in order): its VM's index.
     port_vm: Vec<u32>,
-    /// Per port: the VM's ingress `max_rate`, and its policer's tokens (bytes) and
-    /// when they were last topped up.
+    /// Per port: the VM's ingress `max_rate`, and its policer.
     ingress_max_bps: Vec<Option<u64>>,
-    policer: Vec<(f64, u64)>,
+    policer: Vec<Policer>,
     link_rate_bps: u64,
     /// When the ingress link's virtual queue empties.
     ingress_free_ns: u64,
@@ -278,14 +278,7 @@ impl HostSide {
                 + serialisation_ns(bytes as u32, self.link_rate_bps);
             leaves_ns = self.ingress_free_ns;
             if let Some(max) = self.ingress_max_bps[port] {
-                let (tokens, at) = self.policer[port];
-                let tokens = (tokens + leaves_ns.saturating_sub(at) as f64 * max as f64 / 8e9)
-                    .min(policy::INGRESS_BURST_BYTES as f64);
-                fits = tokens >= bytes as f64;
-                self.policer[port] = (
-                    if fits { tokens - bytes as f64 } else { tokens },
-                    leaves_ns.max(at),
-                );
+                fits = self.policer[port].admit(leaves_ns, bytes, max);
             }
         }
         if !fits {
@@ -455,7 +448,7 @@ impl HostSide {
             sender: scenario.traffic.iter().map(|t| t.host).collect(),
             vm_order: vms.iter().map(|&(vm, _)| vm).collect(),
             vm_macs: vms.iter().map(|&(_, mac)| mac).collect(),
-            policer: vec![(policy::INGRESS_BURST_BYTES as f64, 0); port_vm.len()],
+            policer: vec![Policer::default(); port_vm.len()],
             port_vm,
             ingress_max_bps,
             link_rate_bps: scenario.host(host).policy.link.rate_bps,

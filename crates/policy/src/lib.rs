@@ -15,6 +15,7 @@ pub mod limits;
 mod model;
 mod parse;
 pub mod pcc;
+pub mod policer;
 mod units;
 pub mod wire;
 
