@@ -9,14 +9,13 @@
 //! measurement frame of [`report::measure`].
 //!
 //! From the bottom up:
-//! - `sys`: every call into the OS (namespaces, AF_PACKET sockets, processes,
-//!   signals); nothing else in the crate touches it;
+//! - the [`datapath`] crate: every call into the OS (`sys`), frame classification,
+//!   the engine's forwarding loop, its cores and the host side of a frame across
+//!   hosts; the lab uses its modules under their own names;
 //! - `topology`: one namespace per tenant, a sink and an engine namespace, veths
 //!   between them, addresses and neighbours; torn down when dropped;
-//! - `classify`: Ethernet/IPv4 parsing and the policy's classification of a frame;
-//! - `engine`: the forwarding loop around an [`sched::Enforcer`], paced at the link
-//!   rate; `meter`: per-class byte counts at the sink, each interval handed to the
-//!   run's [`Watch`] once closed, with the engine's drops so far;
+//! - `meter`: per-class byte counts at the sink, each interval handed to the run's
+//!   [`Watch`] once closed, with the engine's drops so far;
 //! - `traffic`: the programs of each traffic kind; `generate`: the traffic the lab
 //!   sends itself, where no packaged tool does (Poisson gaps, per-request memcached
 //!   latency);
@@ -29,19 +28,18 @@
 
 mod bench;
 mod checks;
-mod classify;
-mod cores;
 mod crafted;
-mod engine;
 #[cfg(feature = "faults")]
 mod faults;
 mod generate;
 pub mod hosts;
 mod htb;
 mod meter;
-mod sys;
 mod topology;
 mod traffic;
+
+// The datapath's modules, under the names the lab's own modules use.
+use datapath::{classify, cores, engine, host_side, sys};
 
 pub use bench::{
     BENCH_LINK_RATE_BPS, BenchOptions, BenchReport, KERNEL_FORWARDING, PAYLOAD_BYTES_MAX, PathKind,
@@ -202,6 +200,12 @@ impl std::fmt::Display for LabError {
 }
 
 impl std::error::Error for LabError {}
+
+impl From<engine::TooLarge> for LabError {
+    fn from(e: engine::TooLarge) -> LabError {
+        LabError::Unsupported(e.0)
+    }
+}
 
 /// Refuses, with a message saying so, unless the process runs as root.
 pub fn check_root() -> Result<(), LabError> {

@@ -18,10 +18,9 @@
 //! window included, as the programs count it).
 
 use crate::classify::{
-    Classifier, ETHERNET_HEADER_BYTES, ParsedFrame, parse_captured, payload_bytes,
+    Classifier, ETHERNET_HEADER_BYTES, FrameMatch, ParsedFrame, parse_captured, payload_bytes,
 };
 use crate::sys::packet::{BATCH, FRAME_BYTES_MAX, PacketSocket};
-use crate::traffic::FrameMatch;
 use policy::TenantId;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -29,10 +29,11 @@
 //! that the enforcer sees as many destination classes as the simulator does.
 
 use crate::LabError;
-use crate::classify::{Ipv4Header, PROTO_TCP, PROTO_UDP};
+use crate::classify::{FrameMatch, PortSide};
+use crate::classify::{PROTO_TCP, PROTO_UDP};
 use crate::generate::{MemcachedLoad, PoissonFlow, PoissonLoad, memcached_key};
 use crate::topology::{Plan, TenantNet};
-use policy::{App, Gaps, Pacing, Proto, Scenario, SplitBy, TenantId, Traffic, TrafficKind};
+use policy::{App, Gaps, Pacing, Proto, Scenario, SplitBy, Traffic, TrafficKind};
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
@@ -92,41 +93,6 @@ impl Generator {
             Load::Poisson(_) => "poisson sender",
             Load::Memcached(_) => "memcached load generator",
         }
-    }
-}
-
-/// Which side of a traffic's frames on the link carries its port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PortSide {
-    /// The tenant is the client: the port is the frames' destination.
-    Destination(u16),
-    /// The tenant serves: the port is the frames' source.
-    Source(u16),
-}
-
-/// What tells a traffic's frames on the link (tenant to sink) from every other
-/// traffic's: what the plan chose for it. No two traffics share all of it: a port
-/// is taken once, and a traffic that shares its app's port has a sink address of
-/// its own.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FrameMatch {
-    pub tenant: TenantId,
-    pub proto: u8,
-    pub port: PortSide,
-    /// The sink addresses its frames go to; empty: any (the tenant serves, and the
-    /// sink's clients connect from its main address).
-    pub destinations: Vec<Ipv4Addr>,
-}
-
-impl FrameMatch {
-    pub fn matches(&self, tenant: TenantId, ip: &Ipv4Header) -> bool {
-        tenant == self.tenant
-            && ip.proto == self.proto
-            && match self.port {
-                PortSide::Destination(port) => ip.dst_port == port,
-                PortSide::Source(port) => ip.src_port == port,
-            }
-            && (self.destinations.is_empty() || self.destinations.contains(&ip.dst))
     }
 }
 
@@ -867,6 +833,8 @@ pub fn sockperf_total_run(log: &str) -> Option<SockperfRun> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classify::Ipv4Header;
+    use policy::TenantId;
 
     #[test]
     fn reads_what_iperf3_and_sockperf_counted() {

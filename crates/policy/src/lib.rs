@@ -7,6 +7,7 @@
 
 mod error;
 mod explain;
+pub mod faults;
 mod hosts;
 mod ideal;
 mod ideal_hosts;
@@ -15,6 +16,7 @@ pub mod limits;
 mod model;
 mod parse;
 pub mod pcc;
+pub mod policer;
 mod units;
 pub mod wire;
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checks::Provenance;
 use crate::figures::{latency_quantiles, latency_us_at};
+pub(crate) use crate::path_error::at;
 use crate::plot;
 use crate::record::RunRecord;
 use crate::summary::{Summary, summarize};
@@ -27,12 +28,6 @@ pub const TIMESERIES_HEADER: &str = "time_s,tenant,app,throughput_bps,ideal_bps"
 /// timeseries.csv of a run across hosts (hosts.md): one row per interval and flow.
 pub const HOSTS_TIMESERIES_HEADER: &str = "time_s,host,tenant,app,flow,throughput_bps,ideal_bps";
 pub const LATENCY_HEADER: &str = "traffic,quantile,latency_us";
-
-/// `error` with the path it happened at in front: "No space left on device" alone
-/// does not say which file is missing.
-pub(crate) fn at(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
-    move |error| io::Error::new(error.kind(), format!("{}: {error}", path.display()))
-}
 
 /// Writes every file of one run into `dir` (created if needed) and returns its
 /// summary. An error names the file it happened at.

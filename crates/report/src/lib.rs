@@ -33,6 +33,7 @@ mod files;
 mod hosts;
 mod html;
 pub mod measure;
+mod path_error;
 mod plot;
 mod record;
 pub mod runs;

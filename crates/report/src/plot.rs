@@ -1117,10 +1117,10 @@ fn overlay_rate_panel(
 /// measured latency). Runs are matched by tenant and app name; a run without one
 /// has no line in its panel.
 pub fn write_overlay_plots(dir: &Path, runs: &[&RunRecord]) -> io::Result<()> {
-    fs::create_dir_all(dir).map_err(crate::files::at(dir))?;
+    fs::create_dir_all(dir).map_err(crate::path_error::at(dir))?;
     let file = |name: &str, write: &dyn Fn(&Path) -> io::Result<()>| {
         let path = dir.join(name);
-        write(&path).map_err(crate::files::at(&path))
+        write(&path).map_err(crate::path_error::at(&path))
     };
     if runs.is_empty() {
         return Ok(());
@@ -1240,7 +1240,7 @@ pub fn write_hosts_overlay_plot(
         panels.len().min(2),
         |index, area| draw_line_panel(area, x_axis.clone(), "time (s)", &panels[index]),
     )
-    .map_err(crate::files::at(&path))
+    .map_err(crate::path_error::at(&path))
 }
 
 /// A run's tenants and classes by name, and each tenant's classes, to match

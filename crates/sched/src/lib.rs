@@ -28,6 +28,8 @@ pub mod multiqueue;
 pub mod nic;
 mod packet;
 pub mod registry;
+/// The descriptor pool that `wf2q` and `wheel` keep their packets in.
+mod slab;
 pub mod testkit;
 pub mod tree;
 pub mod valve;

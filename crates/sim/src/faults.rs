@@ -1,41 +1,10 @@
 //! Figures made wrong on purpose, so that a test can see a run's self-checks catch
 //! them. Built only with the feature `faults`, which nothing but the tests turns on;
-//! a run takes the fault named in `NICSCHED_FAULT`:
-//!
-//! - `lose-packets`: the enforcer loses every 100th frame it hands the link;
-//! - `meter-drops-app=TENANT/APP`: the meter counts none of that app's bytes.
+//! a run takes the fault named in `NICSCHED_FAULT` ([`policy::faults`]).
 
-use policy::{AppId, Scenario};
+use policy::Scenario;
+use policy::faults::{Fault, from_env as fault};
 use sched::{Enforcer, Frame, Packet, Refusal, TenantCounters};
-
-const VARIABLE: &str = "NICSCHED_FAULT";
-
-enum Fault {
-    LosePackets,
-    MeterDropsApp(AppId),
-}
-
-/// The fault `NICSCHED_FAULT` names, if any. A value the simulator does not know
-/// panics: a test that misspelt its fault would otherwise see an honest run.
-fn fault(scenario: &Scenario) -> Option<Fault> {
-    let value = std::env::var(VARIABLE).ok()?;
-    if value == "lose-packets" {
-        return Some(Fault::LosePackets);
-    }
-    let Some(named) = value.strip_prefix("meter-drops-app=") else {
-        panic!(
-            "{VARIABLE}={value}: the simulator's faults are lose-packets and meter-drops-app=TENANT/APP"
-        );
-    };
-    let policy = &scenario.policy;
-    let app = named
-        .split_once('/')
-        .and_then(|(tenant, app)| policy.app_by_name(policy.tenant_by_name(tenant)?, app));
-    match app {
-        Some(app) => Some(Fault::MeterDropsApp(app)),
-        None => panic!("{VARIABLE}={value}: no such app in the scenario"),
-    }
-}
 
 /// `enforcer`, made to lose packets if that is the fault.
 pub fn enforcer(scenario: &Scenario, enforcer: Box<dyn Enforcer>) -> Box<dyn Enforcer> {

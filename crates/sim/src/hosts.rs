@@ -102,8 +102,8 @@ struct Run<'a> {
     hosts: Vec<Host>,
     senders: Vec<Sender>,
     vm_offset: Vec<u32>,
-    /// Per VM: the policer's tokens (bytes) and when they were last topped up.
-    policer: Vec<(f64, u64)>,
+    /// Per VM: its ingress policer.
+    policer: Vec<policy::policer::Policer>,
     record: HostsRecord,
     latency_of: Vec<Option<usize>>,
     /// Per traffic: bytes that left the sender, bytes that arrived at the
@@ -207,7 +207,7 @@ pub fn run_hosts(
         hosts,
         senders,
         vm_offset,
-        policer: vec![(policy::INGRESS_BURST_BYTES as f64, 0); vms as usize],
+        policer: vec![policy::policer::Policer::default(); vms as usize],
         record: HostsRecord {
             enforcer: enforcer.to_string(),
             mode: report::Mode::Sim,
@@ -591,7 +591,6 @@ impl Run<'_> {
         let (s, issued_ns) = unhandle(frame.packet.handle);
         let traffic = self.senders[s as usize].traffic;
         let to = self.scenario.traffic[traffic].to;
-        let bytes = f64::from(frame.bytes);
         if let Some(max) = self
             .scenario
             .tenant(to)
@@ -599,16 +598,11 @@ impl Run<'_> {
             .and_then(|e| e.max_rate_bps)
         {
             let vm = self.vm_index(to) as usize;
-            let (tokens, at) = self.policer[vm];
-            let tokens = (tokens + (now - at) as f64 * max as f64 / 8e9)
-                .min(policy::INGRESS_BURST_BYTES as f64);
-            if tokens < bytes {
-                self.policer[vm] = (tokens, now);
+            if !self.policer[vm].admit(now, u64::from(frame.bytes), max) {
                 self.record.dropped_bytes[traffic] += u64::from(frame.bytes);
                 self.lost(now, s, issued_ns, frame.last);
                 return;
             }
-            self.policer[vm] = (tokens - bytes, now);
         }
         let k = self.interval(now);
         self.record.delivered_bytes[traffic][k] += u64::from(frame.bytes);

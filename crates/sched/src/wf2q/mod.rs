@@ -221,14 +221,13 @@
 //!   their limit take no more than the node's capacity.
 
 pub(crate) mod fill;
-pub(crate) mod slab;
 
 use crate::classes::{ClassId, Classes};
+use crate::slab::{self, List, Slab};
 use crate::wheel::timing::{Links, WheelSlots};
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
 use fill::{Demand, Fill};
 use policy::{Policy, format_rate, format_size};
-use slab::{List, Slab};
 
 /// Fractional bits of V, S and F below one byte-time (see the module docs).
 pub const V_FRAC_BITS: u32 = 12;

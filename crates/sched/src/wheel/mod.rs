@@ -66,7 +66,7 @@
 pub mod timing;
 
 use crate::classes::{ClassId, Classes};
-use crate::wf2q::slab::Slab;
+use crate::slab::Slab;
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
 use policy::{Policy, format_rate};
 use std::collections::HashMap;

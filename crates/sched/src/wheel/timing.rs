@@ -24,7 +24,7 @@
 //! - The count and the bitmaps agree: the wheel holds nothing exactly when no slot is
 //!   occupied.
 
-use crate::wf2q::slab::NIL;
+use crate::slab::NIL;
 
 /// Bits of tick resolved per level.
 pub const SLOT_BITS: u32 = 6;

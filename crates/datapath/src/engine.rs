@@ -2,24 +2,28 @@
 //! thread inside the engine namespace, with one AF_PACKET socket per tenant port and
 //! one on the uplink, and loops:
 //!
-//! 1. read the monotonic clock once (`now_ns`, passed to everything below);
-//! 2. read frames from the tenant ports in batches; each IPv4 frame is copied into a
-//!    preallocated slab slot, classified and offered to the enforcer with the slot
-//!    as its `handle`; a refused frame frees its slot (a drop of its tenant). IPv4
-//!    and IPv6 frames are classified by the policy's rules, any other ethertype is
-//!    its tenant's catch-all traffic: nothing a tenant sends reaches the link
-//!    unscheduled. Malformed frames ([`Malformed`]) are dropped and counted by kind.
-//!    When the run has engine cores ([`crate::cores`]), a frame first waits for a
-//!    core thread to hold it for its cost, and is offered to the enforcer on a
-//!    later pass;
+//! 1. read the monotonic clock once (`now_ns`, passed to everything below) and do
+//!    what is due beside the frames: the ports' drop counts, the live drops, the
+//!    frames the transmit threads sent, the host side's feedback epoch
+//!    (`catch_up`);
+//! 2. read frames from the tenant ports in batches (`read_tenants`); each IPv4
+//!    frame is copied into a preallocated slab slot, classified and offered to the
+//!    enforcer with the slot as its `handle`; a refused frame frees its slot (a drop
+//!    of its tenant). IPv4 and IPv6 frames are classified by the policy's rules, any
+//!    other ethertype is its tenant's catch-all traffic: nothing a tenant sends
+//!    reaches the link unscheduled. Malformed frames ([`Malformed`]) are dropped and
+//!    counted by kind. When the run has engine cores ([`crate::cores`]), a frame
+//!    first waits for a core thread to hold it for its cost, and is offered to the
+//!    enforcer on a later pass;
 //! 3. read the uplink and send each frame back to the tenant port its destination
 //!    MAC names (flooded when none does), unscheduled: the reverse path is not the
-//!    link under study;
-//! 4. while the emulated link is free (`link_free_ns <= now_ns`, give or take
+//!    link under study; across hosts, into the [`HostSide`]'s ingress instead
+//!    (`read_uplink`);
+//! 4. while the emulated link is free (`Link::free_ns <= now_ns`, give or take
 //!    `TX_AHEAD_NS`), dequeue a frame, send it and hold the link for its
-//!    serialisation time at the link rate;
+//!    serialisation time at the link rate (`transmit`);
 //! 5. sleep until the link is `WAKE_AHEAD_NS` from free, the enforcer's next
-//!    deadline, or a frame arrives.
+//!    deadline, the host side's next epoch, or a frame arrives (`wait`).
 //!
 //! Unpaced (`link_rate_bps: None`, for the benchmark), step 4 sends every frame the
 //! enforcer hands out and the link is never busy; everything else is the same loop.
@@ -36,14 +40,13 @@
 //! The engine's buffer stands for the host's qdiscs ([`HostBuffer`]), on top of the
 //! policy's own buffer caps that the enforcer applies.
 
-use crate::LabError;
 use crate::classify::{Classifier, Malformed, ParsedFrame, parse};
 use crate::cores::{CoreSetup, CoreSpent, Shared};
-use crate::hosts::HostSide;
+use crate::host_side::HostSide;
 use crate::sys::packet::{BATCH, PacketSocket, Poller, RxFrame, RxRing, VNET_HDR_BYTES};
 use policy::wire::serialisation_ns;
 use policy::{Policy, TenantId};
-use sched::{Enforcer, Packet};
+use sched::{Enforcer, Frame, Packet};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -110,7 +113,7 @@ impl HostBuffer {
         enforcer: &str,
         policy: &Policy,
         limits: sched::HostLimits,
-    ) -> Result<HostBuffer, LabError> {
+    ) -> Result<HostBuffer, TooLarge> {
         // Room beyond the bounds for the frames an enforcer holds outside them.
         const SPARE_SLOTS: u32 = 64;
         let capacity = sched::Capacity::for_host(enforcer, limits);
@@ -129,7 +132,7 @@ impl HostBuffer {
             }
         };
         if slab_slots > SLAB_SLOTS_MAX {
-            return Err(LabError::Unsupported(format!(
+            return Err(TooLarge(format!(
                 "`{enforcer}` would hold up to {slab_slots} frames in the engine, above its bound of {SLAB_SLOTS_MAX}: lower --queue-limit or --class-limit, or use fewer queues or apps"
             )));
         }
@@ -139,6 +142,18 @@ impl HostBuffer {
         })
     }
 }
+
+/// A buffer the engine will not allocate, with what to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooLarge(pub String);
+
+impl std::fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TooLarge {}
 
 /// An IPv4 header alone; no frame the engine schedules is shorter.
 const MIN_IPV4_PACKET_BYTES: u32 = 20;
@@ -206,7 +221,7 @@ pub struct EngineStats {
     /// What the engine's cores did, when the run has them.
     pub cores: Option<CoreStats>,
     /// What a host's engine counted per traffic, in a run across hosts.
-    pub hosts: Option<crate::hosts::HostCounts>,
+    pub hosts: Option<crate::host_side::HostCounts>,
 }
 
 /// The engine's cores over a run ([`crate::cores`]).
@@ -351,6 +366,30 @@ const PORT_DROPS_EVERY_LOOPS: u64 = 1 << 16;
 /// Engine time between two publications of the tenants' drops to a live view: a
 /// few each of its lines.
 const LIVE_DROPS_EVERY_NS: u64 = 10_000_000;
+
+/// The emulated link as the loop sees it between passes.
+struct Link {
+    /// `None`: unpaced, the link is never busy.
+    rate_bps: Option<u64>,
+    /// When the frame last handed to the link has left it.
+    free_ns: u64,
+    /// Whether the enforcer had a frame ready when the link was last busy: the
+    /// link time lost to the loop's lateness is counted from then.
+    ready_when_free: bool,
+    /// Frames handed to the link, not yet sent.
+    tx: VecDeque<Packet>,
+}
+
+impl Link {
+    fn new(rate_bps: Option<u64>) -> Link {
+        Link {
+            rate_bps,
+            free_ns: 0,
+            ready_when_free: false,
+            tx: VecDeque::with_capacity(BATCH),
+        }
+    }
+}
 
 pub struct Engine {
     config: EngineConfig,
@@ -565,7 +604,7 @@ impl Engine {
         Ok(self.finish(shared, spent))
     }
 
-    /// The engine's loop, until `stop`.
+    /// The engine's loop, until `stop`: the five steps of the module's docs.
     #[allow(clippy::too_many_arguments)]
     fn forward(
         &mut self,
@@ -577,128 +616,193 @@ impl Engine {
         return_poller: &mut Poller,
         mut threads: Option<&mut TxThreads>,
     ) -> std::io::Result<()> {
-        let clock = self.clock;
-        let mut link_free_ns = 0u64;
-        // Whether the enforcer had a frame ready when the link was last busy.
-        let mut ready_when_free = false;
-        let mut tx = VecDeque::with_capacity(BATCH);
-        let rate = self.config.link_rate_bps;
+        let mut link = Link::new(self.config.link_rate_bps);
         let mut drops_published_ns = 0;
         while !stop.load(Ordering::Relaxed) {
-            let now_ns = clock.elapsed().as_nanos() as u64;
-            self.stats.loops += 1;
-            if self.stats.loops.is_multiple_of(PORT_DROPS_EVERY_LOOPS) {
-                self.count_port_drops(ports)?;
-            }
-            if now_ns >= drops_published_ns + LIVE_DROPS_EVERY_NS {
-                self.publish_drops();
-                drops_published_ns = now_ns;
-            }
-            if let Some(threads) = threads.as_deref_mut() {
-                self.take_back(threads, false);
-            }
-            if let Some(side) = &mut self.hosts {
-                side.tick(now_ns, self.enforcer.as_mut())?;
-            }
-
-            if let Some(shared) = shared {
-                self.offer_processed(shared, now_ns);
-            }
-            for (t, port) in ports.iter_mut().enumerate() {
-                let tenant = TenantId(t as u16);
-                let room = self.port_reads[t];
-                if room > 0 {
-                    port.recv(room, |frame| self.on_tenant_frame(tenant, frame, now_ns))?;
-                }
-            }
-            if let Some(shared) = shared {
-                self.queue_for_cores(shared);
-            }
-            let mut returned = Ok(());
-            uplink.recv(BATCH, |frame| {
-                if returned.is_ok() {
-                    returned = match &mut self.hosts {
-                        Some(side) => side.arrive(frame, ports, now_ns),
-                        None => self.on_sink_frame(frame, ports),
-                    };
-                }
-            })?;
-            returned?;
-
-            // Frames handed out in one pass leave in one `sendmmsg`.
-            loop {
-                let mut dry = false;
-                while tx.len() < BATCH && link_free_ns <= now_ns + TX_AHEAD_NS {
-                    let Some(frame) = self.enforcer.dequeue(now_ns) else {
-                        dry = true;
-                        break;
-                    };
-                    let t = frame.packet.tenant.index();
-                    if let Some(side) = &mut self.hosts {
-                        side.sent(frame.packet.handle, frame.bytes, now_ns);
-                    }
-                    if frame.last {
-                        tx.push_back(frame.packet);
-                    }
-                    self.stats.tx_bytes += u64::from(frame.bytes);
-                    self.stats.ledgers[t].sent_bytes += u64::from(frame.bytes);
-                    // Unpaced, `link_free_ns` stays 0: the link is always free.
-                    if let Some(rate) = rate {
-                        let caught_up_ns = now_ns.saturating_sub(CATCH_UP_NS);
-                        if std::mem::take(&mut ready_when_free) && caught_up_ns > link_free_ns {
-                            self.stats.lost_link_ns += caught_up_ns - link_free_ns;
-                        }
-                        let start_ns = link_free_ns.max(caught_up_ns);
-                        link_free_ns = start_ns + serialisation_ns(frame.bytes, rate);
-                    }
-                }
-                if tx.is_empty() {
-                    break;
-                }
-                if let Some(threads) = threads.as_deref_mut() {
-                    self.hand_over(threads, &mut tx)?;
-                } else if !self.flush(uplink.socket(), &mut tx)? {
-                    break;
-                }
-                if dry || link_free_ns > now_ns + TX_AHEAD_NS {
-                    break;
-                }
-            }
-
-            let backlogged = self.enforcer.backlog_packets() > 0;
-            let link_busy = link_free_ns > now_ns + WAKE_AHEAD_NS;
-            ready_when_free = !tx.is_empty()
-                || (backlogged
-                    && link_free_ns > now_ns
-                    && self.enforcer.next_ready_ns(now_ns) == Some(now_ns));
-            let epoch_ns = self.hosts.as_mut().and_then(|s| s.wait_ns(now_ns));
-            let wait_ns = if !tx.is_empty() {
-                20_000
-            } else if backlogged {
-                if link_busy {
-                    link_free_ns - now_ns - WAKE_AHEAD_NS
-                } else {
-                    self.stats.held_waits += 1;
-                    self.enforcer
-                        .next_ready_ns(now_ns)
-                        .map_or(IDLE_WAIT_NS, |at| at.saturating_sub(now_ns).max(1_000))
-                }
-            } else {
-                IDLE_WAIT_NS
-            };
-            let wait_ns = epoch_ns.map_or(wait_ns, |e| wait_ns.min(e));
-            if tx.is_empty() && backlogged && link_busy {
-                return_poller.wait(wait_ns)?;
-            } else {
-                poller.wait(wait_ns)?;
-            }
+            let now_ns = self.clock.elapsed().as_nanos() as u64;
+            self.catch_up(
+                now_ns,
+                ports,
+                threads.as_deref_mut(),
+                &mut drops_published_ns,
+            )?;
+            self.read_tenants(now_ns, shared, ports)?;
+            self.read_uplink(now_ns, uplink, ports)?;
+            self.transmit(now_ns, &mut link, uplink, threads.as_deref_mut())?;
+            self.wait(now_ns, &mut link, poller, return_poller)?;
         }
         // Handed to the link but never sent (the uplink stayed busy to the end):
         // still held.
-        for packet in tx {
+        for packet in std::mem::take(&mut link.tx) {
             self.unsent(&packet);
         }
         self.count_port_drops(ports)
+    }
+
+    /// Step 1, after reading the clock: what is due at `now_ns` beside the frames:
+    /// the ports' drops, the live drop counts, the transmit threads' sent frames,
+    /// and the host side's epoch.
+    fn catch_up(
+        &mut self,
+        now_ns: u64,
+        ports: &[RxRing],
+        threads: Option<&mut TxThreads>,
+        drops_published_ns: &mut u64,
+    ) -> std::io::Result<()> {
+        self.stats.loops += 1;
+        if self.stats.loops.is_multiple_of(PORT_DROPS_EVERY_LOOPS) {
+            self.count_port_drops(ports)?;
+        }
+        if now_ns >= *drops_published_ns + LIVE_DROPS_EVERY_NS {
+            self.publish_drops();
+            *drops_published_ns = now_ns;
+        }
+        if let Some(threads) = threads {
+            self.take_back(threads, false);
+        }
+        if let Some(side) = &mut self.hosts {
+            side.tick(now_ns, self.enforcer.as_mut())?;
+        }
+        Ok(())
+    }
+
+    /// Step 2: offers what the cores finished, reads a batch from each tenant
+    /// port, and queues what the cores must hold first.
+    fn read_tenants(
+        &mut self,
+        now_ns: u64,
+        shared: Option<&Shared>,
+        ports: &mut [RxRing],
+    ) -> std::io::Result<()> {
+        if let Some(shared) = shared {
+            self.offer_processed(shared, now_ns);
+        }
+        for (t, port) in ports.iter_mut().enumerate() {
+            let tenant = TenantId(t as u16);
+            let room = self.port_reads[t];
+            if room > 0 {
+                port.recv(room, |frame| self.on_tenant_frame(tenant, frame, now_ns))?;
+            }
+        }
+        if let Some(shared) = shared {
+            self.queue_for_cores(shared);
+        }
+        Ok(())
+    }
+
+    /// Step 3: frames from the uplink back to the tenant ports, unscheduled; across
+    /// hosts, into the host side's ingress instead.
+    fn read_uplink(
+        &mut self,
+        now_ns: u64,
+        uplink: &mut RxRing,
+        ports: &mut [RxRing],
+    ) -> std::io::Result<()> {
+        let mut returned = Ok(());
+        uplink.recv(BATCH, |frame| {
+            if returned.is_ok() {
+                returned = match &mut self.hosts {
+                    Some(side) => side.arrive(frame, ports, now_ns),
+                    None => self.on_sink_frame(frame, ports),
+                };
+            }
+        })?;
+        returned
+    }
+
+    /// Step 4: while the link is free, dequeues and sends, holding the link for
+    /// each frame's serialisation time. Frames handed out in one pass leave in one
+    /// `sendmmsg`.
+    fn transmit(
+        &mut self,
+        now_ns: u64,
+        link: &mut Link,
+        uplink: &RxRing,
+        mut threads: Option<&mut TxThreads>,
+    ) -> std::io::Result<()> {
+        loop {
+            let mut dry = false;
+            while link.tx.len() < BATCH && link.free_ns <= now_ns + TX_AHEAD_NS {
+                let Some(frame) = self.enforcer.dequeue(now_ns) else {
+                    dry = true;
+                    break;
+                };
+                self.dequeued(now_ns, link, frame);
+            }
+            if link.tx.is_empty() {
+                return Ok(());
+            }
+            if let Some(threads) = threads.as_deref_mut() {
+                self.hand_over(threads, &mut link.tx)?;
+            } else if !self.flush(uplink.socket(), &mut link.tx)? {
+                return Ok(());
+            }
+            if dry || link.free_ns > now_ns + TX_AHEAD_NS {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Counts a piece the enforcer handed out, queues its frame to send if it is
+    /// the last piece, and holds the link for it.
+    fn dequeued(&mut self, now_ns: u64, link: &mut Link, frame: Frame) {
+        let t = frame.packet.tenant.index();
+        if let Some(side) = &mut self.hosts {
+            side.sent(frame.packet.handle, frame.bytes, now_ns);
+        }
+        self.stats.tx_bytes += u64::from(frame.bytes);
+        self.stats.ledgers[t].sent_bytes += u64::from(frame.bytes);
+        // Unpaced, `free_ns` stays 0: the link is always free.
+        if let Some(rate) = link.rate_bps {
+            let caught_up_ns = now_ns.saturating_sub(CATCH_UP_NS);
+            if std::mem::take(&mut link.ready_when_free) && caught_up_ns > link.free_ns {
+                self.stats.lost_link_ns += caught_up_ns - link.free_ns;
+            }
+            let start_ns = link.free_ns.max(caught_up_ns);
+            link.free_ns = start_ns + serialisation_ns(frame.bytes, rate);
+        }
+        if frame.last {
+            link.tx.push_back(frame.packet);
+        }
+    }
+
+    /// Step 5: sleeps until the link is nearly free, the enforcer's next deadline,
+    /// the host side's next epoch, or a frame arrives. While frames wait only for
+    /// the link, only the uplink's return path wakes it.
+    fn wait(
+        &mut self,
+        now_ns: u64,
+        link: &mut Link,
+        poller: &mut Poller,
+        return_poller: &mut Poller,
+    ) -> std::io::Result<()> {
+        let backlogged = self.enforcer.backlog_packets() > 0;
+        let link_busy = link.free_ns > now_ns + WAKE_AHEAD_NS;
+        link.ready_when_free = !link.tx.is_empty()
+            || (backlogged
+                && link.free_ns > now_ns
+                && self.enforcer.next_ready_ns(now_ns) == Some(now_ns));
+        let epoch_ns = self.hosts.as_mut().and_then(|s| s.wait_ns(now_ns));
+        let wait_ns = if !link.tx.is_empty() {
+            20_000
+        } else if backlogged {
+            if link_busy {
+                link.free_ns - now_ns - WAKE_AHEAD_NS
+            } else {
+                self.stats.held_waits += 1;
+                self.enforcer
+                    .next_ready_ns(now_ns)
+                    .map_or(IDLE_WAIT_NS, |at| at.saturating_sub(now_ns).max(1_000))
+            }
+        } else {
+            IDLE_WAIT_NS
+        };
+        let wait_ns = epoch_ns.map_or(wait_ns, |e| wait_ns.min(e));
+        if link.tx.is_empty() && backlogged && link_busy {
+            return_poller.wait(wait_ns)
+        } else {
+            poller.wait(wait_ns)
+        }
     }
 
     /// Queues the frames read this pass for the engine's cores; those their queue
@@ -1104,10 +1208,7 @@ mod tests {
             class_packets: 65_536,
         };
         assert!(
-            matches!(
-                HostBuffer::new("hash", &policy, deep),
-                Err(LabError::Unsupported(_))
-            ),
+            matches!(HostBuffer::new("hash", &policy, deep), Err(TooLarge(_))),
             "4 queues of 65536 packets pass the bound"
         );
     }

@@ -381,6 +381,41 @@ impl Classifier {
 }
 
 /// Test frames: an Ethernet II + IPv4 + TCP/UDP frame with a valid IP header.
+/// Which side of a traffic's frames on the link carries its port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortSide {
+    /// The tenant is the client: the port is the frames' destination.
+    Destination(u16),
+    /// The tenant serves: the port is the frames' source.
+    Source(u16),
+}
+
+/// What tells a traffic's frames on the link (tenant to sink) from every other
+/// traffic's: what the plan chose for it. No two traffics share all of it: a port
+/// is taken once, and a traffic that shares its app's port has a sink address of
+/// its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameMatch {
+    pub tenant: TenantId,
+    pub proto: u8,
+    pub port: PortSide,
+    /// The sink addresses its frames go to; empty: any (the tenant serves, and the
+    /// sink's clients connect from its main address).
+    pub destinations: Vec<Ipv4Addr>,
+}
+
+impl FrameMatch {
+    pub fn matches(&self, tenant: TenantId, ip: &Ipv4Header) -> bool {
+        tenant == self.tenant
+            && ip.proto == self.proto
+            && match self.port {
+                PortSide::Destination(port) => ip.dst_port == port,
+                PortSide::Source(port) => ip.src_port == port,
+            }
+            && (self.destinations.is_empty() || self.destinations.contains(&ip.dst))
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn test_frame(
     src: [u8; 4],

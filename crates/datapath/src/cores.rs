@@ -31,10 +31,10 @@
 //! after every frame), so `engine_cpu_share` is what the threads spent, not what the
 //! scenario asked.
 
+use crate::classify::FrameMatch;
 use crate::classify::Ipv4Header;
 use crate::sys::clock::now_ns;
 use crate::sys::event::EventFd;
-use crate::traffic::FrameMatch;
 use policy::{Policy, TenantId};
 use sched::Packet;
 use sched::cores::{Cores, Waiting};
