@@ -11,7 +11,6 @@ pub mod faults;
 mod hosts;
 mod ideal;
 mod ideal_hosts;
-mod kind;
 pub mod limits;
 mod model;
 mod parse;
@@ -31,7 +30,6 @@ pub use ideal_hosts::{
     FlowIdeal, HostsExplanation, HostsPhaseIdeal, Resource, ResourceKind, Unit, explain_hosts,
     ideal_across_hosts, offers, resources,
 };
-pub use kind::{Gaps, KINDS, KindKeys, Pacing, TrafficKind};
 pub use model::*;
 pub use parse::{
     load_any_scenario, load_policy, load_scenario, parse_any_scenario, parse_policy, parse_scenario,

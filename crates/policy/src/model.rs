@@ -3,7 +3,9 @@
 //! tenant, every tenant has at least one app. Code past the parser relies on that
 //! and never re-checks.
 
-use crate::TrafficKind;
+mod kind;
+
+pub use kind::{Gaps, KINDS, KindKeys, Pacing, TrafficKind};
 use std::net::IpAddr;
 
 /// Index of a tenant in [`Policy::tenants`].

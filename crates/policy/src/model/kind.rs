@@ -6,8 +6,8 @@
 //! `parse/traffic.rs`) plus, only where its pacing is new, a generator in each
 //! world.
 
-use crate::model::rate_scaled;
-use crate::{App, Proto};
+use super::rate_scaled;
+use super::{App, Proto};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum TrafficKind {
