@@ -1009,7 +1009,7 @@ fn run_in(
         stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         handles: Vec::new(),
     };
-    let feedback = Feedback::of(enforcer);
+    let feedback = sched::registry::feedback(enforcer);
     for (h, host) in scenario.hosts.iter().enumerate() {
         let host_id = HostId(h as u16);
         let vms: Vec<&VmNet> = plan.host_vms(host_id).collect();
