@@ -33,9 +33,9 @@ use crate::registry::{self, CoreMask, Shards, Threads};
 use crate::{Enforcer, Packet};
 use policy::{AppId, Link, Policy, Split, SplitBy, TenantId};
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Barrier;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 /// Tenants of the benchmark tree: enough that the tenant level is not trivial, few
@@ -308,10 +308,7 @@ fn per_core(enforcer: &str) -> Option<(CoreMask, Shards)> {
 /// The policy of a threaded run per core (one engine core per thread), and per
 /// core the backlogged classes its tenants own (by `mask`); `Err` when a core would
 /// have none, since its thread would have nothing to measure.
-fn shard_classes(
-    config: &BenchConfig,
-    mask: CoreMask,
-) -> Result<(Policy, Vec<Vec<u32>>), String> {
+fn shard_classes(config: &BenchConfig, mask: CoreMask) -> Result<(Policy, Vec<Vec<u32>>), String> {
     let classes = classes_rounded(config.classes);
     let active = active_classes(classes, config.active_fraction);
     let mut policy = policy_for(classes, active.len() as u32);

@@ -15,8 +15,9 @@
 //! - [`accounting`]: packet accounting shared by every enforcer.
 //! - [`cores`]: the engine's cores in front of the enforcer (`engine.cpu`), for both
 //!   worlds.
-//! - [`registry`]: every enforcer, listed once, with its builder and what `check`
-//!   says of it.
+//! - [`registry`]: every enforcer, listed once: where it runs and how it is built,
+//!   its feedback across hosts, how it runs on several cores, where it is a default,
+//!   and what `check` says of it.
 
 pub mod accounting;
 pub mod bench;
@@ -36,8 +37,8 @@ pub mod wheel;
 
 pub use accounting::{Accounting, TenantCounters};
 pub use packet::{Frame, Packet, Refusal};
-pub use registry::{ENFORCERS, EnforcerInfo};
 use registry::Runs;
+pub use registry::{ENFORCERS, EnforcerInfo};
 
 use policy::Policy;
 
@@ -311,7 +312,10 @@ pub enum BuildError {
     /// A row that runs in the kernel ([`registry::Runs::Kernel`]): nothing here
     /// builds it.
     InKernel(String),
-    Unsupported { name: String, reason: String },
+    Unsupported {
+        name: String,
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for BuildError {

@@ -45,7 +45,10 @@ fn every_world_has_a_default_and_the_simulators_worlds_can_build_theirs() {
     }
     for world in [World::OneHost, World::Hosts] {
         for name in registry::defaults(world) {
-            assert!(registry::find(name).unwrap().is_built(), "{world:?}: {name}");
+            assert!(
+                registry::find(name).unwrap().is_built(),
+                "{world:?}: {name}"
+            );
         }
     }
 }
@@ -56,7 +59,12 @@ fn only_the_engines_rows_feed_back_across_hosts() {
         if info.feedback != Feedback::None {
             assert!(matches!(info.runs, Runs::Engine(_)), "{}", info.name);
         }
-        assert_eq!(registry::feedback(info.name), info.feedback, "{}", info.name);
+        assert_eq!(
+            registry::feedback(info.name),
+            info.feedback,
+            "{}",
+            info.name
+        );
     }
     assert_eq!(registry::feedback("nosuch"), Feedback::None);
     let kinds: Vec<Feedback> = sched::ENFORCERS.iter().map(|e| e.feedback).collect();
@@ -84,7 +92,11 @@ fn where_a_row_runs_says_what_it_has() {
             }
             Runs::Engine(software) => {
                 assert_eq!(info.nic(), None);
-                assert!(matches!(info.threads(), Some(t) if std::mem::discriminant(&t) == std::mem::discriminant(&software.threads)));
+                let per_core = |t: Threads| matches!(t, Threads::PerCore { .. });
+                assert_eq!(
+                    info.threads().map(per_core),
+                    Some(per_core(software.threads))
+                );
                 assert!(info.is_built() && info.has_classes());
             }
             Runs::Kernel => {
