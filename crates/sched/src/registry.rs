@@ -303,6 +303,12 @@ pub fn built() -> impl Iterator<Item = &'static EnforcerInfo> {
     ENFORCERS.iter().filter(|e| e.is_built())
 }
 
+/// Whether the enforcer called `name` runs in the kernel ([`Runs::Kernel`]): only
+/// the lab runs it, on one host.
+pub fn in_kernel(name: &str) -> bool {
+    find(name).is_some_and(|e| matches!(e.runs, Runs::Kernel))
+}
+
 /// The enforcers `world` runs when none is named, in the table's order.
 pub fn defaults(world: World) -> Vec<&'static str> {
     ENFORCERS

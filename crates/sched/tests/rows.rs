@@ -106,6 +106,7 @@ fn where_a_row_runs_says_what_it_has() {
                 assert_eq!(info.feedback, Feedback::None, "{}", info.name);
             }
         }
+        assert_eq!(registry::in_kernel(info.name), !info.is_built(), "{}", info.name);
     }
     assert!(
         sched::ENFORCERS
@@ -113,6 +114,7 @@ fn where_a_row_runs_says_what_it_has() {
             .any(|e| matches!(e.runs, Runs::Kernel)),
         "the kernel's HTB is a row"
     );
+    assert!(!registry::in_kernel("nosuch"));
 }
 
 #[test]
