@@ -106,7 +106,12 @@ fn where_a_row_runs_says_what_it_has() {
                 assert_eq!(info.feedback, Feedback::None, "{}", info.name);
             }
         }
-        assert_eq!(registry::in_kernel(info.name), !info.is_built(), "{}", info.name);
+        assert_eq!(
+            registry::in_kernel(info.name),
+            !info.is_built(),
+            "{}",
+            info.name
+        );
     }
     assert!(
         sched::ENFORCERS
