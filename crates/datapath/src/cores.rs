@@ -72,7 +72,7 @@ impl CoreSetup {
                 .map(|(m, &cost)| (m.clone(), cost))
                 .collect(),
             mask: sched::registry::find(enforcer)
-                .and_then(|e| e.core_mask)
+                .and_then(|e| e.core_mask())
                 .map(|core_mask| core_mask(policy)),
         })
     }

@@ -117,7 +117,7 @@ impl HostBuffer {
         // Room beyond the bounds for the frames an enforcer holds outside them.
         const SPARE_SLOTS: u32 = 64;
         let capacity = sched::Capacity::for_host(enforcer, limits);
-        let slab_slots = match sched::registry::find(enforcer).and_then(|e| e.nic) {
+        let slab_slots = match sched::registry::find(enforcer).and_then(|e| e.nic()) {
             Some(driver) => {
                 let queues = u64::from(driver.queues(policy));
                 // Descriptor rings hold packets beyond the qdiscs: up to

@@ -145,11 +145,10 @@ pub fn loss_free_rate(
 }
 
 /// The engine paths `nicsched lab-bench` runs when none is named: the registry's
-/// enforcers marked `lab_bench`.
+/// engine's and NIC model's defaults for `lab-bench`.
 pub fn default_enforcers() -> impl Iterator<Item = &'static str> {
-    sched::ENFORCERS
-        .iter()
-        .filter(|e| e.lab_bench)
+    sched::registry::built()
+        .filter(|e| e.is_default(sched::registry::World::LabBench))
         .map(|e| e.name)
 }
 

@@ -27,7 +27,6 @@ use crate::sys::netns;
 use crate::topology::{Topology, gso_max_bytes, mac_string};
 use crate::traffic::{Counted, Tools, TrafficPlan};
 use crate::{LabError, LabOptions};
-use policy::pcc::Feedback;
 use policy::{HostId, HostsScenario, TrafficKind, Vm};
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -534,7 +533,7 @@ fn run_in(
         stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         handles: Vec::new(),
     };
-    let feedback = Feedback::of(enforcer);
+    let feedback = sched::registry::feedback(enforcer);
     for (h, host) in scenario.hosts.iter().enumerate() {
         let host_id = HostId(h as u16);
         let vms: Vec<&VmNet> = plan.host_vms(host_id).collect();

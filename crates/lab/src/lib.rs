@@ -80,11 +80,9 @@ const WARM_UP: Duration = Duration::from_millis(500);
 pub const LINUX_HTB: &str = "linux-htb";
 
 /// Every enforcer the lab runs, and so every name a scenario may list: `sched`'s
-/// registry, then [`LINUX_HTB`].
+/// registry, whose last row is [`LINUX_HTB`].
 pub fn enforcer_names() -> Vec<&'static str> {
-    let mut names = sched::registry::names();
-    names.push(LINUX_HTB);
-    names
+    sched::registry::names()
 }
 
 #[derive(Clone, Debug)]

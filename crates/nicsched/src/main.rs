@@ -723,25 +723,19 @@ struct Listed {
     lab_only: bool,
 }
 
-/// sched's registry, then the kernel's HTB the lab runs.
+/// sched's registry, the kernel's HTB the lab runs included.
 fn listed_enforcers() -> Vec<Listed> {
-    let registered = sched::ENFORCERS.iter().map(|e| Listed {
-        name: e.name,
-        from: e.from,
-        mechanism: e.mechanism,
-        nic_model: e.nic.is_some(),
-        lab_bench: e.lab_bench,
-        lab_only: false,
-    });
-    let kernel = Listed {
-        name: lab::LINUX_HTB,
-        from: "Linux kernel",
-        mechanism: "the policy compiled to tc HTB classes and u32 filters",
-        nic_model: false,
-        lab_bench: lab::default_paths().iter().any(|p| p == lab::LINUX_HTB),
-        lab_only: true,
-    };
-    registered.chain([kernel]).collect()
+    sched::ENFORCERS
+        .iter()
+        .map(|e| Listed {
+            name: e.name,
+            from: e.from,
+            mechanism: e.mechanism,
+            nic_model: e.nic().is_some(),
+            lab_bench: e.is_default(sched::registry::World::LabBench),
+            lab_only: !e.is_built(),
+        })
+        .collect()
 }
 
 fn enforcers_text(listed: &[Listed]) -> String {
@@ -902,14 +896,11 @@ fn expand_all(enforcers: &[String], with_linux_htb: bool) -> Vec<String> {
     if !enforcers.iter().any(|name| name == "all") {
         return enforcers.to_vec();
     }
-    let mut all: Vec<String> = sched::registry::names()
-        .into_iter()
-        .map(str::to_string)
-        .collect();
-    if with_linux_htb {
-        all.push(LAB_ONLY_ENFORCER.to_string());
-    }
-    all
+    sched::ENFORCERS
+        .iter()
+        .filter(|e| with_linux_htb || e.is_built())
+        .map(|e| e.name.to_string())
+        .collect()
 }
 
 fn load_policy_or_scenario(path: &Path) -> Result<Policy, Failure> {
@@ -2041,7 +2032,7 @@ mod tests {
 
     #[test]
     fn help_names_the_enforcers_the_registry_lists() {
-        let nic_model = sched::ENFORCERS.iter().filter(|e| e.nic.is_some());
+        let nic_model = sched::ENFORCERS.iter().filter(|e| e.nic().is_some());
         let software = sched::ENFORCERS.iter().filter(|e| e.has_classes());
         let lab = help_of("lab");
         let queue_limit = format!("({})", quoted(nic_model.map(|e| e.name)));

@@ -78,9 +78,10 @@ fn enforcers_lists_every_name_as_text_and_as_json() {
     for (row, info) in rows.iter().zip(sched::ENFORCERS) {
         assert_eq!(row["from"], info.from);
         assert_eq!(row["mechanism"], info.mechanism);
-        assert_eq!(row["nic_model"], info.nic.is_some(), "{}", info.name);
-        assert_eq!(row["lab_bench"], info.lab_bench, "{}", info.name);
-        assert_eq!(row["lab_only"], false);
+        assert_eq!(row["nic_model"], info.nic().is_some(), "{}", info.name);
+        let lab_bench = info.is_default(sched::registry::World::LabBench);
+        assert_eq!(row["lab_bench"], lab_bench, "{}", info.name);
+        assert_eq!(row["lab_only"], !info.is_built(), "{}", info.name);
     }
     let kernel = rows.last().unwrap();
     assert_eq!(kernel["name"], lab::LINUX_HTB);
@@ -959,7 +960,7 @@ fn sim_names_a_policy_given_for_a_scenario_and_check_takes_all_enforcers() {
     let check = nicsched(&["check", &policy, "-e", "all"]);
     assert!(check.status.success(), "{check:?}");
     let text = String::from_utf8_lossy(&check.stdout);
-    for name in sched::registry::names().into_iter().chain(["linux-htb"]) {
+    for name in sched::registry::names() {
         assert!(
             text.contains(&format!("enforcer {name}:")),
             "{name}: {text}"

@@ -20,7 +20,7 @@ fn enforcers_measured() -> Vec<&'static str> {
     let software = sched::ENFORCERS.iter().filter(|e| e.has_classes());
     let tonic = sched::ENFORCERS
         .iter()
-        .filter(|e| e.nic == Some(Driver::Tonic));
+        .filter(|e| e.nic() == Some(Driver::Tonic));
     software.chain(tonic).map(|e| e.name).collect()
 }
 const CLASSES: [u32; 4] = [1_000, 10_000, 100_000, 1_000_000];

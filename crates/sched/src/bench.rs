@@ -15,24 +15,27 @@
 //!
 //! With [`BenchConfig::threads`] N above 1, the same load is driven from N threads,
 //! and the result also holds the one-thread rate measured in the same run:
-//! - `fairnic` runs as FairNIC's engine would, one [`fairnic::Shard`] per thread on a
-//!   policy of N engine cores: each thread serves the classes its core's tenants
-//!   own, with its own virtual clock, its local buckets and the [`SharedPools`]
-//!   that every thread reaches through atomics only;
-//! - every other enforcer is one object that only one thread may touch, so it runs
+//! - an enforcer whose registry row runs it per core ([`Threads::PerCore`], as
+//!   `fairnic`) runs as FairNIC's engine would, one shard per thread on a policy of
+//!   N engine cores: each thread serves the classes its core's tenants own, with
+//!   its own virtual clock and local state, over what the shards share (`fairnic`'s
+//!   [`SharedPools`], which every thread reaches through atomics only);
+//! - every other enforcer ([`Threads::HandOff`]) is one object that only one thread
+//!   may touch, so it runs
 //!   behind a hand-off as the lab's engine thread does: N producer threads prepare
 //!   each backlogged class's next packet and hand them to the enforcer's thread in
 //!   batches over a bounded `sync_channel`; that thread enqueues and dequeues, and
 //!   hands each departure back to the producer of its class to be refilled.
 //!
-//! [`SharedPools`]: fairnic::SharedPools
+//! [`SharedPools`]: crate::fairnic::SharedPools
 
-use crate::{Enforcer, Packet, fairnic};
+use crate::registry::{self, CoreMask, Shards, Threads};
+use crate::{Enforcer, Packet};
 use policy::{AppId, Link, Policy, Split, SplitBy, TenantId};
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Barrier;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender};
-use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 /// Tenants of the benchmark tree: enough that the tenant level is not trivial, few
@@ -256,8 +259,10 @@ pub fn check_threads(config: &BenchConfig) -> Result<(), String> {
             config.threads
         ));
     }
-    if config.threads > 1 && config.enforcer == "fairnic" {
-        shard_classes(config)?;
+    if config.threads > 1
+        && let Some((mask, _)) = per_core(&config.enforcer)
+    {
+        shard_classes(config, mask)?;
     }
     Ok(())
 }
@@ -272,10 +277,10 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
     let one_thread = pairs as f64 / seconds;
     let (classes, active_classes) = (harness.classes, harness.active_classes);
     drop(harness);
-    let (pairs, seconds) = match config.threads {
-        1 => (pairs, seconds),
-        _ if config.enforcer == "fairnic" => run_shards(config, budget)?,
-        _ => run_handoff(config, budget)?,
+    let (pairs, seconds) = match (config.threads, per_core(&config.enforcer)) {
+        (1, _) => (pairs, seconds),
+        (_, Some((mask, shards))) => run_shards(config, mask, shards, budget)?,
+        (_, None) => run_handoff(config, budget)?,
     };
     let pairs_per_sec = pairs as f64 / seconds;
     Ok(BenchResult {
@@ -292,10 +297,18 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
     })
 }
 
-/// The policy of `fairnic`'s threaded run (one engine core per thread), and per
-/// core the backlogged classes its tenants own; `Err` when a core would have none,
-/// since its thread would have nothing to measure.
-fn shard_classes(config: &BenchConfig) -> Result<(Policy, Vec<Vec<u32>>), String> {
+/// The core mask and shards of an enforcer whose row runs it per core.
+fn per_core(enforcer: &str) -> Option<(CoreMask, Shards)> {
+    match registry::find(enforcer)?.threads()? {
+        Threads::PerCore { mask, shards } => Some((mask, shards)),
+        Threads::HandOff => None,
+    }
+}
+
+/// The policy of a threaded run per core (one engine core per thread), and per
+/// core the backlogged classes its tenants own (by `mask`); `Err` when a core would
+/// have none, since its thread would have nothing to measure.
+fn shard_classes(config: &BenchConfig, mask: CoreMask) -> Result<(Policy, Vec<Vec<u32>>), String> {
     let classes = classes_rounded(config.classes);
     let active = active_classes(classes, config.active_fraction);
     let mut policy = policy_for(classes, active.len() as u32);
@@ -305,7 +318,7 @@ fn shard_classes(config: &BenchConfig) -> Result<(Policy, Vec<Vec<u32>>), String
             config.threads
         )
     })?;
-    let mask = fairnic::core_mask(&policy);
+    let mask = mask(&policy);
     let mut per_core = vec![Vec::new(); config.threads];
     for &class in &active {
         let packet = packet_of(class, 0);
@@ -314,7 +327,8 @@ fn shard_classes(config: &BenchConfig) -> Result<(Policy, Vec<Vec<u32>>), String
     }
     if let Some(idle) = per_core.iter().position(Vec::is_empty) {
         return Err(format!(
-            "fairnic with {} threads: engine core {idle} serves none of the {} backlogged classes (a flow stays on one core of its tenant, and the tree has {TENANTS} tenants); use fewer threads or a larger --active",
+            "{} with {} threads: engine core {idle} serves none of the {} backlogged classes (a flow stays on one core of its tenant, and the tree has {TENANTS} tenants); use fewer threads or a larger --active",
+            config.enforcer,
             config.threads,
             active.len()
         ));
@@ -322,13 +336,17 @@ fn shard_classes(config: &BenchConfig) -> Result<(Policy, Vec<Vec<u32>>), String
     Ok((policy, per_core))
 }
 
-/// `fairnic` on `config.threads` threads, each driving one engine core's
-/// [`fairnic::Shard`] over the pool they share; the pairs of all threads, and the
-/// longest any thread ran.
-fn run_shards(config: &BenchConfig, budget: Duration) -> Result<(u64, f64), String> {
-    let (policy, per_core) = shard_classes(config)?;
+/// `config.threads` threads, each driving one engine core's shard over what the
+/// shards share; the pairs of all threads, and the longest any thread ran.
+fn run_shards(
+    config: &BenchConfig,
+    mask: CoreMask,
+    shards: Shards,
+    budget: Duration,
+) -> Result<(u64, f64), String> {
+    let (policy, per_core) = shard_classes(config, mask)?;
     let classes = classes_rounded(config.classes);
-    let pool = Arc::new(fairnic::SharedPools::new(&policy)?);
+    let shard = shards(&policy)?;
     // Every thread builds its shard, then they start the clock together.
     let ready = Barrier::new(per_core.len());
     let measured: Vec<Result<(u64, f64), String>> = std::thread::scope(|scope| {
@@ -336,15 +354,18 @@ fn run_shards(config: &BenchConfig, budget: Duration) -> Result<(u64, f64), Stri
             .iter()
             .enumerate()
             .map(|(core, mine)| {
-                let (policy, pool, ready) = (&policy, &pool, &ready);
+                let (shard, ready) = (&shard, &ready);
                 scope.spawn(move || {
                     let capacity = crate::Capacity {
                         classes: capacity_for(mine.len() as u32).classes,
                         ..capacity_for(classes)
                     };
-                    let shard =
-                        fairnic::Shard::shard(policy, capacity, core as u16, Arc::clone(pool));
-                    let harness = Harness::backlogged(Box::new(shard), "fairnic", classes, mine);
+                    let harness = Harness::backlogged(
+                        shard(core as u16, capacity),
+                        &config.enforcer,
+                        classes,
+                        mine,
+                    );
                     ready.wait();
                     harness?.pairs_for(budget)
                 })

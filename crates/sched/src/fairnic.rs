@@ -9,7 +9,7 @@
 //! weight (at least one core, contiguous on a ring of `engine.cores`, see
 //! [`core_mask`]). A packet is bound to one core of its tenant by its flow, so a flow
 //! stays on one core and its packets stay in order. The simulator's engine CPU stage
-//! reads the same mask (the registry row's `core_mask`), so a tenant whose packets
+//! reads the same mask (the registry row's `Threads::PerCore`), so a tenant whose packets
 //! cost the cores much can only use up its own cores. With fewer cores than tenants
 //! masks share cores, and `engine.cpu` shares each such core among its tenants
 //! ([`crate::cores`]): by weight under `weighted`, in arrival order under `fifo`.

@@ -15,8 +15,9 @@
 //! - [`accounting`]: packet accounting shared by every enforcer.
 //! - [`cores`]: the engine's cores in front of the enforcer (`engine.cpu`), for both
 //!   worlds.
-//! - [`registry`]: every enforcer, listed once, with its builder and what `check`
-//!   says of it.
+//! - [`registry`]: every enforcer, listed once: where it runs and how it is built,
+//!   its feedback across hosts, how it runs on several cores, where it is a default,
+//!   and what `check` says of it.
 
 pub mod accounting;
 pub mod bench;
@@ -38,6 +39,7 @@ pub mod wheel;
 
 pub use accounting::{Accounting, TenantCounters};
 pub use packet::{Frame, Packet, Refusal};
+use registry::Runs;
 pub use registry::{ENFORCERS, EnforcerInfo};
 
 use policy::Policy;
@@ -309,16 +311,26 @@ impl std::fmt::Display for Bound {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BuildError {
     Unknown(String),
-    Unsupported { name: String, reason: String },
+    /// A row that runs in the kernel ([`registry::Runs::Kernel`]): nothing here
+    /// builds it.
+    InKernel(String),
+    Unsupported {
+        name: String,
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for BuildError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BuildError::Unknown(name) => {
-                let names = registry::names().join(", ");
-                write!(f, "unknown enforcer `{name}` (known: {names})")
+                let names: Vec<&str> = registry::built().map(|e| e.name).collect();
+                write!(f, "unknown enforcer `{name}` (known: {})", names.join(", "))
             }
+            BuildError::InKernel(name) => write!(
+                f,
+                "enforcer `{name}` is the kernel's and runs only in the lab (nicsched lab), on one host"
+            ),
             BuildError::Unsupported { name, reason } => {
                 write!(f, "enforcer `{name}` cannot run this policy: {reason}")
             }
@@ -375,7 +387,7 @@ impl Capacity {
     /// there, as on a host); a software scheduler replaces the qdisc layer, so each
     /// app may hold `limits.class_packets`.
     pub fn for_host(enforcer: &str, limits: HostLimits) -> Capacity {
-        if registry::find(enforcer).is_some_and(|e| e.nic.is_some()) {
+        if registry::find(enforcer).is_some_and(|e| e.nic().is_some()) {
             Capacity {
                 qdisc_packets: Some(limits.queue_packets),
                 ..Capacity::default()
@@ -427,8 +439,12 @@ pub fn build_with(
     policy: &Policy,
     capacity: Capacity,
 ) -> Result<Box<dyn Enforcer>, BuildError> {
-    let info = registry::find(name).ok_or_else(|| BuildError::Unknown(name.to_string()))?;
-    (info.build)(policy, capacity).map_err(|reason| BuildError::Unsupported {
+    let built = match row(name)?.runs {
+        Runs::Nic(driver) => multiqueue::build(policy, capacity, driver),
+        Runs::Engine(software) => (software.build)(policy, capacity),
+        Runs::Kernel => return Err(BuildError::InKernel(name.to_string())),
+    };
+    built.map_err(|reason| BuildError::Unsupported {
         name: name.to_string(),
         reason,
     })
@@ -436,8 +452,11 @@ pub fn build_with(
 
 /// What `nicsched check --enforcer NAME` says about `policy`.
 pub fn approximation(name: &str, policy: &Policy) -> Result<Approximation, BuildError> {
-    let info = registry::find(name).ok_or_else(|| BuildError::Unknown(name.to_string()))?;
-    Ok((info.approximation)(policy))
+    Ok(match row(name)?.runs {
+        Runs::Nic(driver) => multiqueue::approximation(policy, driver),
+        Runs::Engine(software) => (software.approximation)(policy),
+        Runs::Kernel => return Err(BuildError::InKernel(name.to_string())),
+    })
 }
 
 /// What `exact` and `approximate` in [`approximation`] mean in numbers for `policy`:
@@ -445,6 +464,13 @@ pub fn approximation(name: &str, policy: &Policy) -> Result<Approximation, Build
 /// (crates/sim/tests/claims.rs holds every registry row to them). Empty: the
 /// enforcer states none.
 pub fn bounds(name: &str, policy: &Policy) -> Result<Vec<Bound>, BuildError> {
-    let info = registry::find(name).ok_or_else(|| BuildError::Unknown(name.to_string()))?;
-    Ok((info.bounds)(policy))
+    Ok(match row(name)?.runs {
+        Runs::Nic(driver) => multiqueue::bounds(policy, driver),
+        Runs::Engine(software) => (software.bounds)(policy),
+        Runs::Kernel => return Err(BuildError::InKernel(name.to_string())),
+    })
+}
+
+fn row(name: &str) -> Result<&'static EnforcerInfo, BuildError> {
+    registry::find(name).ok_or_else(|| BuildError::Unknown(name.to_string()))
 }

@@ -190,7 +190,7 @@ fn bytes_per_class_is_the_callers_counter_difference_over_the_classes() {
 fn bytes_per_class_touches_every_class_of_every_enforcer() {
     // fairnic holds its first packets until its empty buckets fill: the probe
     // once stopped at class 64, its packets all held, and refused the next.
-    for info in sched::ENFORCERS {
+    for info in sched::registry::built() {
         let bytes = bytes_per_class(info.name, 1008, &|| 0);
         assert_eq!(bytes, Ok(0.0), "{}", info.name);
     }

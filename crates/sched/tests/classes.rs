@@ -27,7 +27,7 @@ tenants:
             depth: 4,
         })
         .collect();
-    for info in sched::ENFORCERS {
+    for info in sched::registry::built() {
         let name = info.name;
         let mut enforcer = sched::build(name, &policy).unwrap();
         let has_classes = info.has_classes();

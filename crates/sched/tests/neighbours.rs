@@ -131,7 +131,7 @@ fn the_host_limits_go_where_a_host_has_them() {
         assert_eq!(capacity.class_packets, Some(9), "{name}");
         assert_eq!(capacity.qdisc_packets, None, "{name}");
     }
-    for nic_model in sched::ENFORCERS.iter().filter(|e| e.nic.is_some()) {
+    for nic_model in sched::ENFORCERS.iter().filter(|e| e.nic().is_some()) {
         let name = nic_model.name;
         let capacity = Capacity::for_host(name, limits);
         assert_eq!(capacity.class_packets, None, "{name}");

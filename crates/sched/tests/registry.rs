@@ -4,6 +4,7 @@
 
 use policy::{AppId, Policy, parse_policy};
 use proptest::prelude::*;
+use sched::registry::Runs;
 use sched::{Capacity, Enforcer, HostLimits, Packet, Refusal};
 
 /// (weight, priority, max_rate Mbit/s, split: (by destination, max_rate Mbit/s)).
@@ -315,8 +316,8 @@ proptest! {
         policy in policy_strategy(),
         ops in ops(),
     ) {
-        for info in sched::ENFORCERS {
-            let build = || (info.build)(&policy, capacity(info.name));
+        for info in sched::registry::built() {
+            let build = || sched::build_with(info.name, &policy, capacity(info.name));
             let mut first = build().map_err(|e| TestCaseError::fail(format!("{}: {e}", info.name)))?;
             let events = drive(&policy, first.as_mut(), &ops)
                 .map_err(|e| TestCaseError::fail(format!("{}: {e}", info.name)))?;
@@ -338,16 +339,34 @@ fn names_are_unique_and_build_and_check_find_every_row() {
             "{} listed twice",
             info.name
         );
-        assert!(sched::build(info.name, &policy).is_ok(), "{}", info.name);
-        assert_eq!(
-            sched::approximation(info.name, &policy),
-            Ok((info.approximation)(&policy)),
-            "{}",
-            info.name
-        );
+        let expected = match info.runs {
+            Runs::Nic(driver) => Some(sched::multiqueue::approximation(&policy, driver)),
+            Runs::Engine(software) => Some((software.approximation)(&policy)),
+            Runs::Kernel => None,
+        };
+        match expected {
+            Some(approximation) => {
+                assert!(sched::build(info.name, &policy).is_ok(), "{}", info.name);
+                assert_eq!(
+                    sched::approximation(info.name, &policy),
+                    Ok(approximation),
+                    "{}",
+                    info.name
+                );
+            }
+            None => {
+                let refused = sched::build(info.name, &policy).err().unwrap();
+                assert_eq!(refused, sched::BuildError::InKernel(info.name.into()));
+                assert!(
+                    refused.to_string().contains("runs only in the lab"),
+                    "{refused}"
+                );
+            }
+        }
     }
     let unknown = sched::build("cbq", &policy).err().unwrap();
-    let known = sched::registry::names().join(", ");
+    let known: Vec<&str> = sched::registry::built().map(|e| e.name).collect();
+    let known = known.join(", ");
     assert_eq!(
         unknown.to_string(),
         format!("unknown enforcer `cbq` (known: {known})")

@@ -20,7 +20,7 @@ fn asymmetry_1_8(c: &mut Criterion) {
     }
     let mut group = c.benchmark_group("sim/asymmetry-1-8");
     group.sample_size(10);
-    let nic_model = sched::ENFORCERS.iter().filter(|e| e.nic.is_some());
+    let nic_model = sched::ENFORCERS.iter().filter(|e| e.nic().is_some());
     for enforcer in nic_model.map(|e| e.name) {
         let frames = sim::run(&scenario, enforcer, sim::HostModel::default(), &mut |_| {})
             .expect("builds")

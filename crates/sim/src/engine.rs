@@ -337,7 +337,7 @@ fn engine_cores(scenario: &Scenario, enforcer_name: &str, host: &HostModel) -> O
     (policy.engine.packet_cost_ns > 0 || scenario.traffic.iter().any(|t| t.cost_ns > 0)).then(
         || {
             let mask = sched::registry::find(enforcer_name)
-                .and_then(|e| e.core_mask)
+                .and_then(|e| e.core_mask())
                 .map(|core_mask| core_mask(policy));
             Cores::new(policy, host.engine_queue_packets, mask)
         },

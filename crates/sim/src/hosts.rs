@@ -126,7 +126,7 @@ pub fn run_hosts(
     progress: &mut dyn FnMut(u64),
 ) -> Result<HostsRecord, BuildError> {
     let capacity = sched::Capacity::for_host(enforcer, model.limits);
-    let feedback = Feedback::of(enforcer);
+    let feedback = sched::registry::feedback(enforcer);
     let mut hosts = Vec::new();
     for (h, host) in scenario.hosts.iter().enumerate() {
         hosts.push(Host {

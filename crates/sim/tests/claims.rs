@@ -606,7 +606,7 @@ fn hold(case: &Case) -> Result<(), TestCaseError> {
     if let Some(path) = std::env::var_os("CLAIMS_LAST").filter(|_| survey()) {
         std::fs::write(path, &text).expect("CLAIMS_LAST is writable");
     }
-    for info in sched::ENFORCERS {
+    for info in sched::registry::built() {
         if !surveyed(info.name) {
             continue;
         }
@@ -707,8 +707,7 @@ fn rows_without_bounds_are_named() {
         "p.yaml",
     )
     .unwrap();
-    let unbounded: Vec<_> = sched::ENFORCERS
-        .iter()
+    let unbounded: Vec<_> = sched::registry::built()
         .filter(|info| sched::bounds(info.name, &policy).unwrap().is_empty())
         .map(|info| info.name)
         .collect();

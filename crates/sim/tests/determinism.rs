@@ -48,7 +48,7 @@ fn summary_json(seed: u64, enforcer: &str) -> String {
 
 #[test]
 fn same_seed_gives_byte_identical_summaries() {
-    for enforcer in sched::registry::names() {
+    for enforcer in sched::registry::built().map(|e| e.name) {
         assert_eq!(
             summary_json(7, enforcer),
             summary_json(7, enforcer),
