@@ -11,9 +11,35 @@ use run::{provenance, provenance_of, unwritten};
 
 use crate::live;
 
+/// `nicsched enforcers`: sched's registry and the kernel's HTB, as text, a
+/// Markdown table or JSON.
+pub(crate) fn enforcers(markdown: bool, json: bool) -> Result<(), Failure> {
+    let listed = listed_enforcers();
+    if json {
+        run::output::print_json(&serde_json::json!({ "enforcers": listed }));
+    } else if markdown {
+        print!("{}", enforcers_markdown(&listed));
+    } else {
+        print!("{}", enforcers_text(&listed));
+    }
+    Ok(())
+}
+
+/// `nicsched tc`: the tc script of the policy (or scenario's policy) at `file`
+/// for device `dev`.
+pub(crate) fn tc(file: &Path, dev: &str) -> Result<(), Failure> {
+    let policy = load_policy_or_scenario(file)?;
+    let script = lab::tc_script(&policy, dev).map_err(|e| match e {
+        lab::TcScriptError::Device(_) => Failure::input(e.to_string()),
+        _ => htb_refusal(&file.display(), e),
+    })?;
+    print!("{script}");
+    Ok(())
+}
+
 /// A line of `nicsched enforcers`.
 #[derive(serde::Serialize)]
-pub(crate) struct Listed {
+struct Listed {
     name: &'static str,
     from: &'static str,
     mechanism: &'static str,
@@ -23,7 +49,7 @@ pub(crate) struct Listed {
 }
 
 /// sched's registry, then the kernel's HTB the lab runs.
-pub(crate) fn listed_enforcers() -> Vec<Listed> {
+fn listed_enforcers() -> Vec<Listed> {
     let registered = sched::ENFORCERS.iter().map(|e| Listed {
         name: e.name,
         from: e.from,
@@ -43,7 +69,7 @@ pub(crate) fn listed_enforcers() -> Vec<Listed> {
     registered.chain([kernel]).collect()
 }
 
-pub(crate) fn enforcers_text(listed: &[Listed]) -> String {
+fn enforcers_text(listed: &[Listed]) -> String {
     listed
         .iter()
         .map(|e| {
@@ -53,7 +79,7 @@ pub(crate) fn enforcers_text(listed: &[Listed]) -> String {
         .collect()
 }
 
-pub(crate) fn enforcers_markdown(listed: &[Listed]) -> String {
+fn enforcers_markdown(listed: &[Listed]) -> String {
     let mut table = String::from(
         "| enforcer | from | mechanism | host queues in front of it | lab-bench runs it by default |\n\
          | --- | --- | --- | --- | --- |\n",
@@ -299,7 +325,11 @@ pub(crate) fn lab_bench(
     Ok(())
 }
 
-pub(crate) fn bench(config: &sched::bench::BenchConfig, vs: Option<&str>, json: bool) -> Result<(), Failure> {
+pub(crate) fn bench(
+    config: &sched::bench::BenchConfig,
+    vs: Option<&str>,
+    json: bool,
+) -> Result<(), Failure> {
     let (enforcer, active) = (config.enforcer.as_str(), config.active_fraction);
     if !(active > 0.0 && active <= 1.0) {
         return Err(Failure::input(

@@ -6,58 +6,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod commands;
+mod flags;
 mod live;
 mod report_page;
 mod sweep;
 
 // What sweep.rs, its shard.rs and report_page.rs take from the run layer.
-pub(crate) use run::{EXIT_CHECKS_FAILED, Failure, jobs, output, provenance, unwritten};
+pub(crate) use run::{EXIT_CHECKS_FAILED, Failure, jobs, provenance, unwritten};
+
+use flags::*;
 
 #[global_allocator]
 static ALLOCATOR: sched::bench::CountingAllocator = sched::bench::CountingAllocator;
-
-/// The slowest emulated link of the lab: below it a full-sized frame takes longer
-/// on the wire than TCP waits before it retransmits.
-const LAB_LINK_RATE_BPS_MIN: u64 = 1_000_000;
-/// `--queue-limit` and `--class-limit`: the engine holds room for every packet the
-/// limits admit, per Tx queue or per app, so they size its memory.
-const HOST_LIMIT_PACKETS_MAX: i64 = 65_536;
-/// `bench --classes`: an enforcer holds a few hundred bytes per class (measured:
-/// up to about 240), so a million stays well inside a gigabyte.
-const BENCH_CLASSES_MAX: i64 = 1_000_000;
-/// `--engine-threads` of `lab` and `lab-bench`.
-const ENGINE_THREADS_MAX: i64 = 64;
-
-/// `--seconds` of `bench` and `lab-bench`: a measurement, not a soak test.
-const MEASURED_SECONDS_MAX: f64 = 600.0;
-const LAB_BENCH_ROUNDS_MAX: i64 = 100;
-
-fn lab_link_rate(text: &str) -> Result<u64, String> {
-    let bps = policy::parse_rate(text)?;
-    let max = policy::limits::RATE_BPS_MAX;
-    if (LAB_LINK_RATE_BPS_MIN..=max).contains(&bps) {
-        Ok(bps)
-    } else {
-        Err(format!(
-            "{} is outside {}..={}",
-            policy::format_rate(bps as f64),
-            policy::format_rate(LAB_LINK_RATE_BPS_MIN as f64),
-            policy::format_rate(max as f64)
-        ))
-    }
-}
-
-fn measured_seconds(text: &str) -> Result<f64, String> {
-    seconds_up_to(text, MEASURED_SECONDS_MAX)
-}
-
-/// A flag's seconds: a number above 0 and at most `max`.
-fn seconds_up_to(text: &str, max: f64) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(s) if s > 0.0 && s <= max => Ok(s),
-        _ => Err(format!("seconds are a number above 0 and at most {max}")),
-    }
-}
 
 #[derive(Parser)]
 #[command(
@@ -631,14 +591,7 @@ fn main() -> ExitCode {
             json,
             quiet,
         ),
-        Command::Tc { file, dev } => run::scenario::load_policy_or_scenario(&file).and_then(|policy| {
-            let script = lab::tc_script(&policy, &dev).map_err(|e| match e {
-                lab::TcScriptError::Device(_) => Failure::input(e.to_string()),
-                _ => run::scenario::htb_refusal(&file.display(), e),
-            })?;
-            print!("{script}");
-            Ok(())
-        }),
+        Command::Tc { file, dev } => commands::tc(&file, &dev),
         Command::Bench {
             enforcer,
             classes,
@@ -674,17 +627,7 @@ fn main() -> ExitCode {
             json,
         ),
         Command::Report { results, out } => report_page::report(&results, out),
-        Command::Enforcers { markdown, json } => {
-            let listed = commands::listed_enforcers();
-            if json {
-                output::print_json(&serde_json::json!({ "enforcers": listed }));
-            } else if markdown {
-                print!("{}", commands::enforcers_markdown(&listed));
-            } else {
-                print!("{}", commands::enforcers_text(&listed));
-            }
-            Ok(())
-        }
+        Command::Enforcers { markdown, json } => commands::enforcers(markdown, json),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -955,8 +955,8 @@ impl Sweep<'_> {
             let (setting, seed, enforcer) = self.point(point);
             let mut scenario = self.grid.scenario(setting, None)?;
             scenario.seed = seed;
-            let record = run::sim_world::simulate_one(&scenario, enforcer, &mut |_| {})
-                .map_err(|e| {
+            let record =
+                run::sim_world::simulate_one(&scenario, enforcer, &mut |_| {}).map_err(|e| {
                     Failure::input(format!(
                         "{}: --set {} seed {seed} {enforcer}: {e}",
                         self.grid.file,

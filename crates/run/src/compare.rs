@@ -66,4 +66,3 @@ pub fn compare(
     }
     Ok(())
 }
-

@@ -61,7 +61,14 @@ impl Written {
                 records.push(record);
                 Ok(())
             }
-            (Written::Hosts(results), Ran::Hosts { summary, rows, settings }) => HostsRunOut {
+            (
+                Written::Hosts(results),
+                Ran::Hosts {
+                    summary,
+                    rows,
+                    settings,
+                },
+            ) => HostsRunOut {
                 summary,
                 rows,
                 provenance: report::Provenance {
@@ -295,4 +302,3 @@ fn finish(
         })
     }
 }
-

@@ -189,4 +189,3 @@ pub fn explain_scenario(scenario: &Scenario) -> policy::Explanation {
         .collect();
     policy::explain_phases(&scenario.policy, &phases)
 }
-
