@@ -43,8 +43,8 @@ while IFS= read -r file; do
     fi
     bad=""
     cmp -s "$work/old-$name.rc" "$work/new-$name.rc" || bad="$bad exit-status"
-    old_files=$(cd "$work/old/$name" 2>/dev/null && find . -type f | sort)
-    new_files=$(cd "$work/new/$name" 2>/dev/null && find . -type f | sort)
+    old_files=$(cd "$work/old/$name" 2>/dev/null && find . -type f | sort || true)
+    new_files=$(cd "$work/new/$name" 2>/dev/null && find . -type f | sort || true)
     [ "$old_files" = "$new_files" ] || bad="$bad file-list"
     for f in $old_files; do
         [ -f "$work/new/$name/$f" ] || continue
