@@ -213,7 +213,7 @@ impl Build {
         }
         Ok(Build {
             nicsched: env!("CARGO_PKG_VERSION").to_string(),
-            commit: env!("NICSCHED_COMMIT").to_string(),
+            commit: run::COMMIT.to_string(),
             binary_sha256: hex(&hasher.finalize()),
         })
     }

@@ -27,9 +27,9 @@ use std::sync::Mutex;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 
-use crate::{
-    EXIT_CHECKS_FAILED, Failure, LAB_ONLY_ENFORCER, expand_all, jobs, provenance, unwritten,
-};
+use run::enforcers::{For, chosen};
+
+use crate::{EXIT_CHECKS_FAILED, Failure, jobs, provenance, unwritten};
 
 // A child of the sweep for the grid, order and figures it keeps to itself, in a
 // file of its own beside it.
@@ -716,7 +716,7 @@ impl Fold {
 
 pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
     let path = &args.scenario;
-    let base = match crate::load_scenario_to_run(path)? {
+    let base = match run::scenario::load_scenario_to_run(path)? {
         policy::AnyScenario::OneHost(scenario) => scenario,
         policy::AnyScenario::Hosts(_) => {
             return Err(Failure::input(format!(
@@ -749,27 +749,7 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
         Some(text) => parse_seeds(text)?,
         None => vec![base.seed],
     };
-    let enforcers = expand_all(&args.enforcers, false);
-    let enforcers: Vec<String> = if enforcers.is_empty() {
-        base.enforcers
-            .iter()
-            .filter(|name| *name != LAB_ONLY_ENFORCER)
-            .cloned()
-            .collect()
-    } else {
-        enforcers
-    };
-    if let Some(name) = enforcers.iter().find(|name| *name == LAB_ONLY_ENFORCER) {
-        return Err(Failure::input(format!(
-            "enforcer `{name}` is the kernel's own HTB and runs only in the lab (nicsched lab)"
-        )));
-    }
-    if enforcers.is_empty() {
-        return Err(Failure::input(format!(
-            "{}: no enforcer to simulate; name one with --enforcer",
-            path.display()
-        )));
-    }
+    let enforcers = chosen(&args.enforcers, &base.enforcers, For::Sweep, path)?;
     let runs = sets
         .iter()
         .map(|(_, _, values)| values.len())
@@ -975,8 +955,8 @@ impl Sweep<'_> {
             let (setting, seed, enforcer) = self.point(point);
             let mut scenario = self.grid.scenario(setting, None)?;
             scenario.seed = seed;
-            let record = sim::run(&scenario, enforcer, sim::HostModel::default(), &mut |_| {})
-                .map_err(|e| {
+            let record =
+                run::sim_world::simulate_one(&scenario, enforcer, &mut |_| {}).map_err(|e| {
                     Failure::input(format!(
                         "{}: --set {} seed {seed} {enforcer}: {e}",
                         self.grid.file,
