@@ -33,7 +33,7 @@ use crate::engine::{Engine, EngineConfig, EngineStats, HostBuffer, LAB_HOST_LIMI
 use crate::sys::netns::{self, RxCounters};
 use crate::sys::udp::{self, SEND_BATCH, UdpSender};
 use crate::topology::{self, Topology, mac_string};
-use crate::{Classifier, LINUX_HTB, LabError, Prefix, sys};
+use crate::{Classifier, LabError, Prefix, sys};
 use policy::Policy;
 use std::net::SocketAddrV4;
 use std::path::PathBuf;
@@ -61,7 +61,8 @@ const DRAIN_MAX: Duration = Duration::from_secs(1);
 #[derive(Clone, Debug)]
 pub struct BenchOptions {
     /// Paths in the order they are reported: enforcer names, [`KERNEL_FORWARDING`],
-    /// [`LINUX_HTB`]. The engine paths run first, then `kernel`, then `linux-htb`.
+    /// the kernel's enforcers. The engine paths run first, then `kernel`, then
+    /// `linux-htb`.
     pub paths: Vec<String>,
     /// How long the senders offer load on each path, per round.
     pub seconds: f64,
@@ -152,10 +153,15 @@ pub fn default_enforcers() -> impl Iterator<Item = &'static str> {
         .map(|e| e.name)
 }
 
-/// Every default enforcer, then `kernel` and `linux-htb`.
+/// Every default engine path, then `kernel`, then the registry's kernel
+/// enforcers `lab-bench` runs by default (`linux-htb`).
 pub fn default_paths() -> Vec<String> {
+    let in_kernel = sched::ENFORCERS.iter().filter(|e| {
+        sched::registry::in_kernel(e.name) && e.is_default(sched::registry::World::LabBench)
+    });
     default_enforcers()
-        .chain([KERNEL_FORWARDING, LINUX_HTB])
+        .chain([KERNEL_FORWARDING])
+        .chain(in_kernel.map(|e| e.name))
         .map(str::to_string)
         .collect()
 }
@@ -172,7 +178,7 @@ impl PathKind {
     pub fn of(path: &str) -> PathKind {
         match path {
             KERNEL_FORWARDING => PathKind::Kernel,
-            LINUX_HTB => PathKind::KernelHtb,
+            _ if sched::registry::in_kernel(path) => PathKind::KernelHtb,
             _ => PathKind::Engine,
         }
     }
@@ -635,7 +641,7 @@ pub fn run_bench(
     {
         needed.push("bridge");
     }
-    if options.paths.iter().any(|p| p == LINUX_HTB) {
+    if options.paths.iter().any(|p| sched::registry::in_kernel(p)) {
         crate::htb_limits(&policy).map_err(|e| LabError::Unsupported(e.to_string()))?;
         needed.push("tc");
     }
@@ -976,7 +982,7 @@ mod tests {
             paths: vec![
                 result("fifo", 2_000_000, 500_000),
                 result(KERNEL_FORWARDING, 1_000_000, 1_000_000),
-                result(LINUX_HTB, 1_000_000, 800_000),
+                result("linux-htb", 1_000_000, 800_000),
             ],
         }
     }

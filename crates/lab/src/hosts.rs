@@ -205,7 +205,7 @@ fn build(topology: &mut Topology<HostsPlan>) -> std::io::Result<()> {
 /// traffic but `bulk` and `udp`, `linux-htb`, a fabric's rate, and the transmit
 /// rings only the simulator models.
 pub fn supported(scenario: &HostsScenario, enforcer: &str) -> Result<(), LabError> {
-    if enforcer == crate::LINUX_HTB {
+    if sched::registry::in_kernel(enforcer) {
         return Err(LabError::Unsupported(
             "linux-htb runs on one host's link; across hosts run nicsched's enforcers (`-e picnic`, `-e wheel`, ...)".into(),
         ));

@@ -76,11 +76,9 @@ use sys::process::Process;
 /// How long before time zero the programs of traffic starting at zero are launched.
 const WARM_UP: Duration = Duration::from_millis(500);
 
-/// The enforcer name that runs the kernel's HTB instead of nicsched's engine.
-pub const LINUX_HTB: &str = "linux-htb";
-
 /// Every enforcer the lab runs, and so every name a scenario may list: `sched`'s
-/// registry, whose last row is [`LINUX_HTB`].
+/// registry, whose kernel rows (`linux-htb`) the lab runs with `tc` rather than
+/// in its engine.
 pub fn enforcer_names() -> Vec<&'static str> {
     sched::registry::names()
 }
@@ -549,7 +547,7 @@ pub fn run(
 /// never spent. (`engine.packet_cost` is the simulator's stand-in for what the lab
 /// measures, so it is not refused.)
 pub fn engine_cpu_supported(scenario: &Scenario, enforcer: &str) -> Result<(), LabError> {
-    if enforcer != LINUX_HTB {
+    if !sched::registry::in_kernel(enforcer) {
         return Ok(());
     }
     if let Some(traffic) = scenario.traffic.iter().find(|t| t.cost_ns > 0) {
@@ -614,7 +612,7 @@ pub fn run_with_engine_stats(
         scenario.policy.link.rate_bps = rate;
     }
     let policy = &scenario.policy;
-    let kernel_htb = enforcer == LINUX_HTB;
+    let kernel_htb = sched::registry::in_kernel(enforcer);
     if kernel_htb && !options.crafted.is_empty() {
         return Err(LabError::Datapath(
             "crafted frames go through nicsched's engine, which linux-htb does not run".into(),
@@ -719,7 +717,7 @@ fn run_in(
     // The meter handed over the last intervals as it stopped, the engine its last
     // drops.
     measuring.pass_on(watch);
-    let htb_drops = if enforcer == LINUX_HTB {
+    let htb_drops = if sched::registry::in_kernel(enforcer) {
         Some(htb_drops(&scenario.policy, plan)?)
     } else {
         None
@@ -810,7 +808,7 @@ fn start_measuring(
     let policy = &scenario.policy;
     let prefixes: Vec<Prefix> = plan.tenants.iter().map(|t| t.prefix).collect();
     let classifier = Classifier::new(policy, prefixes.clone());
-    let kernel_htb = enforcer == LINUX_HTB;
+    let kernel_htb = sched::registry::in_kernel(enforcer);
     if kernel_htb {
         apply_htb(policy, plan, &prefixes, dir)?;
     }

@@ -388,7 +388,7 @@ fn a_policy_past_htbs_limits_is_refused_under_linux_htb_before_anything_is_built
         out: Some(out.clone()),
         ..LabOptions::default()
     };
-    let error = lab::run(&wide, lab::LINUX_HTB, &options, &mut |_| {}).unwrap_err();
+    let error = lab::run(&wide, "linux-htb", &options, &mut |_| {}).unwrap_err();
     let built = out.exists();
     let _ = std::fs::remove_dir_all(&out);
     assert!(!built, "{} was made", out.display());

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use run::Failure;
-use run::enforcers::LAB_ONLY_ENFORCER;
+use run::enforcers::is_lab_only;
 use run::scenario::{htb_refusal, load_policy_or_scenario};
 use run::{provenance, provenance_of, unwritten};
 
@@ -205,7 +205,7 @@ fn lab_bench_paths(named: &[String]) -> Vec<String> {
     if !paths.iter().any(|p| p == lab::KERNEL_FORWARDING) {
         let at = paths
             .iter()
-            .position(|p| p == LAB_ONLY_ENFORCER)
+            .position(|p| is_lab_only(p))
             .unwrap_or(paths.len());
         paths.insert(at, lab::KERNEL_FORWARDING.to_string());
     }
@@ -248,7 +248,7 @@ pub(crate) fn lab_bench(
     {
         sched::build(name, &scaled).map_err(|e| Failure::input(e.to_string()))?;
     }
-    if paths.iter().any(|p| p == LAB_ONLY_ENFORCER) {
+    if paths.iter().any(|p| is_lab_only(p)) {
         lab::htb_limits(&scaled).map_err(|e| htb_refusal(&label, e))?;
     }
     let options = lab::BenchOptions {

@@ -253,7 +253,10 @@ fn every_kind_of_traffic_crosses_hosts() {
   - {name: probe, tenant: a, to: c, kind: rpc, rate: 1000/s, stop: 500ms, cost: 1us}
 ",
     ));
-    assert_eq!(s.enforcers, vec!["picnic"]);
+    assert!(
+        s.enforcers.is_empty(),
+        "none named: the registry's defaults run"
+    );
     assert_eq!((s.interval_ns, s.seed), (500_000_000, 1));
     let t = &s.traffic;
     let names: Vec<&str> = t.iter().map(|t| t.traffic.name.as_str()).collect();
@@ -372,7 +375,7 @@ traffic: [{tenant: a, kind: bulk}]
         })
     );
     assert_eq!(a.completions, Completions::InOrder);
-    assert_eq!(one.enforcers, vec!["tonic"]);
+    assert!(one.enforcers.is_empty());
 }
 
 #[test]
@@ -736,7 +739,7 @@ fn run_keys_are_checked_as_for_one_host() {
     );
     assert_eq!(
         e.hint.as_deref(),
-        Some("leave `enforcers` out for [picnic]")
+        Some("leave `enforcers` out to run the default (docs/scenario.md, `enforcers`)")
     );
     fails(
         &format!("enforcers: [cbq]\n{bulk}"),

@@ -98,7 +98,7 @@ pub fn lab(
                 .link_rate
                 .unwrap_or_else(|| fastest.min(LAB_HOSTS_LINK_RATE_BPS_DEFAULT));
             let scenario = lab::hosts::scaled_to_link_rate(&scenario, link_rate_bps);
-            let enforcers = chosen(enforcers, &scenario.enforcers, For::Lab, path)?;
+            let enforcers = chosen(enforcers, &scenario.enforcers, For::LabHosts, path)?;
             let world = LabHosts {
                 path,
                 scenario,

@@ -1,9 +1,6 @@
 //! No enforcer is chosen by name outside the registry: a string literal equal to a
 //! registry row's name, anywhere in `crates/*/src` but `registry.rs` and test code
 //! (`#[cfg(test)]`, `#[test]`), is a place that should read the row instead.
-//!
-//! The files still to be switched over to the registry are listed in [`TO_FIX`], so
-//! that this test passes until they are and then fails on the list itself.
 
 use proc_macro2::{TokenStream, TokenTree};
 use std::path::{Path, PathBuf};
@@ -11,34 +8,10 @@ use syn::visit::Visit;
 
 /// Literals that spell a row's name but mean something else: (file, literal, what).
 const NOT_ENFORCERS: &[(&str, &str, &str)] = &[(
-    "crates/policy/src/parse.rs",
+    "crates/policy/src/parse/policy.rs",
     "fifo",
     "`engine.cpu: fifo`, the way cores are shared (policy::CpuSharing::Fifo)",
 )];
-
-/// Literals still to be replaced by a registry call: (file, literal, the call).
-const TO_FIX: &[(&str, &str, &str)] = &[
-    (
-        "crates/policy/src/parse.rs",
-        "tonic",
-        "leave the enforcers empty when none are named; the run layer asks registry::defaults(World::OneHost)",
-    ),
-    (
-        "crates/policy/src/parse/hosts.rs",
-        "picnic",
-        "leave the enforcers empty when none are named; the run layer asks registry::defaults(World::Hosts)",
-    ),
-    (
-        "crates/nicsched/src/main.rs",
-        "tonic",
-        "`check`'s default: registry::defaults(World::OneHost)",
-    ),
-    (
-        "crates/lab/src/lib.rs",
-        "linux-htb",
-        "LINUX_HTB: test the row's `runs` (Runs::Kernel) instead of the name",
-    ),
-];
 
 /// One literal found: where, and what it says.
 #[derive(Debug)]
@@ -203,7 +176,7 @@ fn no_enforcer_name_literal_outside_the_registry_and_tests() {
     let found = name_literals();
     let unlisted: Vec<String> = found
         .iter()
-        .filter(|f| !listed(NOT_ENFORCERS, f) && !listed(TO_FIX, f))
+        .filter(|f| !listed(NOT_ENFORCERS, f))
         .map(|f| format!("{}:{}: \"{}\"", f.file, f.line, f.literal))
         .collect();
     assert!(
@@ -213,7 +186,6 @@ fn no_enforcer_name_literal_outside_the_registry_and_tests() {
     );
     let stale: Vec<String> = NOT_ENFORCERS
         .iter()
-        .chain(TO_FIX)
         .filter(|(file, literal, _)| {
             !found
                 .iter()
@@ -223,7 +195,7 @@ fn no_enforcer_name_literal_outside_the_registry_and_tests() {
         .collect();
     assert!(
         stale.is_empty(),
-        "fixed, so remove from the lists in {}:\n{}",
+        "gone, so remove from NOT_ENFORCERS in {}:\n{}",
         file!(),
         stale.join("\n")
     );

@@ -44,7 +44,7 @@ pub(super) fn hosts_scenario(
             ctx.positive_rate(rate, "fabric.rate")
         })
         .transpose()?;
-    let run = run_header(ctx, &top, known_enforcers, "picnic")?;
+    let run = run_header(ctx, &top, known_enforcers)?;
     let feedback = feedback(ctx, &top, &run)?;
 
     let vms: HashMap<&str, Vm> = hosts

@@ -107,7 +107,7 @@ fn one_host_scenario(
         }
         Ok(draft.finish())
     })?;
-    let run = run_header(ctx, &top, known_enforcers, "tonic")?;
+    let run = run_header(ctx, &top, known_enforcers)?;
 
     let items = traffic_items(ctx, &top)?;
     let mut tally = TrafficTally::default();
@@ -233,7 +233,6 @@ pub(super) fn run_header<'n>(
     ctx: Ctx,
     top: &Fields<'n>,
     known_enforcers: &[&str],
-    default_enforcer: &str,
 ) -> Res<RunHeader<'n>> {
     let duration_node = ctx.require(top, "duration", "the scenario")?;
     let duration_ns = ctx.time(duration_node, "duration")?;
@@ -303,8 +302,10 @@ pub(super) fn run_header<'n>(
         None => 1,
     };
     let enforcers = match top.get("enforcers") {
-        Some(node) => listed_enforcers(ctx, node, known_enforcers, default_enforcer)?,
-        None => vec![default_enforcer.to_owned()],
+        Some(node) => listed_enforcers(ctx, node, known_enforcers)?,
+        // The defaults are the registry's, which this crate sits below: the run layer
+        // asks it for the world the scenario runs in.
+        None => Vec::new(),
     };
     Ok(RunHeader {
         duration_ns,
@@ -317,13 +318,13 @@ pub(super) fn run_header<'n>(
     })
 }
 
-fn listed_enforcers(ctx: Ctx, node: &Sp, known: &[&str], default: &str) -> Res<Vec<String>> {
+fn listed_enforcers(ctx: Ctx, node: &Sp, known: &[&str]) -> Res<Vec<String>> {
     let items = ctx.seq(node, "enforcers")?;
     if items.is_empty() {
         return ctx.err(
             node,
             "enforcers must not be empty",
-            Some(format!("leave `enforcers` out for [{default}]")),
+            Some("leave `enforcers` out to run the default (docs/scenario.md, `enforcers`)".into()),
         );
     }
     let mut names = Vec::new();
