@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 mod commands;
 mod flags;
+mod help;
 mod live;
 mod report_page;
 mod sweep;
@@ -47,9 +48,7 @@ enum Command {
     Check {
         /// Policy file, or a scenario file (its policy is checked).
         file: PathBuf,
-        /// Enforcer(s) to explain the policy for; may repeat; `all` for every
-        /// one. Default: tonic.
-        #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
+        #[arg(long = "enforcer", short = 'e', value_name = "NAME", help = help::check_enforcers())]
         enforcers: Vec<String>,
         /// Print one JSON object instead of text (docs/json.md); errors stay
         /// text on stderr.
@@ -192,21 +191,10 @@ enum Command {
         /// Leave the namespaces in place after the run (prints how to remove them).
         #[arg(long)]
         keep: bool,
-        /// The host's qdisc limit per Tx queue, in packets, in front of the
-        /// multiqueue NIC model (`fifo`, `hash`, `xps`, `tonic`, `tonic-band`): a
-        /// packet that finds its queue full is dropped and counted against its
-        /// tenant, as `txqueuelen` drops it on a host.
-        #[arg(long, value_name = "PACKETS", default_value_t = lab::LAB_HOST_LIMITS.queue_packets,
+        #[arg(long, value_name = "PACKETS", help = help::queue_limit(), default_value_t = lab::LAB_HOST_LIMITS.queue_packets,
               value_parser = clap::value_parser!(u32).range(1..=HOST_LIMIT_PACKETS_MAX))]
         queue_limit: u32,
-        /// The packets each app (leaf class, its split classes together) may hold in
-        /// the engine in front of the software schedulers (`wf2q`, `valve`, `htb`,
-        /// `wheel`, `picnic`, `picnic-wc`, `picnic-bps`, `fairnic`), which replace the qdiscs: as HTB's leaves each have a
-        /// qdisc of their own. A packet beyond it is dropped and counted against its tenant.
-        /// Default: 128 on one host; across hosts the simulator's 1000, since a flood
-        /// the wheel lets hold its horizon would fill 128 and refuse a TCP flow of
-        /// the same app (docs/results/lab.md, "Where sim and lab agree").
-        #[arg(long, visible_alias = "tenant-limit", value_name = "PACKETS",
+        #[arg(long, visible_alias = "tenant-limit", value_name = "PACKETS", help = help::class_limit(),
               value_parser = clap::value_parser!(u32).range(1..=HOST_LIMIT_PACKETS_MAX))]
         class_limit: Option<u32>,
         /// Run the meter and the latency probes (sockperf, memcached) at normal
@@ -279,11 +267,7 @@ enum Command {
         /// Policy file, or a scenario file (its policy). Default: a built-in policy of
         /// two tenants, weights 1 and 3.
         file: Option<PathBuf>,
-        /// Engine path(s) to run, one per enforcer; may repeat. `kernel` and
-        /// `linux-htb` name the kernel paths. Default: fifo, tonic, wf2q, valve,
-        /// htb, wheel. `kernel`, the base of "vs kernel", always runs; `linux-htb`
-        /// runs by default or when named.
-        #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
+        #[arg(long = "enforcer", short = 'e', value_name = "NAME", help = help::lab_bench_enforcers())]
         enforcers: Vec<String>,
         /// Seconds of load per path (per round).
         #[arg(long, value_name = "S", default_value_t = 3.0, value_parser = measured_seconds)]
@@ -670,6 +654,9 @@ mod tests {
         assert!(lab.contains(&queue_limit), "{queue_limit} in {lab}");
         let class_limit = format!("({})", quoted(software.map(|e| e.name)));
         assert!(lab.contains(&class_limit), "{class_limit} in {lab}");
+        let check = help_of("check");
+        let one_host = sched::registry::defaults(sched::registry::World::OneHost).join(", ");
+        assert!(check.contains(&format!("Default: {one_host}.")), "{check}");
         let defaults = lab::default_enforcers().collect::<Vec<_>>().join(", ");
         let lab_bench = help_of("lab-bench");
         assert!(

@@ -1,7 +1,8 @@
 //! Every list of enforcers in the docs is the registry's: each is written here as
-//! the registry makes it, and a doc that says otherwise fails with the text to
-//! paste in. (README.md's and docs/enforcers.md's tables are `nicsched enforcers
-//! --markdown`'s, held by crates/nicsched/tests/cli.rs.)
+//! the registry makes it, and a doc that says otherwise fails. A new row needs no
+//! edit of these lists by hand: `NICSCHED_BLESS=1 cargo test -p sched --test docs`
+//! rewrites every stale one in place. (README.md's table is `nicsched enforcers
+//! --markdown`'s, held, and blessed the same way, by crates/nicsched/tests/cli.rs.)
 
 use policy::pcc::Feedback;
 use sched::registry::{self, Runs, World};
@@ -49,8 +50,16 @@ fn is_kernel(e: &EnforcerInfo) -> bool {
     matches!(e.runs, Runs::Kernel)
 }
 
-/// (doc, the text the registry makes for one of its lists).
-fn lists() -> Vec<(&'static str, String)> {
+/// What a doc says around a list, and the list the registry makes.
+enum Part {
+    Said(&'static str),
+    Listed(String),
+}
+use Part::{Listed, Said};
+
+/// (doc, the sentence the registry makes for one of its lists, in parts: it
+/// begins with what the doc says, so that a stale one can be found and rewritten).
+fn lists() -> Vec<(&'static str, Vec<Part>)> {
     let nic = names(|e| e.nic().is_some());
     let engine = names(EnforcerInfo::has_classes);
     let fed_back = names(|e| e.feedback != Feedback::None);
@@ -60,65 +69,178 @@ fn lists() -> Vec<(&'static str, String)> {
     vec![
         (
             "docs/enforcers.md",
-            format!("## The multiqueue NIC model: {}", nic.join(", ")),
+            vec![
+                Said("## The multiqueue NIC model: "),
+                Listed(nic.join(", ")),
+            ],
         ),
         (
             "docs/enforcers.md",
-            format!(
-                "| applies to | {}: the qdisc of each Tx queue, shared by whoever sends to it (the ring not counted) | {}: each app with its split classes",
-                comma(&nic),
-                comma(&engine)
-            ),
+            vec![
+                Said("| applies to | "),
+                Listed(comma(&nic)),
+                Said(
+                    ": the qdisc of each Tx queue, shared by whoever sends to it (the ring not counted) | ",
+                ),
+                Listed(comma(&engine)),
+                Said(": each app with its split classes"),
+            ],
         ),
         (
             "docs/enforcers.md",
-            format!(
-                "{} are the `wheel` on one host; their feedback across hosts (bandwidth, and for {} packet rate)",
-                prose(&fed_back),
-                prose(&packet_rates)
-            ),
+            vec![
+                Listed(prose(&fed_back)),
+                Said(
+                    " are the `wheel` on one host; their feedback across hosts (bandwidth, and for ",
+                ),
+                Listed(prose(&packet_rates)),
+                Said(" packet rate)"),
+            ],
         ),
         (
             "docs/scenario.md",
-            format!(
-                "Enforcer names accepted in `enforcers`: {} ([enforcers.md](enforcers.md)). {} runs only in the lab",
-                comma(&registry::names()),
-                prose(&kernel)
-            ),
+            vec![
+                Said("Enforcer names accepted in `enforcers`: "),
+                Listed(comma(&registry::names())),
+                Said(" ([enforcers.md](enforcers.md)). "),
+                Listed(prose(&kernel)),
+                Said(" runs only in the lab"),
+            ],
         ),
         (
             "docs/scenario.md",
-            format!(
-                "| `enforcers` | list of names | `[{}]` |",
-                one_host.join(", ")
-            ),
+            vec![
+                Said("| `enforcers` | list of names | `["),
+                Listed(one_host.join(", ")),
+                Said("]` |"),
+            ],
         ),
         (
             "docs/hosts.md",
-            format!(
-                "| `enforcers` | list of names | `[{}]` |",
-                registry::defaults(World::Hosts).join(", ")
-            ),
+            vec![
+                Said("| `enforcers` | list of names | `["),
+                Listed(registry::defaults(World::Hosts).join(", ")),
+                Said("]` | enforcers to run, each on the egress"),
+            ],
         ),
         (
             "docs/json.md",
-            format!(
-                "(default {}; `-e all` every one, {} last)",
-                prose(&one_host),
-                prose(&kernel)
-            ),
+            vec![
+                Said("(default "),
+                Listed(prose(&one_host)),
+                Said("; `-e all` every one, "),
+                Listed(prose(&kernel)),
+                Said(" last)"),
+            ],
         ),
     ]
 }
 
+fn sentence(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .map(|part| match part {
+            Said(text) => *text,
+            Listed(text) => text.as_str(),
+        })
+        .collect()
+}
+
+/// The bytes of `text` that `parts` spans with its lists as they are written
+/// there now: from the first thing said to the last, or to the line's end
+/// where a list ends the sentence (from its paragraph's start where a list
+/// begins it); line breaks count as spaces.
+fn stale_span(text: &str, parts: &[Part]) -> Option<(usize, usize)> {
+    let said: Vec<&str> = parts
+        .iter()
+        .filter_map(|part| match part {
+            Said(text) => Some(*text),
+            Listed(_) => None,
+        })
+        .collect();
+    let (first, rest) = said.split_first()?;
+    let anywhere = |from: usize, phrase: &str| -> Option<(usize, usize)> {
+        let words: Vec<&str> = phrase.split_whitespace().collect();
+        let mut at = from;
+        while let Some(found) = text[at..].find(words[0]).map(|i| at + i) {
+            let mut end = found + words[0].len();
+            let whole = words[1..].iter().all(|word| {
+                let gap = text[end..].len() - text[end..].trim_start().len();
+                let matched = text[end + gap..].starts_with(word) && (gap > 0);
+                end += gap + word.len();
+                matched
+            });
+            if whole {
+                return Some((found, end));
+            }
+            at = found + 1;
+        }
+        None
+    };
+    let (start, mut end) = anywhere(0, first)?;
+    // A list may begin the sentence, at the start of its paragraph.
+    let start = match parts.first() {
+        Some(Listed(_)) => text[..start].rfind("\n\n").map_or(0, |i| i + 2),
+        _ => start,
+    };
+    for phrase in rest {
+        end = anywhere(end, phrase)?.1;
+    }
+    if let Some(Listed(_)) = parts.last() {
+        end += text[end..].find('\n').unwrap_or(text.len() - end);
+    }
+    Some((start, end))
+}
+
 #[test]
 fn every_list_of_enforcers_in_the_docs_is_the_registrys() {
-    let stale: Vec<String> = lists()
-        .into_iter()
-        .filter(|(file, text)| !doc(file).contains(text.as_str()))
-        .map(|(file, text)| format!("{file} should say:\n  {text}"))
-        .collect();
+    let bless = std::env::var_os("NICSCHED_BLESS").is_some();
+    let mut stale = Vec::new();
+    for (file, parts) in lists() {
+        let sentence = sentence(&parts);
+        if doc(file).contains(sentence.as_str()) {
+            continue;
+        }
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(file);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        match stale_span(&text, &parts) {
+            Some((start, end)) if bless => {
+                text.replace_range(start..end, &sentence);
+                std::fs::write(&path, text).unwrap();
+            }
+            Some(_) => stale.push(format!(
+                "{file} should say:\n  {sentence}\n(NICSCHED_BLESS=1 rewrites it)"
+            )),
+            None => stale.push(format!(
+                "{file} lost the sentence that should say:\n  {sentence}"
+            )),
+        }
+    }
     assert!(stale.is_empty(), "{}", stale.join("\n"));
+}
+
+/// Blessing finds a stale list, wrapped over lines, and leaves the rest.
+#[test]
+fn a_stale_list_is_found_across_line_breaks() {
+    let parts = [
+        Said("accepted: "),
+        Listed("`a`, `b`, `c`".into()),
+        Said(" (see"),
+    ];
+    let text = "Intro.\nNames accepted: `a`,\n`b` (see there).\n";
+    let (start, end) = stale_span(text, &parts).unwrap();
+    assert_eq!(&text[start..end], "accepted: `a`,\n`b` (see");
+    let header = [Said("## Model: "), Listed("a, b".into())];
+    let text = "x\n## Model: a\n\nbody\n";
+    let (start, end) = stale_span(text, &header).unwrap();
+    assert_eq!(&text[start..end], "## Model: a");
+    let leading = [Listed("`a`".into()), Said(" are the")];
+    let text = "x\n\n`b` and\n`c` are the wheel\n";
+    let (start, end) = stale_span(text, &leading).unwrap();
+    assert_eq!(&text[start..end], "`b` and\n`c` are the");
+    assert_eq!(stale_span("nothing here", &parts), None);
 }
 
 /// docs/enforcers.md's table of bounds names every row once.
