@@ -562,6 +562,7 @@ fn run_in(
             control_addrs: plan.hosts.iter().map(|h| h.control_addr).collect(),
             vms: plan.vms.iter().map(|v| (v.vm, v.mac)).collect(),
             traffic: frames.clone(),
+            enforcer: enforcer.to_string(),
             feedback,
             origin: origin.clone(),
         };
@@ -618,51 +619,20 @@ fn run_in(
 /// The hosts' counts as one record: each traffic's sending side from its sender's
 /// engine, its receiving side from its receiver's.
 fn record(scenario: &HostsScenario, enforcer: &str, counts: &[HostCounts]) -> report::HostsRecord {
-    let sum = |f: &dyn Fn(&HostCounts) -> &Vec<u64>| -> Vec<u64> {
-        (0..scenario.traffic.len())
-            .map(|t| counts.iter().map(|c| f(c)[t]).sum())
-            .collect()
-    };
-    let per_interval = |f: &dyn Fn(&HostCounts) -> &Vec<Vec<u64>>| -> Vec<Vec<u64>> {
-        (0..scenario.traffic.len())
-            .map(|t| {
-                let intervals = f(&counts[0])[t].len();
-                (0..intervals)
-                    .map(|k| counts.iter().map(|c| f(c)[t][k]).sum())
-                    .collect()
-            })
-            .collect()
-    };
-    let sent_bytes = per_interval(&|c| &c.sent_bytes);
-    let delivered_bytes = per_interval(&|c| &c.delivered_bytes);
-    let sent_outside_bytes = sum(&|c| &c.sent_outside_bytes);
-    let delivered_outside_bytes = sum(&|c| &c.delivered_outside_bytes);
-    let dropped_bytes = sum(&|c| &c.dropped_bytes);
+    let mut all = report::HostsRecord::empty(scenario, enforcer, report::Mode::Lab);
+    for host in counts {
+        all.add_counts(&host.record);
+    }
     // What left a sender and never reached its receiver's engine by the end: on
     // the fabric, or lost in a kernel on the way (a full ring).
-    let in_flight_bytes = (0..scenario.traffic.len())
-        .map(|t| {
-            let sent = sent_bytes[t].iter().sum::<u64>() + sent_outside_bytes[t];
-            let arrived = delivered_bytes[t].iter().sum::<u64>()
-                + delivered_outside_bytes[t]
-                + dropped_bytes[t];
-            sent.saturating_sub(arrived)
-        })
-        .collect();
-    report::HostsRecord {
-        enforcer: enforcer.to_string(),
-        mode: report::Mode::Lab,
-        sent_bytes,
-        delivered_bytes,
-        sent_outside_bytes,
-        delivered_outside_bytes,
-        offered_bytes: sum(&|c| &c.offered_bytes),
-        refused_bytes: sum(&|c| &c.refused_bytes),
-        queued_bytes: sum(&|c| &c.held_bytes),
-        dropped_bytes,
-        in_flight_bytes,
-        latency: Vec::new(),
+    for t in 0..scenario.traffic.len() {
+        let sent = all.sent_bytes[t].iter().sum::<u64>() + all.sent_outside_bytes[t];
+        let arrived = all.delivered_bytes[t].iter().sum::<u64>()
+            + all.delivered_outside_bytes[t]
+            + all.dropped_bytes[t];
+        all.in_flight_bytes[t] = sent.saturating_sub(arrived);
     }
+    all
 }
 
 /// The lab's own checks: what the receiving engines delivered against what the
