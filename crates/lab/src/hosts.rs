@@ -25,9 +25,9 @@ pub use crate::host_side::HostCounts;
 use crate::host_side::{HostSide, HostSideConfig, TrafficFrames};
 use crate::sys::netns;
 use crate::topology::{Topology, gso_max_bytes, mac_string};
-use crate::traffic::{Counted, Tools, TrafficPlan};
+use crate::traffic::{Counted, Program, Tools, TrafficPlan};
 use crate::{LabError, LabOptions};
-use policy::{HostId, HostsScenario, TrafficKind, Vm};
+use policy::{HostId, HostsScenario, Pacing, Vm};
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -211,10 +211,8 @@ pub fn supported(scenario: &HostsScenario, enforcer: &str) -> Result<(), LabErro
         ));
     }
     if let Some(t) = scenario.traffic.iter().find(|t| {
-        !matches!(
-            t.traffic.kind,
-            TrafficKind::Bulk { .. } | TrafficKind::Udp { .. }
-        )
+        let app = scenario.host(t.host).policy.app(t.traffic.app);
+        !matches!(Program::of(&t.traffic.kind, app), Program::Iperf3 { .. })
     }) {
         return Err(LabError::Unsupported(format!(
             "traffic `{}` is `{}`, and across hosts the lab runs `bulk` and `udp` only: run it in the simulator (`nicsched sim`), or make it bulk or udp",
@@ -266,9 +264,7 @@ pub fn scaled_to_link_rate(scenario: &HostsScenario, rate_bps: u64) -> HostsScen
     }
     scaled.fabric_rate_bps = scaled.fabric_rate_bps.map(scale);
     for t in &mut scaled.traffic {
-        if let TrafficKind::Udp { rate_bps, .. } = &mut t.traffic.kind {
-            *rate_bps = scale(*rate_bps);
-        }
+        t.traffic.kind = t.traffic.kind.scaled(factor);
     }
     scaled
 }
@@ -322,27 +318,11 @@ fn plan_traffic(
         };
         taken.push(port);
         let (from, to) = (vm_net(t.from()), vm_net(t.to));
-        let (proto, extra) = match t.traffic.kind {
-            TrafficKind::Bulk { .. } => (
-                crate::classify::PROTO_TCP,
-                vec!["-C".into(), "cubic".into()],
-            ),
-            TrafficKind::Udp {
-                rate_bps,
-                size_bytes,
-                flows,
-            } => (
-                crate::classify::PROTO_UDP,
-                vec![
-                    "-u".into(),
-                    "-b".into(),
-                    format!("{}", (rate_bps / u64::from(flows)).max(1)),
-                    "-l".into(),
-                    size_bytes.to_string(),
-                ],
-            ),
-            _ => unreachable!("refused by `supported`"),
+        let Program::Iperf3 { datagrams } = Program::of(&t.traffic.kind, app) else {
+            unreachable!("refused by `supported`")
         };
+        let proto = crate::classify::ip_proto(t.traffic.kind.proto(app));
+        let extra = crate::traffic::iperf3_options(t.traffic.kind.flows(), datagrams);
         let secs = (t.traffic.stop_ns - t.traffic.start_ns)
             .div_ceil(1_000_000_000)
             .max(1)
@@ -648,8 +628,8 @@ fn checks(
             .iter()
             .map(|c| c.delivered_payload_bytes[p.traffic])
             .sum();
-        let count = match scenario.traffic[p.traffic].traffic.kind {
-            TrafficKind::Bulk { .. } => crate::checks::iperf3_tcp_count(p),
+        let count = match scenario.traffic[p.traffic].traffic.kind.pacing() {
+            Pacing::Backlogged => crate::checks::iperf3_tcp_count(p),
             _ => crate::checks::iperf3_count(p),
         };
         let name = &scenario.traffic[p.traffic].traffic.name;
