@@ -22,6 +22,14 @@ const IPV6_EXTENSION_HEADERS_MAX: usize = 8;
 pub const PROTO_TCP: u8 = 6;
 pub const PROTO_UDP: u8 = 17;
 
+/// The IP protocol number of a policy's transport.
+pub fn ip_proto(proto: Proto) -> u8 {
+    match proto {
+        Proto::Tcp => PROTO_TCP,
+        Proto::Udp => PROTO_UDP,
+    }
+}
+
 /// What an IPv4 frame carries, as the classifier needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ipv4Header {

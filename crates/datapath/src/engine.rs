@@ -176,7 +176,7 @@ fn count_malformed(counts: &mut report::MalformedFrames, why: Malformed) {
 }
 
 /// Per-frame counters of one engine run.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct EngineStats {
     pub rx_frames: u64,
     /// Frames scheduled and sent on the uplink, and their L3 bytes.
@@ -873,19 +873,7 @@ impl Engine {
     /// offered to the enforcer, count as held.
     fn core_stats(&mut self, shared: Shared, spent: Vec<CoreSpent>) -> CoreStats {
         let mut state = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
-        let waiting = state.cores.waiting_bytes();
-        let ledgers = state
-            .cores
-            .ledgers
-            .iter()
-            .zip(waiting)
-            .map(|(l, waiting_bytes)| report::EngineLedger {
-                arrived_bytes: l.arrived_bytes,
-                processed_bytes: l.processed_bytes,
-                refused_bytes: l.refused_bytes,
-                waiting_bytes,
-            })
-            .collect();
+        let ledgers = report::EngineLedger::of_cores(&state.cores);
         let held = state
             .cores
             .drain()

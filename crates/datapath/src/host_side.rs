@@ -57,21 +57,13 @@ impl TrafficFrames {
 }
 
 /// What one host's engine counted, per traffic (index into the scenario's).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct HostCounts {
-    /// Per interval: bytes of this host's senders that left on its link.
-    pub sent_bytes: Vec<Vec<u64>>,
-    /// Per interval: bytes that reached this host's VMs.
-    pub delivered_bytes: Vec<Vec<u64>>,
-    /// Bytes that left, or reached a VM, before time zero or after the run.
-    pub sent_outside_bytes: Vec<u64>,
-    pub delivered_outside_bytes: Vec<u64>,
-    pub offered_bytes: Vec<u64>,
-    pub refused_bytes: Vec<u64>,
-    /// Held by the enforcer when the engine stopped.
-    pub held_bytes: Vec<u64>,
-    /// Dropped entering this host: its link's queue or the VM's envelope.
-    pub dropped_bytes: Vec<u64>,
+    /// This host's side of the run's record: what its senders offered, had
+    /// refused, sent (in the run's intervals or outside them) and left held
+    /// (`queued_bytes`), and what reached its VMs or was dropped entering the
+    /// host. What was in flight is the run's, of every host's counts together.
+    pub record: report::HostsRecord,
     /// Transport payload delivered to this host's VMs over the whole run: what
     /// the programs count.
     pub delivered_payload_bytes: Vec<u64>,
@@ -160,7 +152,7 @@ impl HostSide {
     ) -> (Option<usize>, Option<u32>) {
         let traffic = ip.and_then(|ip| self.traffic_of(ip));
         if let (Some(f), Some(ip)) = (traffic, ip) {
-            self.counts.offered_bytes[f] += u64::from(ip.len_bytes);
+            self.counts.record.offered_bytes[f] += u64::from(ip.len_bytes);
         }
         let destination = self.vm_macs.iter().position(|m| m[..] == *dst_mac);
         (traffic, destination.map(|v| v as u32))
@@ -181,7 +173,7 @@ impl HostSide {
 
     fn refused(&mut self, traffic: Option<usize>, bytes: u32) {
         if let Some(f) = traffic {
-            self.counts.refused_bytes[f] += u64::from(bytes);
+            self.counts.record.refused_bytes[f] += u64::from(bytes);
         }
     }
 
@@ -208,8 +200,8 @@ impl HostSide {
             self.sent.count(f, bytes);
         }
         match self.interval(now_ns) {
-            Some(k) => self.counts.sent_bytes[f][k] += bytes,
-            None => self.counts.sent_outside_bytes[f] += bytes,
+            Some(k) => self.counts.record.sent_bytes[f][k] += bytes,
+            None => self.counts.record.sent_outside_bytes[f] += bytes,
         }
     }
 
@@ -217,15 +209,15 @@ impl HostSide {
     /// until the engine stopped, after the run.
     pub fn unsent(&mut self, slot: u64, bytes: u32) {
         let Some(f) = self.slot(slot) else { return };
-        let outside = &mut self.counts.sent_outside_bytes[f];
+        let outside = &mut self.counts.record.sent_outside_bytes[f];
         *outside = outside.saturating_sub(u64::from(bytes));
-        self.counts.held_bytes[f] += u64::from(bytes);
+        self.counts.record.queued_bytes[f] += u64::from(bytes);
     }
 
     /// The frame in `slot` was still held when the engine stopped.
     pub fn held(&mut self, slot: u64, bytes: u32) {
         if let Some(f) = self.slot(slot) {
-            self.counts.held_bytes[f] += u64::from(bytes);
+            self.counts.record.queued_bytes[f] += u64::from(bytes);
         }
     }
 
@@ -283,7 +275,7 @@ impl HostSide {
         }
         if !fits {
             if let Some(f) = traffic {
-                self.counts.dropped_bytes[f] += bytes;
+                self.counts.record.dropped_bytes[f] += bytes;
             }
             return Ok(());
         }
@@ -292,8 +284,8 @@ impl HostSide {
             self.counts.delivered_payload_bytes[f] +=
                 u64::from(payload_bytes(ethernet, &ip).unwrap_or(0));
             match self.interval(leaves_ns) {
-                Some(k) => self.counts.delivered_bytes[f][k] += bytes,
-                None => self.counts.delivered_outside_bytes[f] += bytes,
+                Some(k) => self.counts.record.delivered_bytes[f][k] += bytes,
+                None => self.counts.record.delivered_outside_bytes[f] += bytes,
             }
         }
         Ok(())
@@ -401,6 +393,8 @@ pub struct HostSideConfig {
     /// destination limit names it by.
     pub vms: Vec<(Vm, [u8; 6])>,
     pub traffic: Vec<TrafficFrames>,
+    /// The enforcer's name, for this host's record.
+    pub enforcer: String,
     pub feedback: Feedback,
     /// Set at the run's time zero by whoever drives the traffic.
     pub origin: Arc<OnceLock<Instant>>,
@@ -415,6 +409,7 @@ impl HostSide {
             control_addrs,
             vms,
             traffic,
+            enforcer,
             feedback,
             origin,
         } = config;
@@ -436,7 +431,6 @@ impl HostSide {
             })
             .collect();
         let flows = scenario.traffic.len();
-        let intervals = scenario.duration_ns.div_ceil(scenario.interval_ns) as usize;
         Ok(HostSide {
             host,
             traffic,
@@ -471,14 +465,7 @@ impl HostSide {
             interval_ns: scenario.interval_ns,
             duration_ns: scenario.duration_ns,
             counts: HostCounts {
-                sent_bytes: vec![vec![0; intervals]; flows],
-                delivered_bytes: vec![vec![0; intervals]; flows],
-                sent_outside_bytes: vec![0; flows],
-                delivered_outside_bytes: vec![0; flows],
-                offered_bytes: vec![0; flows],
-                refused_bytes: vec![0; flows],
-                held_bytes: vec![0; flows],
-                dropped_bytes: vec![0; flows],
+                record: report::HostsRecord::empty(&scenario, &enforcer, report::Mode::Lab),
                 delivered_payload_bytes: vec![0; flows],
                 feedback_sent: 0,
                 feedback_received: 0,

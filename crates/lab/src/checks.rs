@@ -14,7 +14,7 @@ use crate::traffic::{
     Counted, Load, TrafficPlan, iperf3_result, sockperf_received_messages, sockperf_total_run,
 };
 use policy::wire::UDP_HEADER_BYTES;
-use policy::{Scenario, TrafficKind};
+use policy::{Gaps, Pacing, Scenario};
 use report::{Check, RunRecord, measure};
 
 /// How far the meter and a program, or an offered load and the asked one, may
@@ -314,11 +314,11 @@ struct RpcJudged {
 fn rpc_offered(scenario: &Scenario, i: usize, asked_bps: f64, sent: &RpcSent) -> RpcJudged {
     let t = &scenario.traffic[i];
     let flows = f64::from(t.kind.flows());
-    let TrafficKind::Rpc {
+    let Pacing::Requests {
         response_bytes,
         rate_per_s: Some(rate),
         ..
-    } = t.kind
+    } = t.kind.pacing()
     else {
         return RpcJudged {
             line: format!("{}: not compared: not an open-loop rpc", t.name),
@@ -398,15 +398,15 @@ pub fn rpc_round_trip(
     let link = &scenario.policy.link;
     let mut lines = Vec::new();
     for (i, t) in scenario.traffic.iter().enumerate() {
-        let TrafficKind::Rpc {
+        let Pacing::Requests {
             response_bytes,
-            concurrency,
             rate_per_s: None,
             ..
-        } = t.kind
+        } = t.kind.pacing()
         else {
             continue;
         };
+        let concurrency = t.kind.flows();
         let Some(histogram) = latency
             .iter()
             .find(|l| l.traffic == t.name)
@@ -675,7 +675,10 @@ fn program_count(
     let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
     match plan.counted {
         Counted::Iperf3
-            if matches!(scenario.traffic[plan.traffic].kind, TrafficKind::Udp { .. }) =>
+            if matches!(
+                scenario.traffic[plan.traffic].kind.pacing(),
+                Pacing::Datagrams { .. }
+            ) =>
         {
             match (iperf3_count(plan), sink_udp_drops) {
                 (ProgramCount::Bytes { program, bytes }, Some(drops)) if drops > 0 => {
@@ -830,8 +833,8 @@ fn lost_before_the_engine(
 /// why that is not known; `None` for any other traffic.
 fn rpc_sent(scenario: &Scenario, plan: &TrafficPlan) -> Option<Result<RpcSent, String>> {
     let open_loop = matches!(
-        scenario.traffic[plan.traffic].kind,
-        TrafficKind::Rpc {
+        scenario.traffic[plan.traffic].kind.pacing(),
+        Pacing::Requests {
             rate_per_s: Some(_),
             ..
         }
@@ -865,8 +868,12 @@ fn offered_bps(scenario: &Scenario, plan: &TrafficPlan, tally: Option<&Tally>) -
     let l3_bps = |bytes: u64, datagrams: u64, seconds: f64| {
         (bytes + u64::from(UDP_HEADER_BYTES) * datagrams) as f64 * 8.0 / seconds
     };
-    match scenario.traffic[plan.traffic].kind {
-        TrafficKind::Udp { .. } => {
+    match scenario.traffic[plan.traffic].kind.pacing() {
+        // iperf3 sent them, and says what it sent.
+        Pacing::Datagrams {
+            gaps: Gaps::Constant,
+            ..
+        } => {
             let mut bps = 0.0;
             for client in &plan.clients {
                 let text = std::fs::read_to_string(&client.log).ok()?;
@@ -875,12 +882,16 @@ fn offered_bps(scenario: &Scenario, plan: &TrafficPlan, tally: Option<&Tally>) -
             }
             Some(bps / flows)
         }
-        TrafficKind::Poisson { .. } => {
+        // The lab's own sender sent them, and counted them in its tally.
+        Pacing::Datagrams {
+            gaps: Gaps::Exponential,
+            ..
+        } => {
             let tally = tally.filter(|t| t.active_ns > 0)?;
             let seconds = tally.active_ns as f64 / 1e9;
             Some(l3_bps(tally.sent_bytes, tally.sent_datagrams, seconds) / flows)
         }
-        TrafficKind::Bulk { .. } | TrafficKind::Rpc { .. } => None,
+        Pacing::Backlogged | Pacing::Requests { .. } => None,
     }
 }
 

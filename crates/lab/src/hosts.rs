@@ -25,9 +25,9 @@ pub use crate::host_side::HostCounts;
 use crate::host_side::{HostSide, HostSideConfig, TrafficFrames};
 use crate::sys::netns;
 use crate::topology::{Topology, gso_max_bytes, mac_string};
-use crate::traffic::{Counted, Tools, TrafficPlan};
+use crate::traffic::{Counted, Program, Tools, TrafficPlan};
 use crate::{LabError, LabOptions};
-use policy::{HostId, HostsScenario, TrafficKind, Vm};
+use policy::{HostId, HostsScenario, Pacing, Vm};
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -211,10 +211,8 @@ pub fn supported(scenario: &HostsScenario, enforcer: &str) -> Result<(), LabErro
         ));
     }
     if let Some(t) = scenario.traffic.iter().find(|t| {
-        !matches!(
-            t.traffic.kind,
-            TrafficKind::Bulk { .. } | TrafficKind::Udp { .. }
-        )
+        let app = scenario.host(t.host).policy.app(t.traffic.app);
+        !matches!(Program::of(&t.traffic.kind, app), Program::Iperf3 { .. })
     }) {
         return Err(LabError::Unsupported(format!(
             "traffic `{}` is `{}`, and across hosts the lab runs `bulk` and `udp` only: run it in the simulator (`nicsched sim`), or make it bulk or udp",
@@ -266,9 +264,7 @@ pub fn scaled_to_link_rate(scenario: &HostsScenario, rate_bps: u64) -> HostsScen
     }
     scaled.fabric_rate_bps = scaled.fabric_rate_bps.map(scale);
     for t in &mut scaled.traffic {
-        if let TrafficKind::Udp { rate_bps, .. } = &mut t.traffic.kind {
-            *rate_bps = scale(*rate_bps);
-        }
+        t.traffic.kind = t.traffic.kind.scaled(factor);
     }
     scaled
 }
@@ -322,27 +318,11 @@ fn plan_traffic(
         };
         taken.push(port);
         let (from, to) = (vm_net(t.from()), vm_net(t.to));
-        let (proto, extra) = match t.traffic.kind {
-            TrafficKind::Bulk { .. } => (
-                crate::classify::PROTO_TCP,
-                vec!["-C".into(), "cubic".into()],
-            ),
-            TrafficKind::Udp {
-                rate_bps,
-                size_bytes,
-                flows,
-            } => (
-                crate::classify::PROTO_UDP,
-                vec![
-                    "-u".into(),
-                    "-b".into(),
-                    format!("{}", (rate_bps / u64::from(flows)).max(1)),
-                    "-l".into(),
-                    size_bytes.to_string(),
-                ],
-            ),
-            _ => unreachable!("refused by `supported`"),
+        let Program::Iperf3 { datagrams } = Program::of(&t.traffic.kind, app) else {
+            unreachable!("refused by `supported`")
         };
+        let proto = crate::classify::ip_proto(t.traffic.kind.proto(app));
+        let extra = crate::traffic::iperf3_options(t.traffic.kind.flows(), datagrams);
         let secs = (t.traffic.stop_ns - t.traffic.start_ns)
             .div_ceil(1_000_000_000)
             .max(1)
@@ -562,6 +542,7 @@ fn run_in(
             control_addrs: plan.hosts.iter().map(|h| h.control_addr).collect(),
             vms: plan.vms.iter().map(|v| (v.vm, v.mac)).collect(),
             traffic: frames.clone(),
+            enforcer: enforcer.to_string(),
             feedback,
             origin: origin.clone(),
         };
@@ -618,51 +599,20 @@ fn run_in(
 /// The hosts' counts as one record: each traffic's sending side from its sender's
 /// engine, its receiving side from its receiver's.
 fn record(scenario: &HostsScenario, enforcer: &str, counts: &[HostCounts]) -> report::HostsRecord {
-    let sum = |f: &dyn Fn(&HostCounts) -> &Vec<u64>| -> Vec<u64> {
-        (0..scenario.traffic.len())
-            .map(|t| counts.iter().map(|c| f(c)[t]).sum())
-            .collect()
-    };
-    let per_interval = |f: &dyn Fn(&HostCounts) -> &Vec<Vec<u64>>| -> Vec<Vec<u64>> {
-        (0..scenario.traffic.len())
-            .map(|t| {
-                let intervals = f(&counts[0])[t].len();
-                (0..intervals)
-                    .map(|k| counts.iter().map(|c| f(c)[t][k]).sum())
-                    .collect()
-            })
-            .collect()
-    };
-    let sent_bytes = per_interval(&|c| &c.sent_bytes);
-    let delivered_bytes = per_interval(&|c| &c.delivered_bytes);
-    let sent_outside_bytes = sum(&|c| &c.sent_outside_bytes);
-    let delivered_outside_bytes = sum(&|c| &c.delivered_outside_bytes);
-    let dropped_bytes = sum(&|c| &c.dropped_bytes);
+    let mut all = report::HostsRecord::empty(scenario, enforcer, report::Mode::Lab);
+    for host in counts {
+        all.add_counts(&host.record);
+    }
     // What left a sender and never reached its receiver's engine by the end: on
     // the fabric, or lost in a kernel on the way (a full ring).
-    let in_flight_bytes = (0..scenario.traffic.len())
-        .map(|t| {
-            let sent = sent_bytes[t].iter().sum::<u64>() + sent_outside_bytes[t];
-            let arrived = delivered_bytes[t].iter().sum::<u64>()
-                + delivered_outside_bytes[t]
-                + dropped_bytes[t];
-            sent.saturating_sub(arrived)
-        })
-        .collect();
-    report::HostsRecord {
-        enforcer: enforcer.to_string(),
-        mode: report::Mode::Lab,
-        sent_bytes,
-        delivered_bytes,
-        sent_outside_bytes,
-        delivered_outside_bytes,
-        offered_bytes: sum(&|c| &c.offered_bytes),
-        refused_bytes: sum(&|c| &c.refused_bytes),
-        queued_bytes: sum(&|c| &c.held_bytes),
-        dropped_bytes,
-        in_flight_bytes,
-        latency: Vec::new(),
+    for t in 0..scenario.traffic.len() {
+        let sent = all.sent_bytes[t].iter().sum::<u64>() + all.sent_outside_bytes[t];
+        let arrived = all.delivered_bytes[t].iter().sum::<u64>()
+            + all.delivered_outside_bytes[t]
+            + all.dropped_bytes[t];
+        all.in_flight_bytes[t] = sent.saturating_sub(arrived);
     }
+    all
 }
 
 /// The lab's own checks: what the receiving engines delivered against what the
@@ -678,8 +628,8 @@ fn checks(
             .iter()
             .map(|c| c.delivered_payload_bytes[p.traffic])
             .sum();
-        let count = match scenario.traffic[p.traffic].traffic.kind {
-            TrafficKind::Bulk { .. } => crate::checks::iperf3_tcp_count(p),
+        let count = match scenario.traffic[p.traffic].traffic.kind.pacing() {
+            Pacing::Backlogged => crate::checks::iperf3_tcp_count(p),
             _ => crate::checks::iperf3_count(p),
         };
         let name = &scenario.traffic[p.traffic].traffic.name;

@@ -52,7 +52,7 @@
 //! below the L3 rates it is given (3.0-3.3% with every tenant backlogged at 300
 //! Mbit/s).
 
-use policy::{Cidr, Policy, Proto, TenantId, ideal_allocation};
+use policy::{Cidr, Policy, TenantId, ideal_allocation};
 
 const RATE_FLOOR_BPS: f64 = 8_000.0;
 const LEAF_PACKETS: u32 = 1000;
@@ -159,10 +159,7 @@ fn rules(policy: &Policy, t: usize) -> Vec<Rule> {
     let mut rules = Vec::new();
     for &a in &tenant.apps {
         let app = policy.app(a);
-        let proto = app.match_proto.map(|p| match p {
-            Proto::Tcp => 6,
-            Proto::Udp => 17,
-        });
+        let proto = app.match_proto.map(crate::classify::ip_proto);
         // Without ports or protocol, the app is the catch-all, the last rule.
         if app.match_ports.is_empty() && proto.is_some() {
             rules.push(Rule {
@@ -517,7 +514,7 @@ pub(crate) fn tenant_drops(policy: &Policy, tc_stats: &str) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use policy::AppId;
+    use policy::{AppId, Proto};
 
     fn policy() -> Policy {
         policy::parse_policy(

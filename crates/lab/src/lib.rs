@@ -62,7 +62,7 @@ pub use sys::signal::interrupted;
 pub use topology::Leftovers;
 pub use traffic::Tools;
 
-use policy::{Scenario, TrafficKind};
+use policy::Scenario;
 use report::measure;
 use report::{LatencyRecord, Mode, RunRecord};
 use std::net::{Ipv4Addr, UdpSocket};
@@ -1151,7 +1151,7 @@ fn collect(
         interval.class_bytes.clone_from(bytes);
     }
     for (p, tally) in plans.iter().zip(tallies) {
-        if !matches!(scenario.traffic[p.traffic].kind, TrafficKind::Rpc { .. }) {
+        if !scenario.traffic[p.traffic].kind.has_requests() {
             continue;
         }
         let mut histogram = hdrhistogram::Histogram::new_with_bounds(1, 100_000_000_000, 3)

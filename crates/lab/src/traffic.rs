@@ -29,8 +29,7 @@
 //! that the enforcer sees as many destination classes as the simulator does.
 
 use crate::LabError;
-use crate::classify::{FrameMatch, PortSide};
-use crate::classify::{PROTO_TCP, PROTO_UDP};
+use crate::classify::{FrameMatch, PortSide, ip_proto};
 use crate::generate::{MemcachedLoad, PoissonFlow, PoissonLoad, memcached_key};
 use crate::topology::{Plan, TenantNet};
 use policy::{App, Gaps, Pacing, Proto, Scenario, SplitBy, Traffic, TrafficKind};
@@ -162,7 +161,7 @@ fn seconds_ceil(ns: u64) -> u64 {
 /// The program that makes a traffic in the lab: its kind's generator here, chosen
 /// by how the kind paces itself, with what the program needs of the kind.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Program {
+pub(crate) enum Program {
     /// iperf3: TCP streams (bulk), or datagrams at a constant rate (udp).
     Iperf3 { datagrams: Option<(u64, u32)> },
     /// The lab's own sender of datagrams at exponential gaps.
@@ -181,7 +180,7 @@ enum Program {
 }
 
 impl Program {
-    fn of(kind: &TrafficKind, app: &App) -> Program {
+    pub(crate) fn of(kind: &TrafficKind, app: &App) -> Program {
         match kind.pacing() {
             Pacing::Backlogged => Program::Iperf3 { datagrams: None },
             Pacing::Datagrams {
@@ -407,10 +406,7 @@ impl Planned<'_> {
     /// and no program yet.
     fn frames_and_counts(&self, program: Program) -> TrafficPlan {
         let t = self.traffic;
-        let proto = match t.kind.proto(self.app) {
-            Proto::Tcp => PROTO_TCP,
-            Proto::Udp => PROTO_UDP,
-        };
+        let proto = ip_proto(t.kind.proto(self.app));
         let (port, destinations) = if t.kind.has_requests() {
             (PortSide::Source(self.port), Vec::new())
         } else {
@@ -446,21 +442,7 @@ impl Planned<'_> {
     ) -> Result<(), LabError> {
         let t = self.traffic;
         let flows = t.kind.flows();
-        let extra: Vec<String> = match datagrams {
-            Some((rate_bps, size_bytes)) => vec![
-                "-u".into(),
-                "-b".into(),
-                format!("{}", (rate_bps / u64::from(flows)).max(1)),
-                "-l".into(),
-                size_bytes.to_string(),
-            ],
-            // TCP as the papers' hosts and the simulator's senders run it, whatever
-            // this host's default: CUBIC, Linux's own. (BBR, the default on some
-            // hosts, cuts every flow to 4 packets for 200 ms every 10 s to probe
-            // the RTT: a dip in every run at 10 s.) Set per socket: a namespace's
-            // default can only name algorithms the host allows.
-            None => vec!["-C".into(), "cubic".into()],
-        };
+        let extra = iperf3_options(flows, datagrams);
         let streams = flows / self.destinations.len() as u32;
         if streams > IPERF3_STREAMS_MAX {
             return Err(LabError::Unsupported(format!(
@@ -666,6 +648,26 @@ impl Planned<'_> {
     }
 }
 
+/// The iperf3 client's options for a traffic of `flows` flows: `datagrams` (rate
+/// over all flows, size) for udp, TCP streams without.
+pub(crate) fn iperf3_options(flows: u32, datagrams: Option<(u64, u32)>) -> Vec<String> {
+    match datagrams {
+        Some((rate_bps, size_bytes)) => vec![
+            "-u".into(),
+            "-b".into(),
+            format!("{}", (rate_bps / u64::from(flows)).max(1)),
+            "-l".into(),
+            size_bytes.to_string(),
+        ],
+        // TCP as the papers' hosts and the simulator's senders run it, whatever
+        // this host's default: CUBIC, Linux's own. (BBR, the default on some
+        // hosts, cuts every flow to 4 packets for 200 ms every 10 s to probe
+        // the RTT: a dip in every run at 10 s.) Set per socket: a namespace's
+        // default can only name algorithms the host allows.
+        None => vec!["-C".into(), "cubic".into()],
+    }
+}
+
 /// An iperf3 server (namespace, address, log) for one test and its client sending
 /// `streams` streams from its own address to the server's `port` for `secs`
 /// seconds; `extra`: the client's further options (`-u -b ...`, `-C cubic`).
@@ -833,7 +835,7 @@ pub fn sockperf_total_run(log: &str) -> Option<SockperfRun> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classify::Ipv4Header;
+    use crate::classify::{Ipv4Header, PROTO_TCP, PROTO_UDP};
     use policy::TenantId;
 
     #[test]

@@ -564,7 +564,7 @@ fn validate(grid: &Grid, enforcers: &[String], threads: usize) -> Result<Columns
             scenario
                 .traffic
                 .iter()
-                .filter(|t| matches!(t.kind, policy::TrafficKind::Rpc { .. }))
+                .filter(|t| t.kind.has_requests())
                 .map(|t| t.name.as_str()),
         );
         met.2 = met.2.max(run_bytes(&scenario));

@@ -106,6 +106,24 @@ pub struct EngineLedger {
     pub waiting_bytes: u64,
 }
 
+impl EngineLedger {
+    /// Each tenant's ledger at the engine's cores `cores` as a run ends: what they
+    /// counted, and what still waits for a core or is on one.
+    pub fn of_cores<T>(cores: &sched::cores::Cores<T>) -> Vec<EngineLedger> {
+        cores
+            .ledgers
+            .iter()
+            .zip(cores.waiting_bytes())
+            .map(|(l, waiting_bytes)| EngineLedger {
+                arrived_bytes: l.arrived_bytes,
+                processed_bytes: l.processed_bytes,
+                refused_bytes: l.refused_bytes,
+                waiting_bytes,
+            })
+            .collect()
+    }
+}
+
 /// The engine's cores lose and invent nothing, per tenant, exact: arrived =
 /// processed + refused + waiting.
 pub fn engine_conservation(tenants: &[String], ledgers: &[EngineLedger]) -> Check {

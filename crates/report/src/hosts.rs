@@ -7,8 +7,9 @@ use policy::{HostsScenario, Vm, ideal_across_hosts};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// What a run across hosts measured, before any figure is derived.
-#[derive(Debug)]
+/// What a run across hosts measured, before any figure is derived. The lab's
+/// engines each count their own host's side of a run in one.
+#[derive(Clone, Debug, PartialEq)]
 pub struct HostsRecord {
     pub enforcer: String,
     pub mode: crate::Mode,
@@ -29,6 +30,54 @@ pub struct HostsRecord {
     pub dropped_bytes: Vec<u64>,
     pub in_flight_bytes: Vec<u64>,
     pub latency: Vec<LatencyRecord>,
+}
+
+impl HostsRecord {
+    /// Nothing counted yet: a zero for every traffic of `scenario`, and for each of
+    /// its intervals.
+    pub fn empty(scenario: &HostsScenario, enforcer: &str, mode: crate::Mode) -> HostsRecord {
+        let flows = scenario.traffic.len();
+        let intervals = scenario.duration_ns.div_ceil(scenario.interval_ns) as usize;
+        HostsRecord {
+            enforcer: enforcer.to_string(),
+            mode,
+            sent_bytes: vec![vec![0; intervals]; flows],
+            delivered_bytes: vec![vec![0; intervals]; flows],
+            sent_outside_bytes: vec![0; flows],
+            delivered_outside_bytes: vec![0; flows],
+            offered_bytes: vec![0; flows],
+            refused_bytes: vec![0; flows],
+            queued_bytes: vec![0; flows],
+            dropped_bytes: vec![0; flows],
+            in_flight_bytes: vec![0; flows],
+            latency: Vec::new(),
+        }
+    }
+
+    /// Adds `other`'s byte counts to these, traffic by traffic and interval by
+    /// interval: one host's side of a run to the others'. Latency is no count, and
+    /// stays as it is.
+    pub fn add_counts(&mut self, other: &HostsRecord) {
+        fn add(into: &mut [u64], from: &[u64]) {
+            into.iter_mut().zip(from).for_each(|(a, b)| *a += b);
+        }
+        for (into, from) in self.sent_bytes.iter_mut().zip(&other.sent_bytes) {
+            add(into, from);
+        }
+        for (into, from) in self.delivered_bytes.iter_mut().zip(&other.delivered_bytes) {
+            add(into, from);
+        }
+        add(&mut self.sent_outside_bytes, &other.sent_outside_bytes);
+        add(
+            &mut self.delivered_outside_bytes,
+            &other.delivered_outside_bytes,
+        );
+        add(&mut self.offered_bytes, &other.offered_bytes);
+        add(&mut self.refused_bytes, &other.refused_bytes);
+        add(&mut self.queued_bytes, &other.queued_bytes);
+        add(&mut self.dropped_bytes, &other.dropped_bytes);
+        add(&mut self.in_flight_bytes, &other.in_flight_bytes);
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -616,5 +665,45 @@ mod tests {
         assert!(!check.ok && check.detail.contains("the ideal uses the offered load"));
         assert!((summary.flows[0].ideal_bps - 0.5 * asked).abs() < 1e3);
         assert!(summary.flows[0].rel_error_mean < 1e-3);
+    }
+
+    #[test]
+    fn hosts_sides_add_up_count_by_count_and_interval_by_interval() {
+        let scenario = two_hosts();
+        let mut sender = HostsRecord::empty(&scenario, "picnic", crate::Mode::Lab);
+        sender.sent_bytes[0][1] = 700;
+        sender.sent_outside_bytes[0] = 3;
+        sender.offered_bytes[0] = 800;
+        sender.refused_bytes[0] = 90;
+        sender.queued_bytes[0] = 7;
+        let mut receiver = HostsRecord::empty(&scenario, "picnic", crate::Mode::Lab);
+        receiver.delivered_bytes[0][1] = 600;
+        receiver.delivered_bytes[0][3] = 50;
+        receiver.delivered_outside_bytes[0] = 2;
+        receiver.dropped_bytes[0] = 40;
+        receiver.in_flight_bytes[0] = 1;
+
+        let mut all = HostsRecord::empty(&scenario, "picnic", crate::Mode::Lab);
+        assert_eq!(all.sent_bytes, vec![vec![0; 4]], "2s in 500ms intervals");
+        all.add_counts(&sender);
+        all.add_counts(&receiver);
+        all.add_counts(&sender);
+
+        assert_eq!(all.sent_bytes, vec![vec![0, 1400, 0, 0]]);
+        assert_eq!(all.delivered_bytes, vec![vec![0, 600, 0, 50]]);
+        assert_eq!(
+            (all.sent_outside_bytes[0], all.delivered_outside_bytes[0]),
+            (6, 2)
+        );
+        assert_eq!(
+            (
+                all.offered_bytes[0],
+                all.refused_bytes[0],
+                all.queued_bytes[0]
+            ),
+            (1600, 180, 14)
+        );
+        assert_eq!((all.dropped_bytes[0], all.in_flight_bytes[0]), (40, 1));
+        assert_eq!(all.enforcer, "picnic");
     }
 }

@@ -193,7 +193,7 @@ impl Interval {
 }
 
 /// Latency of one request/response traffic, in nanoseconds.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LatencyRecord {
     pub traffic: String,
     pub histogram_ns: Histogram<u64>,

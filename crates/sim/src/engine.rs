@@ -488,17 +488,7 @@ impl<'a> Engine<'a> {
             report::meter_against_link(&self.record.tenants, &metered, &self.link_bytes, 0.0),
         ];
         if let Some(cpu) = &self.cpu {
-            let ledgers: Vec<report::EngineLedger> = cpu
-                .ledgers
-                .iter()
-                .zip(cpu.waiting_bytes())
-                .map(|(l, waiting_bytes)| report::EngineLedger {
-                    arrived_bytes: l.arrived_bytes,
-                    processed_bytes: l.processed_bytes,
-                    refused_bytes: l.refused_bytes,
-                    waiting_bytes,
-                })
-                .collect();
+            let ledgers = report::EngineLedger::of_cores(cpu);
             checks.push(report::engine_conservation(&self.record.tenants, &ledgers));
         }
         checks

@@ -151,7 +151,6 @@ pub fn run_hosts(
         vms += host.policy.tenants.len() as u32;
     }
     let flows = scenario.traffic.len();
-    let intervals = scenario.duration_ns.div_ceil(scenario.interval_ns) as usize;
     let mut senders = Vec::new();
     let mut latency = Vec::new();
     let mut latency_of = Vec::new();
@@ -209,18 +208,8 @@ pub fn run_hosts(
         vm_offset,
         policer: vec![policy::policer::Policer::default(); vms as usize],
         record: HostsRecord {
-            enforcer: enforcer.to_string(),
-            mode: report::Mode::Sim,
-            sent_outside_bytes: vec![0; flows],
-            delivered_outside_bytes: vec![0; flows],
-            sent_bytes: vec![vec![0; intervals]; flows],
-            delivered_bytes: vec![vec![0; intervals]; flows],
-            offered_bytes: vec![0; flows],
-            refused_bytes: vec![0; flows],
-            queued_bytes: vec![0; flows],
-            dropped_bytes: vec![0; flows],
-            in_flight_bytes: vec![0; flows],
             latency,
+            ..HostsRecord::empty(scenario, enforcer, report::Mode::Sim)
         },
         latency_of,
         traffic_senders,
