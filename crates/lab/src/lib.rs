@@ -24,7 +24,11 @@
 //!   each enforcer and through the kernel's bridge, with and without HTB;
 //! - `hosts`: [`hosts::run`], a scenario across hosts: an engine per host, VMs
 //!   behind them, a bridge between, PicNIC's feedback as UDP between the engines;
+//! - `checks`: the lab's self-checks, the meter against the programs' counters;
 //! - `faults` (feature `faults`, tests only): figures made wrong on purpose.
+//!
+//! It imports the datapath, `policy`, `sched` and `report`, never the simulator;
+//! the datapath imports nothing of it.
 
 mod bench;
 mod checks;

@@ -1,5 +1,8 @@
-//! `nicsched`: the command line. Only wiring: parsing lives in `policy`, mechanisms in
-//! `sched`, the simulator in `sim`, figures in `report`.
+//! `nicsched`: the command line. Clap definitions and dispatch: what runs a scenario
+//! lives in `run`, parsing in `policy`, mechanisms in `sched`, figures in `report`
+//! (docs/architecture.md maps the crates). Beside them: the commands that run no
+//! scenario (`commands`), the live view of a lab run (`live`), `report`
+//! (`report_page`) and `sweep` with its shards (`sweep`, `shard`).
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

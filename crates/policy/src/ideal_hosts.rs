@@ -143,64 +143,29 @@ impl Resource {
 /// The resources the active flows (`demand_bps[i] > 0`) cross, in a fixed order:
 /// per host its egress then its ingress, then the fabric, then app caps.
 pub fn resources(scenario: &HostsScenario, demand_bps: &[f64]) -> Vec<Resource> {
-    let active = |i: usize| demand_bps.get(i).is_some_and(|&d| d > 0.0);
-    let mut out = Vec::new();
-    let units_of = |side: &dyn Fn(usize) -> Option<Vm>, unit: &dyn Fn(Vm, Vec<usize>) -> Unit| {
-        let mut units: Vec<Unit> = Vec::new();
-        for i in (0..scenario.traffic.len()).filter(|&i| active(i)) {
-            let Some(vm) = side(i) else { continue };
-            match units.iter_mut().find(|u| u.vm == vm) {
-                Some(u) => u.flows.push(i),
-                None => units.push(unit(vm, vec![i])),
-            }
-        }
-        units.sort_by_key(|u| u.vm);
-        units
+    let active = ActiveFlows {
+        scenario,
+        demand_bps,
     };
     let senders: Vec<Vm> = scenario.traffic.iter().map(|t| t.from()).collect();
     let receivers: Vec<Vm> = scenario.traffic.iter().map(|t| t.to).collect();
+    let mut out = Vec::new();
     for (h, host) in scenario.hosts.iter().enumerate() {
         let host_id = HostId(h as u16);
         let link = host.policy.link.rate_bps as f64;
-        let egress = units_of(
-            &|i| Some(scenario.traffic[i].from()).filter(|vm| vm.host == host_id),
-            &|vm, flows| {
-                let t = scenario.tenant(vm);
-                Unit {
-                    vm,
-                    min_rate_bps: t.min_rate_bps.unwrap_or(0) as f64,
-                    weight: f64::from(t.weight),
-                    priority: t.priority,
-                    cap_bps: rate(t.max_rate_bps),
-                    flows,
-                }
-            },
+        let egress = active.units(
+            |i| Some(scenario.traffic[i].from()).filter(|vm| vm.host == host_id),
+            |vm, flows| egress_unit(scenario, vm, flows),
         );
-        let ingress = units_of(
-            &|i| Some(scenario.traffic[i].to).filter(|vm| vm.host == host_id),
-            &|vm, flows| {
-                let t = scenario.tenant(vm);
-                let envelope = t.ingress.unwrap_or_default();
-                Unit {
-                    vm,
-                    min_rate_bps: envelope.min_rate_bps.unwrap_or(0) as f64,
-                    weight: f64::from(t.weight),
-                    priority: 1,
-                    cap_bps: rate(envelope.max_rate_bps),
-                    flows,
-                }
-            },
+        let ingress = active.units(
+            |i| Some(scenario.traffic[i].to).filter(|vm| vm.host == host_id),
+            |vm, flows| ingress_unit(scenario, vm, flows),
         );
-        for (kind, units) in [
-            (ResourceKind::Egress(host_id), egress),
-            (ResourceKind::Ingress(host_id), ingress),
+        for (kind, units, far) in [
+            (ResourceKind::Egress(host_id), egress, &receivers),
+            (ResourceKind::Ingress(host_id), ingress, &senders),
         ] {
             if !units.is_empty() {
-                let far = if matches!(kind, ResourceKind::Ingress(_)) {
-                    &senders
-                } else {
-                    &receivers
-                };
                 out.push(Resource {
                     kind,
                     capacity_bps: link,
@@ -210,31 +175,102 @@ pub fn resources(scenario: &HostsScenario, demand_bps: &[f64]) -> Vec<Resource> 
             }
         }
     }
-    if let Some(fabric_bps) = scenario.fabric_rate_bps {
-        let units = units_of(&|i| Some(scenario.traffic[i].from()), &|vm, flows| Unit {
+    out.extend(fabric(&active, &receivers));
+    out.extend(app_caps(&active, &receivers));
+    out
+}
+
+/// The flows of a scenario with a demand, in the scenario's order.
+struct ActiveFlows<'a> {
+    scenario: &'a HostsScenario,
+    demand_bps: &'a [f64],
+}
+
+impl ActiveFlows<'_> {
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.scenario.traffic.len())
+            .filter(|&i| self.demand_bps.get(i).is_some_and(|&d| d > 0.0))
+    }
+
+    /// The units at one resource: each VM that `side` puts there (`None`: the
+    /// flow does not cross it), made by `unit` with its flows, in VM order.
+    fn units(
+        &self,
+        side: impl Fn(usize) -> Option<Vm>,
+        unit: impl Fn(Vm, Vec<usize>) -> Unit,
+    ) -> Vec<Unit> {
+        let mut units: Vec<Unit> = Vec::new();
+        for i in self.iter() {
+            let Some(vm) = side(i) else { continue };
+            match units.iter_mut().find(|u| u.vm == vm) {
+                Some(u) => u.flows.push(i),
+                None => units.push(unit(vm, vec![i])),
+            }
+        }
+        units.sort_by_key(|u| u.vm);
+        units
+    }
+}
+
+/// A sending VM at its host's link out: its tenant's guarantee, weight, priority and cap.
+fn egress_unit(scenario: &HostsScenario, vm: Vm, flows: Vec<usize>) -> Unit {
+    let t = scenario.tenant(vm);
+    Unit {
+        vm,
+        min_rate_bps: t.min_rate_bps.unwrap_or(0) as f64,
+        weight: f64::from(t.weight),
+        priority: t.priority,
+        cap_bps: rate(t.max_rate_bps),
+        flows,
+    }
+}
+
+/// A receiving VM at its host's link in: its ingress envelope's guarantee and
+/// cap, its tenant's weight; priorities are the sender's, so all equal here.
+fn ingress_unit(scenario: &HostsScenario, vm: Vm, flows: Vec<usize>) -> Unit {
+    let t = scenario.tenant(vm);
+    let envelope = t.ingress.unwrap_or_default();
+    Unit {
+        vm,
+        min_rate_bps: envelope.min_rate_bps.unwrap_or(0) as f64,
+        weight: f64::from(t.weight),
+        priority: 1,
+        cap_bps: rate(envelope.max_rate_bps),
+        flows,
+    }
+}
+
+/// The fabric, where the scenario gives it a rate and some flow is active:
+/// sending VMs by weight alone.
+fn fabric(active: &ActiveFlows, receivers: &[Vm]) -> Option<Resource> {
+    let scenario = active.scenario;
+    let fabric_bps = scenario.fabric_rate_bps?;
+    let units = active.units(
+        |i| Some(scenario.traffic[i].from()),
+        |vm, flows| Unit {
             vm,
             min_rate_bps: 0.0,
             weight: f64::from(scenario.tenant(vm).weight),
             priority: 1,
             cap_bps: f64::INFINITY,
             flows,
-        });
-        if !units.is_empty() {
-            out.push(Resource {
-                kind: ResourceKind::Fabric,
-                capacity_bps: fabric_bps as f64,
-                units,
-                far: receivers.clone(),
-            });
-        }
-    }
+        },
+    );
+    (!units.is_empty()).then(|| Resource {
+        kind: ResourceKind::Fabric,
+        capacity_bps: fabric_bps as f64,
+        units,
+        far: receivers.to_vec(),
+    })
+}
+
+/// One resource per app with a `max_rate` that has active flows, in the order
+/// its first flow comes: the app's flows as one unit, the cap its capacity.
+fn app_caps(active: &ActiveFlows, receivers: &[Vm]) -> Vec<Resource> {
+    let scenario = active.scenario;
     let mut capped: Vec<(HostId, u32, Vec<usize>)> = Vec::new();
-    for (i, t) in scenario
-        .traffic
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| active(i))
-    {
+    for i in active.iter() {
+        let t = &scenario.traffic[i];
         let app = scenario.host(t.host).policy.app(t.traffic.app);
         if app.max_rate_bps.is_none() {
             continue;
@@ -247,24 +283,26 @@ pub fn resources(scenario: &HostsScenario, demand_bps: &[f64]) -> Vec<Resource> 
             None => capped.push((t.host, t.traffic.app.0, vec![i])),
         }
     }
-    for (host, app, flows) in capped {
-        let vm = scenario.traffic[flows[0]].from();
-        let policy = &scenario.host(host).policy;
-        out.push(Resource {
-            kind: ResourceKind::AppCap(host, app),
-            capacity_bps: rate(policy.apps[app as usize].max_rate_bps),
-            units: vec![Unit {
-                vm,
-                min_rate_bps: 0.0,
-                weight: 1.0,
-                priority: 1,
-                cap_bps: f64::INFINITY,
-                flows,
-            }],
-            far: receivers.clone(),
-        });
-    }
-    out
+    capped
+        .into_iter()
+        .map(|(host, app, flows)| {
+            let vm = scenario.traffic[flows[0]].from();
+            let policy = &scenario.host(host).policy;
+            Resource {
+                kind: ResourceKind::AppCap(host, app),
+                capacity_bps: rate(policy.apps[app as usize].max_rate_bps),
+                units: vec![Unit {
+                    vm,
+                    min_rate_bps: 0.0,
+                    weight: 1.0,
+                    priority: 1,
+                    cap_bps: f64::INFINITY,
+                    flows,
+                }],
+                far: receivers.to_vec(),
+            }
+        })
+        .collect()
 }
 
 /// Relative move of every rate under which the rounds have reached the fixed point.

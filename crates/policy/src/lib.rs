@@ -4,6 +4,22 @@
 //! traffic offered to it. This crate turns YAML into the validated [`Policy`] and
 //! [`Scenario`] (parse once at the edge, nothing past it panics), and computes the
 //! ideal (fluid) allocation every enforcer is judged against.
+//!
+//! From the bottom up:
+//! - `units`: rates, sizes and times as operators write them (`10Gbit`, `64KiB`,
+//!   `500ms`), and back;
+//! - `model`: the validated policy and scenario, and each traffic kind
+//!   (`model/kind.rs`); `hosts`: scenarios across hosts ([`HostsScenario`]);
+//! - [`limits`]: every bound on what sizes memory or work, with its reason;
+//! - `parse` and `error`: YAML to the model, each mistake located
+//!   ([`PolicyError`]); [`load_any_scenario`] reads one host or across hosts;
+//! - `ideal` and `ideal_hosts`: the ideal allocation ([`ideal_allocation`],
+//!   [`ideal_across_hosts`]); `explain`: it laid out for `nicsched explain`;
+//! - what both worlds share below them: [`wire`] (sizes and serialisation time
+//!   on the wire), [`policer`] (the VM ingress policer), [`pcc`] (PicNIC's
+//!   feedback rule), [`faults`] (`NICSCHED_FAULT`).
+//!
+//! It imports no other crate of the workspace; every one of them imports it.
 
 mod error;
 mod explain;

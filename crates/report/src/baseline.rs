@@ -339,11 +339,56 @@ fn run_delta(
     thresholds: &Thresholds,
     expected: &dyn Fn(&[&str]) -> bool,
 ) -> RunDelta {
-    let mut figures = Vec::new();
-    let mut add = |figure: String, kind: FigureKind, baseline: f64, value: f64, ideals| {
+    let mut deltas = Deltas {
+        thresholds,
+        figures: Vec::new(),
+        one_sided: Vec::new(),
+    };
+    deltas.headline(base, run);
+    deltas.tenants(base, run);
+    deltas.latencies(base, run);
+    deltas.add(
+        "drops".into(),
+        FigureKind::Drops,
+        base.drops() as f64,
+        run.drops() as f64,
+        NO_IDEALS,
+    );
+    RunDelta {
+        scenario: key.scenario,
+        enforcer: key.enforcer,
+        mode: key.mode,
+        figures: deltas.figures,
+        one_sided: deltas.one_sided,
+        missing: missing(base, run, expected),
+    }
+}
+
+/// The ideals of a figure that has none: only throughput is judged against its ideal.
+const NO_IDEALS: (f64, f64) = (0.0, 0.0);
+
+/// The figures of one run against its baseline run as they are judged, in the
+/// order the comparison lists them.
+struct Deltas<'a> {
+    thresholds: &'a Thresholds,
+    figures: Vec<FigureDelta>,
+    one_sided: Vec<OneSided>,
+}
+
+impl Deltas<'_> {
+    /// Judges one figure both sides have; `ideals` are the baseline's and the
+    /// run's, for a throughput.
+    fn add(
+        &mut self,
+        figure: String,
+        kind: FigureKind,
+        baseline: f64,
+        value: f64,
+        ideals: (f64, f64),
+    ) {
         let worse_by = worse_by(kind, baseline, value, ideals);
-        let threshold = thresholds.of(kind);
-        figures.push(FigureDelta {
+        let threshold = self.thresholds.of(kind);
+        self.figures.push(FigureDelta {
             figure,
             kind,
             baseline,
@@ -355,110 +400,101 @@ fn run_delta(
             // values no run gives) fails the comparison rather than passing it.
             regressed: worse_by.is_nan() || worse_by > threshold,
         });
-    };
-    let none = (0.0, 0.0);
-    let (b, r) = (&base.fairness, &run.fairness);
-    add(
-        "utilization".into(),
-        FigureKind::Utilization,
-        base.utilization,
-        run.utilization,
-        none,
-    );
-    add(
-        "fairness.jain_mean".into(),
-        FigureKind::Jain,
-        b.jain_mean,
-        r.jain_mean,
-        none,
-    );
-    add(
-        "fairness.jain_min".into(),
-        FigureKind::Jain,
-        b.jain_min,
-        r.jain_min,
-        none,
-    );
-    add(
-        "fairness.rel_error_mean".into(),
-        FigureKind::RelError,
-        b.rel_error_mean,
-        r.rel_error_mean,
-        none,
-    );
-    add(
-        "fairness.rel_error_max".into(),
-        FigureKind::RelError,
-        b.rel_error_max,
-        r.rel_error_max,
-        none,
-    );
-    let mut one_sided = Vec::new();
-    for tenant in &base.tenants {
-        let figure = format!("tenants.{}.throughput_bps", tenant.name);
-        match run.tenants.iter().find(|t| t.name == tenant.name) {
-            Some(now) => add(
-                figure,
-                FigureKind::Throughput,
-                tenant.throughput_bps,
-                now.throughput_bps,
-                (tenant.ideal_bps, now.ideal_bps),
-            ),
-            None => one_sided.push(OneSided {
-                figure,
-                only_in: "baseline",
-            }),
+    }
+
+    fn only_in(&mut self, figure: String, only_in: &'static str) {
+        self.one_sided.push(OneSided { figure, only_in });
+    }
+
+    /// Utilization and the fairness figures.
+    fn headline(&mut self, base: &Summary, run: &Summary) {
+        let (b, r) = (&base.fairness, &run.fairness);
+        self.add(
+            "utilization".into(),
+            FigureKind::Utilization,
+            base.utilization,
+            run.utilization,
+            NO_IDEALS,
+        );
+        self.add(
+            "fairness.jain_mean".into(),
+            FigureKind::Jain,
+            b.jain_mean,
+            r.jain_mean,
+            NO_IDEALS,
+        );
+        self.add(
+            "fairness.jain_min".into(),
+            FigureKind::Jain,
+            b.jain_min,
+            r.jain_min,
+            NO_IDEALS,
+        );
+        self.add(
+            "fairness.rel_error_mean".into(),
+            FigureKind::RelError,
+            b.rel_error_mean,
+            r.rel_error_mean,
+            NO_IDEALS,
+        );
+        self.add(
+            "fairness.rel_error_max".into(),
+            FigureKind::RelError,
+            b.rel_error_max,
+            r.rel_error_max,
+            NO_IDEALS,
+        );
+    }
+
+    /// Each tenant's throughput against its ideal: the baseline's tenants in
+    /// its order, then the tenants only the run has.
+    fn tenants(&mut self, base: &Summary, run: &Summary) {
+        for tenant in &base.tenants {
+            let figure = format!("tenants.{}.throughput_bps", tenant.name);
+            match run.tenants.iter().find(|t| t.name == tenant.name) {
+                Some(now) => self.add(
+                    figure,
+                    FigureKind::Throughput,
+                    tenant.throughput_bps,
+                    now.throughput_bps,
+                    (tenant.ideal_bps, now.ideal_bps),
+                ),
+                None => self.only_in(figure, "baseline"),
+            }
+        }
+        for tenant in run
+            .tenants
+            .iter()
+            .filter(|t| !base.tenants.iter().any(|b| b.name == t.name))
+        {
+            self.only_in(format!("tenants.{}.throughput_bps", tenant.name), "results");
         }
     }
-    for tenant in run
-        .tenants
-        .iter()
-        .filter(|t| !base.tenants.iter().any(|b| b.name == t.name))
-    {
-        one_sided.push(OneSided {
-            figure: format!("tenants.{}.throughput_bps", tenant.name),
-            only_in: "results",
-        });
-    }
-    let sampled = |summary: &Summary, traffic: &str| {
-        summary
-            .latency
-            .get(traffic)
-            .filter(|latency| latency.count > 0)
-            .map(|latency| latency.p99_us)
-    };
-    let mut traffics: Vec<&String> = base.latency.keys().chain(run.latency.keys()).collect();
-    traffics.sort_unstable();
-    traffics.dedup();
-    for traffic in traffics {
-        let figure = format!("latency.{traffic}.p99_us");
-        match (sampled(base, traffic), sampled(run, traffic)) {
-            (Some(baseline), Some(value)) => add(figure, FigureKind::P99, baseline, value, none),
-            (Some(_), None) => one_sided.push(OneSided {
-                figure,
-                only_in: "baseline",
-            }),
-            (None, Some(_)) => one_sided.push(OneSided {
-                figure,
-                only_in: "results",
-            }),
-            (None, None) => {}
+
+    /// Each traffic's latency p99, by name across both sides; a traffic that
+    /// recorded no sample counts as absent on that side.
+    fn latencies(&mut self, base: &Summary, run: &Summary) {
+        let sampled = |summary: &Summary, traffic: &str| {
+            summary
+                .latency
+                .get(traffic)
+                .filter(|latency| latency.count > 0)
+                .map(|latency| latency.p99_us)
+        };
+        let mut traffics: Vec<&String> = base.latency.keys().chain(run.latency.keys()).collect();
+        traffics.sort_unstable();
+        traffics.dedup();
+        for traffic in traffics {
+            let figure = format!("latency.{traffic}.p99_us");
+            match (sampled(base, traffic), sampled(run, traffic)) {
+                (Some(baseline), Some(value)) => {
+                    self.add(figure, FigureKind::P99, baseline, value, NO_IDEALS)
+                }
+                (Some(_), None) => self.only_in(figure, "baseline"),
+                (None, Some(_)) => self.only_in(figure, "results"),
+                (None, None) => {}
+            }
         }
-    }
-    add(
-        "drops".into(),
-        FigureKind::Drops,
-        base.drops() as f64,
-        run.drops() as f64,
-        none,
-    );
-    RunDelta {
-        scenario: key.scenario,
-        enforcer: key.enforcer,
-        mode: key.mode,
-        figures,
-        one_sided,
-        missing: missing(base, run, expected),
     }
 }
 

@@ -196,10 +196,31 @@ fn drawn_series(run: &Run, kinds: &[KindCharts]) -> io::Result<HashMap<Wanted, S
 
 fn render(runs: &[Run], folder: &Path) -> io::Result<String> {
     let reference_bps = runs.iter().map(|r| r.link_rate_bps).fold(0.0, f64::max);
-    let labels = labels(runs);
-    let shown: Vec<Shown> = runs
+    let shown = shown_runs(runs, reference_bps);
+    let kinds = kind_charts(&shown);
+    let drawn = shown
         .iter()
-        .zip(labels)
+        .map(|s| drawn_series(s.run, &kinds))
+        .collect::<io::Result<Vec<_>>>()?;
+    let charts = PageCharts::of(&shown, &kinds, &drawn);
+
+    let mut html = String::new();
+    push_head(&mut html, runs);
+    push_notes(&mut html, &shown, reference_bps);
+    push_left_out(&mut html, &shown, &kinds);
+    push_summary_table(&mut html, &shown);
+    charts.push_sections(&mut html);
+    push_checks(&mut html, &shown);
+    push_provenance(&mut html, &shown, folder);
+    push_page_data(&mut html, charts.charts);
+    Ok(html)
+}
+
+/// Each run with its label, its colour and the scale that draws its rates on
+/// the fastest run's link (`reference_bps`).
+fn shown_runs(runs: &[Run], reference_bps: f64) -> Vec<Shown<'_>> {
+    runs.iter()
+        .zip(labels(runs))
         .enumerate()
         .map(|(i, (run, label))| Shown {
             run,
@@ -212,16 +233,59 @@ fn render(runs: &[Run], folder: &Path) -> io::Result<String> {
                 1.0
             },
         })
-        .collect();
+        .collect()
+}
 
-    let kinds = kind_charts(&shown);
-    let drawn = shown
-        .iter()
-        .map(|s| drawn_series(s.run, &kinds))
-        .collect::<io::Result<Vec<_>>>()?;
-    let mut charts = Vec::new();
-    let mut sections: Vec<(&str, Vec<usize>)> = Vec::new();
-    for k in &kinds {
+/// Every chart of the page, and the sections that show them, by index into
+/// `charts` (which is also each chart's place in the page's data).
+struct PageCharts {
+    charts: Vec<Chart>,
+    /// One section per kind of throughput chart, with its heading.
+    throughput: Vec<(&'static str, Vec<usize>)>,
+    fairness: Vec<usize>,
+    latency: Vec<usize>,
+}
+
+impl PageCharts {
+    /// The throughput charts of `kinds` from each run's `drawn` series, then
+    /// Jain's index and relative error, then a latency CDF per traffic in the
+    /// order the runs first name it.
+    fn of(shown: &[Shown], kinds: &[KindCharts], drawn: &[HashMap<Wanted, Series>]) -> PageCharts {
+        let mut page = PageCharts {
+            charts: Vec::new(),
+            throughput: Vec::new(),
+            fairness: Vec::new(),
+            latency: Vec::new(),
+        };
+        for k in kinds {
+            page.add_throughput(shown, k, drawn);
+        }
+        let at = page.charts.len();
+        page.fairness = vec![at, at + 1];
+        page.charts.push(fairness_chart(shown, true, at));
+        page.charts.push(fairness_chart(shown, false, at + 1));
+        let mut traffics: Vec<&str> = Vec::new();
+        for cdf in shown.iter().flat_map(|s| &s.run.latency) {
+            if !traffics.contains(&cdf.traffic.as_str()) {
+                traffics.push(&cdf.traffic);
+            }
+        }
+        for traffic in traffics {
+            page.latency.push(page.charts.len());
+            page.charts
+                .push(latency_chart(shown, traffic, page.charts.len()));
+        }
+        page
+    }
+
+    /// The section of one kind's throughput charts: one per name it shows,
+    /// then the rest together.
+    fn add_throughput(
+        &mut self,
+        shown: &[Shown],
+        k: &KindCharts,
+        drawn: &[HashMap<Wanted, Series>],
+    ) {
         let (heading, what, whats) = match k.kind {
             SeriesKind::Tenant => ("Throughput per tenant", "tenant", "tenants"),
             SeriesKind::App => ("Throughput per app", "app", "apps"),
@@ -240,29 +304,28 @@ fn render(runs: &[Run], folder: &Path) -> io::Result<String> {
                 )
             }));
         for (want, title) in wanted {
-            members.push(charts.len());
+            members.push(self.charts.len());
             let series: Vec<Option<&Series>> = drawn.iter().map(|d| d.get(&want)).collect();
-            charts.push(throughput_chart(&shown, &series, title, charts.len()));
+            self.charts
+                .push(throughput_chart(shown, &series, title, self.charts.len()));
         }
-        sections.push((heading, members));
+        self.throughput.push((heading, members));
     }
-    let fairness = vec![charts.len(), charts.len() + 1];
-    charts.push(fairness_chart(&shown, true, charts.len()));
-    charts.push(fairness_chart(&shown, false, charts.len()));
-    let mut traffics: Vec<&str> = Vec::new();
-    for cdf in shown.iter().flat_map(|s| &s.run.latency) {
-        if !traffics.contains(&cdf.traffic.as_str()) {
-            traffics.push(&cdf.traffic);
-        }
-    }
-    let latency: Vec<usize> = traffics
-        .iter()
-        .map(|traffic| {
-            charts.push(latency_chart(&shown, traffic, charts.len()));
-            charts.len() - 1
-        })
-        .collect();
 
+    /// The charts under their headings; no latency heading where no run has one.
+    fn push_sections(&self, html: &mut String) {
+        for (heading, members) in &self.throughput {
+            push_charts(html, heading, members, &self.charts);
+        }
+        push_charts(html, "Fairness per interval", &self.fairness, &self.charts);
+        if !self.latency.is_empty() {
+            push_charts(html, "Latency CDF", &self.latency, &self.charts);
+        }
+    }
+}
+
+/// The page's head, styles and error trap, and its title: the runs' scenarios.
+fn push_head(html: &mut String, runs: &[Run]) {
     let mut scenarios: Vec<&str> = Vec::new();
     for run in runs {
         if !scenarios.contains(&run.scenario.as_str()) {
@@ -270,7 +333,6 @@ fn render(runs: &[Run], folder: &Path) -> io::Result<String> {
         }
     }
     let title = format!("nicsched: {}", scenarios.join(", "));
-    let mut html = String::new();
     // Writing into a String cannot fail.
     let _ = write!(
         html,
@@ -283,20 +345,10 @@ fn render(runs: &[Run], folder: &Path) -> io::Result<String> {
         escape(&title),
     );
     let _ = writeln!(html, "<p class=\"meta\">{}</p>", escape(&overview(runs)));
-    push_notes(&mut html, &shown, reference_bps);
-    push_left_out(&mut html, &shown, &kinds);
-    push_summary_table(&mut html, &shown);
+}
 
-    for (heading, members) in &sections {
-        push_charts(&mut html, heading, members, &charts);
-    }
-    push_charts(&mut html, "Fairness per interval", &fairness, &charts);
-    if !latency.is_empty() {
-        push_charts(&mut html, "Latency CDF", &latency, &charts);
-    }
-    push_checks(&mut html, &shown);
-    push_provenance(&mut html, &shown, folder);
-
+/// The charts as the JSON the page's script draws, then the scripts, closing the page.
+fn push_page_data(html: &mut String, charts: Vec<Chart>) {
     let data = serde_json::to_string(&PageData { charts }).expect("finite figures serialize");
     // Inside <script>, "</script>" or "<!--" in a name would end or break it.
     let data = data.replace('<', "\\u003c");
@@ -306,7 +358,6 @@ fn render(runs: &[Run], folder: &Path) -> io::Result<String> {
          <script type=\"application/json\" id=\"report-data\">{data}</script>\n\
          <script>{UPLOT_JS}</script>\n<script>{REPORT_JS}</script>\n</body>\n</html>\n"
     );
-    Ok(html)
 }
 
 /// Says what the charts leave out: series past [`CHARTS_PER_KIND_MAX`] of a

@@ -23,7 +23,12 @@
 //! - `compare`: runs of one scenario from any world (sim, lab) side by side, read
 //!   back from their summary.json (`load_summaries`, `side_by_side`), from complete
 //!   runs only; `baseline`: runs against a baseline's, figure by figure, with the
-//!   figures that got worse beyond a threshold (`against_baseline`).
+//!   figures that got worse beyond a threshold (`against_baseline`);
+//! - `hosts`: the figures of a run across hosts (`HostsRecord`,
+//!   `summarise_hosts`).
+//!
+//! It imports only `policy` of the workspace: the simulator and the lab hand it
+//! their records, and it imports neither.
 
 mod baseline;
 mod checks;

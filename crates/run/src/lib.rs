@@ -28,6 +28,9 @@
 //! - [`jobs`]: independent runs spread over threads.
 //!
 //! Errors are [`Failure`]s: a message and the exit status the CLI ends with.
+//!
+//! It imports both worlds (`sim` and `lab`) with `policy`, `sched` and `report`;
+//! of the workspace only the CLI imports it.
 
 pub mod compare;
 pub mod driver;

@@ -18,6 +18,9 @@
 //! - [`registry`]: every enforcer, listed once: where it runs and how it is built,
 //!   its feedback across hosts, how it runs on several cores, where it is a default,
 //!   and what `check` says of it.
+//!
+//! It imports only `policy` of the workspace: nothing of the simulator, the
+//! datapath or the lab, which all build their enforcers from here.
 
 pub mod accounting;
 pub mod bench;

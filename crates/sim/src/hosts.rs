@@ -125,8 +125,45 @@ pub fn run_hosts(
     model: HostModel,
     progress: &mut dyn FnMut(u64),
 ) -> Result<HostsRecord, BuildError> {
-    let capacity = sched::Capacity::for_host(enforcer, model.limits);
     let feedback = sched::registry::feedback(enforcer);
+    let hosts = build_hosts(scenario, enforcer, model, feedback)?;
+    let (vm_offset, vms) = vm_offsets(scenario);
+    let flows = scenario.traffic.len();
+    let senders = Senders::of(scenario);
+    let mut run = Run {
+        scenario,
+        fabric_free_ns: 0,
+        model,
+        events: first_events(scenario, feedback),
+        hosts,
+        senders: senders.senders,
+        vm_offset,
+        policer: vec![policy::policer::Policer::default(); vms as usize],
+        record: HostsRecord {
+            latency: senders.latency,
+            ..HostsRecord::empty(scenario, enforcer, report::Mode::Sim)
+        },
+        latency_of: senders.latency_of,
+        traffic_senders: senders.traffic_senders,
+        sent: RateWindow::new(flows),
+        arrived: RateWindow::new(flows),
+        backlog: Backlog::new(flows),
+        arrived_packets: RateWindow::packets(flows),
+    };
+    run.until_done(progress);
+    run.finish();
+    Ok(run.record)
+}
+
+/// Each host with its own enforcer built for its policy, its engine's cores and
+/// its feedback state; fails as the enforcer's build does.
+fn build_hosts(
+    scenario: &HostsScenario,
+    enforcer: &str,
+    model: HostModel,
+    feedback: Feedback,
+) -> Result<Vec<Host>, BuildError> {
+    let capacity = sched::Capacity::for_host(enforcer, model.limits);
     let mut hosts = Vec::new();
     for (h, host) in scenario.hosts.iter().enumerate() {
         hosts.push(Host {
@@ -144,52 +181,82 @@ pub fn run_hosts(
             pcc: HostPcc::new(scenario, HostId(h as u16), feedback),
         });
     }
+    Ok(hosts)
+}
+
+/// Where each host's VMs start in the flat per-VM tables, and how many VMs
+/// there are in all.
+fn vm_offsets(scenario: &HostsScenario) -> (Vec<u32>, u32) {
     let mut vm_offset = Vec::new();
     let mut vms = 0u32;
     for host in &scenario.hosts {
         vm_offset.push(vms);
         vms += host.policy.tenants.len() as u32;
     }
-    let flows = scenario.traffic.len();
-    let mut senders = Vec::new();
-    let mut latency = Vec::new();
-    let mut latency_of = Vec::new();
-    let mut traffic_senders = Vec::new();
-    for (ti, t) in scenario.traffic.iter().enumerate() {
-        let policy = &scenario.host(t.host).policy;
-        let (kind, send_bytes) = SenderKind::of(
-            &t.traffic.kind,
-            policy.link.mtu_bytes,
-            policy.flow_cap_bps(t.traffic.app),
-        );
-        latency_of.push(t.traffic.kind.has_requests().then(|| {
-            latency.push(LatencyRecord {
-                traffic: t.traffic.name.clone(),
-                histogram_ns: latency_histogram(),
-            });
-            latency.len() - 1
-        }));
-        let first = senders.len() as u32;
-        for _ in 0..t.traffic.kind.flows() {
-            let index = senders.len() as u64;
-            senders.push(Sender {
-                traffic: ti,
-                kind,
-                send_bytes,
-                active: false,
-                window: WINDOW_INITIAL,
-                in_flight: 0,
-                at_host: 0,
-                last_cut_ns: 0,
-                slow_start: true,
-                retry_pending: false,
-                rng: ChaCha8Rng::seed_from_u64(
-                    scenario.seed ^ (index + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                ),
-            });
+    (vm_offset, vms)
+}
+
+/// The senders of every traffic, and the latency records of those that ask requests.
+struct Senders {
+    senders: Vec<Sender>,
+    latency: Vec<LatencyRecord>,
+    latency_of: Vec<Option<usize>>,
+    traffic_senders: Vec<std::ops::Range<u32>>,
+}
+
+impl Senders {
+    /// One sender per flow of each traffic, each with its own random stream
+    /// seeded from the scenario's seed and its index, so that a sender draws
+    /// the same numbers whatever the others do.
+    fn of(scenario: &HostsScenario) -> Senders {
+        let mut out = Senders {
+            senders: Vec::new(),
+            latency: Vec::new(),
+            latency_of: Vec::new(),
+            traffic_senders: Vec::new(),
+        };
+        for (ti, t) in scenario.traffic.iter().enumerate() {
+            let policy = &scenario.host(t.host).policy;
+            let (kind, send_bytes) = SenderKind::of(
+                &t.traffic.kind,
+                policy.link.mtu_bytes,
+                policy.flow_cap_bps(t.traffic.app),
+            );
+            out.latency_of.push(t.traffic.kind.has_requests().then(|| {
+                out.latency.push(LatencyRecord {
+                    traffic: t.traffic.name.clone(),
+                    histogram_ns: latency_histogram(),
+                });
+                out.latency.len() - 1
+            }));
+            let first = out.senders.len() as u32;
+            for _ in 0..t.traffic.kind.flows() {
+                let index = out.senders.len() as u64;
+                out.senders.push(Sender {
+                    traffic: ti,
+                    kind,
+                    send_bytes,
+                    active: false,
+                    window: WINDOW_INITIAL,
+                    in_flight: 0,
+                    at_host: 0,
+                    last_cut_ns: 0,
+                    slow_start: true,
+                    retry_pending: false,
+                    rng: ChaCha8Rng::seed_from_u64(
+                        scenario.seed ^ (index + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                    ),
+                });
+            }
+            out.traffic_senders.push(first..out.senders.len() as u32);
         }
-        traffic_senders.push(first..senders.len() as u32);
+        out
     }
+}
+
+/// Each traffic's start and stop, and the first feedback epoch where the
+/// enforcer feeds rates back.
+fn first_events(scenario: &HostsScenario, feedback: Feedback) -> EventQueue<Ev> {
     let mut events = EventQueue::default();
     for (ti, t) in scenario.traffic.iter().enumerate() {
         events.schedule(t.traffic.start_ns, Ev::Start(ti));
@@ -198,40 +265,7 @@ pub fn run_hosts(
     if feedback != Feedback::None {
         events.schedule(scenario.feedback.epoch_ns, Ev::Epoch);
     }
-    let mut run = Run {
-        scenario,
-        fabric_free_ns: 0,
-        model,
-        events,
-        hosts,
-        senders,
-        vm_offset,
-        policer: vec![policy::policer::Policer::default(); vms as usize],
-        record: HostsRecord {
-            latency,
-            ..HostsRecord::empty(scenario, enforcer, report::Mode::Sim)
-        },
-        latency_of,
-        traffic_senders,
-        sent: RateWindow::new(flows),
-        arrived: RateWindow::new(flows),
-        backlog: Backlog::new(flows),
-        arrived_packets: RateWindow::packets(flows),
-    };
-    let mut next_progress = 0;
-    while let Some((now, ev)) = run.events.pop() {
-        if now >= scenario.duration_ns {
-            break;
-        }
-        if now >= next_progress {
-            progress(now);
-            next_progress = now + scenario.duration_ns / 100;
-        }
-        run.handle(now, ev);
-    }
-    progress(scenario.duration_ns);
-    run.finish();
-    Ok(run.record)
+    events
 }
 
 /// A packet handle: the sender in the low 24 bits, the issue time above.
@@ -244,6 +278,24 @@ fn unhandle(handle: u64) -> (u32, u64) {
 }
 
 impl Run<'_> {
+    /// Handles events in time order until the scenario's end, reporting the
+    /// simulated time about every hundredth of the run.
+    fn until_done(&mut self, progress: &mut dyn FnMut(u64)) {
+        let duration_ns = self.scenario.duration_ns;
+        let mut next_progress = 0;
+        while let Some((now, ev)) = self.events.pop() {
+            if now >= duration_ns {
+                break;
+            }
+            if now >= next_progress {
+                progress(now);
+                next_progress = now + duration_ns / 100;
+            }
+            self.handle(now, ev);
+        }
+        progress(duration_ns);
+    }
+
     fn interval(&self, now: u64) -> usize {
         report::measure::interval_of(now, self.scenario.interval_ns)
             .min(self.record.sent_bytes[0].len() - 1)

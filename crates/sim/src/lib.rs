@@ -13,7 +13,11 @@
 //! - `engine`: senders (bulk TCP-like flows placed on the tenant's cores, udp,
 //!   poisson, rpc), backpressure from the ring to their sockets, the link,
 //!   completions.
+//! - `hosts`: [`run_hosts`], a scenario across hosts: each host's egress, the
+//!   fabric, each receiving host's ingress and its VMs' policers, PicNIC's feedback.
 //! - `faults` (feature `faults`, tests only): figures made wrong on purpose.
+//!
+//! It imports `policy`, `sched` and `report`; never the lab or the datapath.
 
 mod engine;
 mod events;
