@@ -716,35 +716,8 @@ impl Fold {
 
 pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
     let path = &args.scenario;
-    let base = match run::scenario::load_scenario_to_run(path)? {
-        policy::AnyScenario::OneHost(scenario) => scenario,
-        policy::AnyScenario::Hosts(_) => {
-            return Err(Failure::input(format!(
-                "{}: nicsched sweep runs scenarios of one host (`policy:`); a scenario across hosts (`hosts:`) is not swept yet: run nicsched sim on each variant",
-                path.display()
-            )));
-        }
-    };
-    if args.sets.is_empty() {
-        return Err(Failure::input(
-            "nicsched sweep: give at least one --set KEY=V1,V2,... (docs/scenario.md, \"Sweeps\")",
-        ));
-    }
-    let sets: Vec<GivenSet> = args
-        .sets
-        .iter()
-        .map(|set| parse_set(set))
-        .collect::<Result<_, _>>()?;
-    if let Some((_, (twice, _, _))) = sets
-        .iter()
-        .enumerate()
-        .find(|(i, set)| sets[..*i].iter().any(|s| s.0 == set.0))
-    {
-        return Err(Failure::input(format!(
-            "--set {}: the key is swept twice; give its values in one --set",
-            shown(twice)
-        )));
-    }
+    let base = swept_scenario(path)?;
+    let sets = given_sets(&args.sets)?;
     let seeds = match &args.seeds {
         Some(text) => parse_seeds(text)?,
         None => vec![base.seed],
@@ -765,21 +738,7 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
     // more settings at once.
     let parsing = jobs::threads(None, grid.settings).min(jobs::threads(args.jobs, grid.settings));
     let columns = validate(&grid, &enforcers, parsing)?;
-    let threads = jobs::threads(args.jobs, runs);
-    let threads = match jobs::memory_available() {
-        Some(available) => {
-            let fit = jobs::within_memory(threads, columns.run_bytes, available);
-            if fit < threads {
-                eprintln!(
-                    "nicsched sweep: running {fit} at a time, not {threads}: a run of this scenario takes up to about {} MB and {} MB of memory is available",
-                    columns.run_bytes >> 20,
-                    available >> 20
-                );
-            }
-            fit
-        }
-        None => threads,
-    };
+    let threads = threads_in_memory(args.jobs, runs, columns.run_bytes);
     let out = args
         .out
         .clone()
@@ -832,6 +791,66 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
     let written = out.commit(&provenance).map_err(|e| unwritten(&target, e))?;
     print!("{}", sweep.table(&plotted, &cells, &fold));
     println!("results: {}", written.display());
+    flag_failed(&sweep, &fold)
+}
+
+/// The scenario of one host a sweep varies.
+fn swept_scenario(path: &Path) -> Result<policy::Scenario, Failure> {
+    match run::scenario::load_scenario_to_run(path)? {
+        policy::AnyScenario::OneHost(scenario) => Ok(scenario),
+        policy::AnyScenario::Hosts(_) => Err(Failure::input(format!(
+            "{}: nicsched sweep runs scenarios of one host (`policy:`); a scenario across hosts (`hosts:`) is not swept yet: run nicsched sim on each variant",
+            path.display()
+        ))),
+    }
+}
+
+/// The `--set`s, each key swept once.
+fn given_sets(given: &[String]) -> Result<Vec<GivenSet>, Failure> {
+    if given.is_empty() {
+        return Err(Failure::input(
+            "nicsched sweep: give at least one --set KEY=V1,V2,... (docs/scenario.md, \"Sweeps\")",
+        ));
+    }
+    let sets: Vec<GivenSet> = given
+        .iter()
+        .map(|set| parse_set(set))
+        .collect::<Result<_, _>>()?;
+    if let Some((_, (twice, _, _))) = sets
+        .iter()
+        .enumerate()
+        .find(|(i, set)| sets[..*i].iter().any(|s| s.0 == set.0))
+    {
+        return Err(Failure::input(format!(
+            "--set {}: the key is swept twice; give its values in one --set",
+            shown(twice)
+        )));
+    }
+    Ok(sets)
+}
+
+/// The runs at once: `-j` (or one per core), fewer where that many would not
+/// fit in the memory available, saying so.
+fn threads_in_memory(jobs: Option<usize>, runs: usize, run_bytes: u64) -> usize {
+    let threads = jobs::threads(jobs, runs);
+    match jobs::memory_available() {
+        Some(available) => {
+            let fit = jobs::within_memory(threads, run_bytes, available);
+            if fit < threads {
+                eprintln!(
+                    "nicsched sweep: running {fit} at a time, not {threads}: a run of this scenario takes up to about {} MB and {} MB of memory is available",
+                    run_bytes >> 20,
+                    available >> 20
+                );
+            }
+            fit
+        }
+        None => threads,
+    }
+}
+
+/// Status 3, naming every run whose self-checks failed, when one did.
+fn flag_failed(sweep: &Sweep, fold: &Fold) -> Result<(), Failure> {
     let failed: Vec<String> = fold
         .failed
         .iter()
@@ -839,7 +858,7 @@ pub(crate) fn sweep(args: SweepArgs) -> Result<(), Failure> {
             let (setting, seed, enforcer) = sweep.point(point);
             format!(
                 "{} seed {seed} {enforcer}: {}",
-                grid.said(setting),
+                sweep.grid.said(setting),
                 checks.join(", ")
             )
         })
