@@ -500,23 +500,7 @@ impl Engine {
             .map(|p| RxRing::open_vnet(p, ring_bytes, RCVBUF_BYTES))
             .collect::<std::io::Result<Vec<_>>>()?;
         let mut uplink = RxRing::open_vnet(&self.config.uplink, ring_bytes, RCVBUF_BYTES)?;
-        let mut fds: Vec<_> = ports.iter().map(|p| p.socket().raw_fd()).collect();
-        fds.push(uplink.socket().raw_fd());
-        // Processed frames wake the engine as a frame does.
-        let done_fd = self.shared.as_ref().map(|s| s.done_ready.raw_fd());
-        fds.extend(done_fd);
-        // Feedback from other hosts wakes the engine as a frame does.
-        let control_fd = self.hosts.as_ref().map(HostSide::control_fd);
-        fds.extend(control_fd);
-        let mut poller = Poller::new(&fds);
-        // While the emulated link is busy a tenant's frame can wait in its ring:
-        // it cannot leave before the link frees, and the engine reads every port
-        // before it dequeues. Waking for each one cost a core at 50 000 frames/s and
-        // starved the senders. Return traffic (ACKs, requests) still wakes it.
-        let mut return_fds = vec![uplink.socket().raw_fd()];
-        return_fds.extend(done_fd);
-        return_fds.extend(control_fd);
-        let mut return_poller = Poller::new(&return_fds);
+        let (mut poller, mut return_poller) = self.pollers(&ports, &uplink);
         let transmitters = (0..self.config.transmit_threads)
             .map(|_| PacketSocket::open_sender(&self.config.uplink))
             .collect::<std::io::Result<Vec<_>>>()?;
@@ -602,6 +586,29 @@ impl Engine {
             result.map(|()| spent)
         })?;
         Ok(self.finish(shared, spent))
+    }
+
+    /// What wakes the engine: every port, the uplink, the cores' processed
+    /// frames and other hosts' feedback; and, while the link is busy, all but
+    /// the tenants' ports.
+    fn pollers(&self, ports: &[RxRing], uplink: &RxRing) -> (Poller, Poller) {
+        let mut fds: Vec<_> = ports.iter().map(|p| p.socket().raw_fd()).collect();
+        fds.push(uplink.socket().raw_fd());
+        // Processed frames wake the engine as a frame does.
+        let done_fd = self.shared.as_ref().map(|s| s.done_ready.raw_fd());
+        fds.extend(done_fd);
+        // Feedback from other hosts wakes the engine as a frame does.
+        let control_fd = self.hosts.as_ref().map(HostSide::control_fd);
+        fds.extend(control_fd);
+        let poller = Poller::new(&fds);
+        // While the emulated link is busy a tenant's frame can wait in its ring:
+        // it cannot leave before the link frees, and the engine reads every port
+        // before it dequeues. Waking for each one cost a core at 50 000 frames/s and
+        // starved the senders. Return traffic (ACKs, requests) still wakes it.
+        let mut return_fds = vec![uplink.socket().raw_fd()];
+        return_fds.extend(done_fd);
+        return_fds.extend(control_fd);
+        (poller, Poller::new(&return_fds))
     }
 
     /// The engine's loop, until `stop`: the five steps of the module's docs.

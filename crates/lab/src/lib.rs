@@ -870,37 +870,11 @@ fn start_measuring(
             .collect()
     });
     if let Some(drops) = drops.clone() {
-        let costs_ns: Vec<u64> = plans
-            .iter()
-            .map(|p| scenario.traffic[p.traffic].cost_ns)
-            .collect();
-        let frames: Vec<_> = plans.iter().map(|p| p.frames.clone()).collect();
-        let cores = cores::CoreSetup::for_run(policy, enforcer, &costs_ns, &frames);
-        let mut buffer = engine::HostBuffer::new(enforcer, policy, options.qdisc)?;
-        // Frames waiting for a core hold their slots too.
-        buffer.slab_slots += cores.as_ref().map_or(0, |c| c.queued_max(policy));
-        let config = engine::EngineConfig {
-            ports: plan.tenants.iter().map(|t| t.port.clone()).collect(),
-            tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
-            uplink: plan.uplink.clone(),
-            link_rate_bps: Some(policy.link.rate_bps),
-            buffer,
-            transmit_threads: options.engine_threads.saturating_sub(1),
-            cores,
-        };
         let stop = workers.stop.clone();
-        let (name, policy) = (enforcer.to_string(), policy.clone());
-        workers.engine = Some(spawn_worker(
-            "nicsched-engine",
-            plan.engine_ns.clone(),
-            move |ready| {
-                let built = sched::build_with(&name, &policy, config.buffer.capacity)
-                    .map_err(|e| std::io::Error::other(e.to_string()))?;
-                engine::Engine::new(config, classifier, &policy, built)?
-                    .publishing_drops(drops)
-                    .run(&stop, ready)
-            },
-        )?);
+        let engine = spawn_engine(
+            scenario, enforcer, options, plan, plans, classifier, drops, stop,
+        );
+        workers.engine = Some(engine?);
     }
     for crafted in &options.crafted {
         let tenant = &plan.tenants[crafted.tenant];
@@ -921,6 +895,48 @@ fn start_measuring(
         origin,
         measured,
         drops,
+    })
+}
+
+/// The engine thread in the engine's namespace: it builds the enforcer there
+/// and forwards until `stop`, publishing each tenant's drops in `drops`.
+#[allow(clippy::too_many_arguments)]
+fn spawn_engine(
+    scenario: &Scenario,
+    enforcer: &str,
+    options: &LabOptions,
+    plan: &topology::Plan,
+    plans: &[traffic::TrafficPlan],
+    classifier: Classifier,
+    drops: Arc<[AtomicU64]>,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<std::io::Result<EngineStats>>, LabError> {
+    let policy = &scenario.policy;
+    let costs_ns: Vec<u64> = plans
+        .iter()
+        .map(|p| scenario.traffic[p.traffic].cost_ns)
+        .collect();
+    let frames: Vec<_> = plans.iter().map(|p| p.frames.clone()).collect();
+    let cores = cores::CoreSetup::for_run(policy, enforcer, &costs_ns, &frames);
+    let mut buffer = engine::HostBuffer::new(enforcer, policy, options.qdisc)?;
+    // Frames waiting for a core hold their slots too.
+    buffer.slab_slots += cores.as_ref().map_or(0, |c| c.queued_max(policy));
+    let config = engine::EngineConfig {
+        ports: plan.tenants.iter().map(|t| t.port.clone()).collect(),
+        tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
+        uplink: plan.uplink.clone(),
+        link_rate_bps: Some(policy.link.rate_bps),
+        buffer,
+        transmit_threads: options.engine_threads.saturating_sub(1),
+        cores,
+    };
+    let (name, policy) = (enforcer.to_string(), policy.clone());
+    spawn_worker("nicsched-engine", plan.engine_ns.clone(), move |ready| {
+        let built = sched::build_with(&name, &policy, config.buffer.capacity)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        engine::Engine::new(config, classifier, &policy, built)?
+            .publishing_drops(drops)
+            .run(&stop, ready)
     })
 }
 
