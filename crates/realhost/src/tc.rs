@@ -207,7 +207,8 @@ pub fn parse_filters(text: &str) -> Vec<Filter> {
                 protocol: value("protocol")?.to_string(),
                 prio: value("pref")?.parse().ok()?,
                 node: value("fh")?.rsplit_once("::")?.1.to_string(),
-                flowid: value("flowid")?.to_string(),
+                // `*flowid` where the class is under the filter's own qdisc.
+                flowid: value("flowid").or_else(|| value("*flowid"))?.to_string(),
             })
         })
         .collect();
@@ -256,7 +257,7 @@ mod tests {
 
     #[test]
     fn only_filters_with_a_class_are_read() {
-        let text = "filter protocol ip pref 1 u32 chain 0 \nfilter protocol ip pref 1 u32 chain 0 fh 800: ht divisor 1 \nfilter protocol ip pref 1 u32 chain 0 fh 800::1 order 1 key ht 800 bkt 0 flowid 1:4 not_in_hw \n  match 0a090001/ffffffff at 12\nfilter protocol ipv6 pref 3 u32 chain 0 fh 802::a order 10 key ht 802 bkt 0 flowid 1:6 not_in_hw \n";
+        let text = "filter protocol ip pref 1 u32 chain 0 \nfilter protocol ip pref 1 u32 chain 0 fh 800: ht divisor 1 \nfilter protocol ip pref 1 u32 chain 0 fh 800::1 order 1 key ht 800 bkt 0 *flowid 1:4 not_in_hw \n  match 0a090001/ffffffff at 12\nfilter protocol ipv6 pref 3 u32 chain 0 fh 802::a order 10 key ht 802 bkt 0 flowid 1:6 not_in_hw \n";
         assert_eq!(
             parse_filters(text),
             vec![
