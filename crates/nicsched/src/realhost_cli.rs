@@ -87,8 +87,8 @@ pub(crate) fn apply(args: ApplyArgs) -> Result<(), Failure> {
     let (policy, commands) = match mechanism {
         realhost::Mechanism::Htb => compiled(&file, &args.dev)?,
     };
-    let applied = realhost::apply(&args.dev, &file.display().to_string(), &commands)
-        .map_err(failure)?;
+    let applied =
+        realhost::apply(&args.dev, &file.display().to_string(), &commands).map_err(failure)?;
     let approximation = lab::htb_approximation(&policy);
     if args.json {
         run::output::print_json(&serde_json::json!({

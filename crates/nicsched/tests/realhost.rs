@@ -53,9 +53,27 @@ impl Pair {
             ok(&["ip", "netns", "add", ns]);
         }
         ok(&[
-            "ip", "link", "add", &pair.dev, "numtxqueues", "4", "numrxqueues", "4", "netns",
-            &pair.host, "type", "veth", "peer", "name", &pair.peer, "numtxqueues", "4",
-            "numrxqueues", "4", "netns", &pair.sink,
+            "ip",
+            "link",
+            "add",
+            &pair.dev,
+            "numtxqueues",
+            "4",
+            "numrxqueues",
+            "4",
+            "netns",
+            &pair.host,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &pair.peer,
+            "numtxqueues",
+            "4",
+            "numrxqueues",
+            "4",
+            "netns",
+            &pair.sink,
         ]);
         for address in ["10.77.0.1/24", "10.77.0.11/24", "10.77.0.12/24"] {
             pair.host(&["ip", "addr", "add", address, "dev", &pair.dev]);
@@ -171,7 +189,10 @@ impl Drop for Pair {
 }
 
 fn ok(command: &[&str]) -> Output {
-    let output = Command::new(command[0]).args(&command[1..]).output().unwrap();
+    let output = Command::new(command[0])
+        .args(&command[1..])
+        .output()
+        .unwrap();
     assert!(
         output.status.success(),
         "{command:?}: {}",
@@ -217,7 +238,11 @@ fn apply_reads_back_remove_restores_and_a_failure_halfway_changes_nothing() {
     let faulty = [("NICSCHED_FAULT", "apply-fails-after=4")];
     let failed = pair.nicsched(&["apply", &policy, "--dev", dev], &faulty);
     assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
-    assert!(stderr(&failed).contains("rolled back"), "{}", stderr(&failed));
+    assert!(
+        stderr(&failed).contains("rolled back"),
+        "{}",
+        stderr(&failed)
+    );
     assert_eq!(pair.qdiscs(), prior);
     assert!(!pair.record().exists());
 
@@ -230,7 +255,10 @@ fn apply_reads_back_remove_restores_and_a_failure_halfway_changes_nothing() {
     assert_eq!(json["applied"]["filters"], 4);
     assert_eq!(json["applied"]["replaced"], false);
     let tree = pair.tree();
-    assert!(tree.contains("class htb 1:2 parent 1:1 rate 66666Kbit ceil 100Mbit"), "{tree}");
+    assert!(
+        tree.contains("class htb 1:2 parent 1:1 rate 66666Kbit ceil 100Mbit"),
+        "{tree}"
+    );
     assert!(tree.contains("flowid 1:5"), "{tree}");
 
     // Again: the same tree, replacing the last.
@@ -266,13 +294,21 @@ fn apply_refuses_a_tenant_without_an_address_and_a_device_someone_configured() {
     let pair = Pair::new("r");
     let refused = pair.nicsched(&["apply", &unmatched, "--dev", &pair.dev], &[]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-    assert!(stderr(&refused).contains(&format!("{unmatched}: error: tenant `b` has no `match.src`")));
+    assert!(stderr(&refused).contains(&format!(
+        "{unmatched}: error: tenant `b` has no `match.src`"
+    )));
 
-    pair.host(&["tc", "qdisc", "add", "dev", &pair.dev, "root", "handle", "7:", "pfifo"]);
+    pair.host(&[
+        "tc", "qdisc", "add", "dev", &pair.dev, "root", "handle", "7:", "pfifo",
+    ]);
     let policy = scratch.file("ok.yaml", POLICY);
     let refused = pair.nicsched(&["apply", &policy, "--dev", &pair.dev], &[]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
-    assert!(stderr(&refused).contains("not the kernel's default"), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("not the kernel's default"),
+        "{}",
+        stderr(&refused)
+    );
     let qdiscs = pair.qdiscs();
     assert_eq!(qdiscs[0]["handle"], "7:", "{qdiscs}");
     assert!(!pair.record().exists());
@@ -300,7 +336,17 @@ fn watch_tracks_the_sink_and_tenants_get_their_ideal() {
     for (src, port) in [("10.77.0.11", "5301"), ("10.77.0.12", "5302")] {
         pair.spawn(
             &host,
-            &["iperf3", "-c", "10.77.0.2", "-p", port, "-B", src, "-t", "60"],
+            &[
+                "iperf3",
+                "-c",
+                "10.77.0.2",
+                "-p",
+                port,
+                "-B",
+                src,
+                "-t",
+                "60",
+            ],
         );
     }
     poll("both tenants sending", 200, || {
@@ -308,7 +354,9 @@ fn watch_tracks_the_sink_and_tenants_get_their_ideal() {
     });
 
     let mut watch = Command::new("ip")
-        .args(["netns", "exec", &host, NICSCHED, "watch", &policy, "--dev", &dev])
+        .args([
+            "netns", "exec", &host, NICSCHED, "watch", &policy, "--dev", &dev,
+        ])
         .args(["--json", "--count", "6", "--interval", "1"])
         .stdout(Stdio::piped())
         .spawn()
@@ -328,8 +376,8 @@ fn watch_tracks_the_sink_and_tenants_get_their_ideal() {
     for (t, name) in ["gold", "bronze"].iter().enumerate() {
         let mut watched_bytes = 0.0;
         for i in 1..samples.len() {
-            let seconds = samples[i]["time_s"].as_f64().unwrap()
-                - samples[i - 1]["time_s"].as_f64().unwrap();
+            let seconds =
+                samples[i]["time_s"].as_f64().unwrap() - samples[i - 1]["time_s"].as_f64().unwrap();
             let tenant = &samples[i]["tenants"][t];
             assert_eq!(tenant["name"], *name);
             watched_bytes += tenant["throughput_bps"].as_f64().unwrap() * seconds / 8.0;

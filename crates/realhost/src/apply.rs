@@ -55,13 +55,7 @@ pub fn apply(dev: &str, policy: &str, commands: &str) -> Result<Applied, Error> 
             )));
         }
     };
-    record::write(&Record::new(
-        dev,
-        mechanism,
-        policy,
-        prior_qdiscs,
-        commands,
-    ))?;
+    record::write(&Record::new(dev, mechanism, policy, prior_qdiscs, commands))?;
     let replaced = previous.is_some();
     let outcome = configure(dev, commands).and_then(|()| verify(dev, commands));
     match outcome {
@@ -192,7 +186,11 @@ fn expected(commands: &str) -> (Vec<ExpectedClass>, Vec<tc::Filter>) {
                 .and_then(|i| words.get(i + 1))
                 .copied()
         };
-        let rate = |key: &str| value(key).and_then(tc::parse_rate).map_or(0, |(bps, _)| bps);
+        let rate = |key: &str| {
+            value(key)
+                .and_then(tc::parse_rate)
+                .map_or(0, |(bps, _)| bps)
+        };
         match (words.first(), words.get(1)) {
             (Some(&"class"), Some(&"add")) => classes.push(ExpectedClass {
                 id: value("classid").unwrap_or_default().to_string(),

@@ -84,9 +84,9 @@ pub fn qdiscs(dev: &str) -> Result<Vec<serde_json::Value>, Error> {
 /// anyone adds gets a handle of its own, `8001:` if none is asked for), so deleting
 /// the root qdisc brings them back.
 pub fn is_kernel_default(qdiscs: &[serde_json::Value]) -> bool {
-    qdiscs.iter().all(|q| {
-        matches!(q["kind"].as_str(), Some("ingress" | "clsact")) || q["handle"] == "0:"
-    })
+    qdiscs
+        .iter()
+        .all(|q| matches!(q["kind"].as_str(), Some("ingress" | "clsact")) || q["handle"] == "0:")
 }
 
 /// A class as `tc -d -s class show` prints it.
@@ -106,6 +106,8 @@ pub struct Class {
     pub ceil: Option<(u64, u64)>,
     pub sent_bytes: u64,
     pub dropped: u64,
+    /// Times HTB found the class over its ceil with packets to send.
+    pub overlimits: u64,
     pub backlog_packets: u64,
 }
 
@@ -115,10 +117,15 @@ pub struct Class {
 pub fn parse_rate(text: &str) -> Option<(u64, u64)> {
     let lower = text.to_ascii_lowercase();
     let number = lower.strip_suffix("bit")?;
-    let (number, unit) = [("k", 1_000), ("m", 1_000_000), ("g", 1_000_000_000), ("t", 1_000_000_000_000)]
-        .into_iter()
-        .find_map(|(suffix, unit)| number.strip_suffix(suffix).map(|n| (n, unit)))
-        .unwrap_or((number, 1));
+    let (number, unit) = [
+        ("k", 1_000),
+        ("m", 1_000_000),
+        ("g", 1_000_000_000),
+        ("t", 1_000_000_000_000),
+    ]
+    .into_iter()
+    .find_map(|(suffix, unit)| number.strip_suffix(suffix).map(|n| (n, unit)))
+    .unwrap_or((number, 1));
     let value: f64 = number.parse().ok()?;
     (value.is_finite() && value >= 0.0).then(|| ((value * unit as f64).round() as u64, unit))
 }
@@ -152,11 +159,14 @@ pub fn parse_classes(text: &str) -> Vec<Class> {
             Some(&"Sent") => {
                 if let Some(class) = classes.last_mut() {
                     class.sent_bytes = words.get(1).and_then(|b| b.parse().ok()).unwrap_or(0);
-                    class.dropped = line
-                        .split_once("(dropped ")
-                        .and_then(|(_, d)| d.split(|c: char| !c.is_ascii_digit()).next())
-                        .and_then(|d| d.parse().ok())
-                        .unwrap_or(0);
+                    let counter = |key: &str| {
+                        line.split_once(key)
+                            .and_then(|(_, n)| n.split(|c: char| !c.is_ascii_digit()).next())
+                            .and_then(|n| n.parse().ok())
+                            .unwrap_or(0)
+                    };
+                    class.dropped = counter("(dropped ");
+                    class.overlimits = counter("overlimits ");
                 }
             }
             Some(&"backlog") => {
@@ -250,8 +260,13 @@ mod tests {
         assert_eq!(leaf.rate, Some((15_000_000, 1_000_000)));
         assert_eq!(leaf.ceil, Some((30_000_000, 1_000_000)));
         assert_eq!(
-            (leaf.sent_bytes, leaf.dropped, leaf.backlog_packets),
-            (123456, 7, 2)
+            (
+                leaf.sent_bytes,
+                leaf.dropped,
+                leaf.overlimits,
+                leaf.backlog_packets
+            ),
+            (123456, 7, 3, 2)
         );
     }
 

@@ -2,9 +2,12 @@
 //! sent, against the ideal for what the tenants asked.
 //!
 //! HTB counts each app's leaf class: bytes sent (Ethernet frames, as HTB counts
-//! them against its rates), packets queued and dropped. An app whose leaf held a
-//! backlog at the end of the interval, or dropped in it, was held back: it asks
-//! for all it can get. Any other app asked for what it sent. The ideal is
+//! them against its rates), packets queued, dropped, and the times it was over its
+//! ceil with packets waiting (`overlimits`). An app whose leaf held a backlog at
+//! the end of the interval, or dropped or went over its ceil in it, was held back:
+//! it asks for all it can get. Any other app asked for what it sent (a TCP sender
+//! at its ceil may keep no backlog at the instant of a reading: the kernel's small
+//! queues limit what one socket leaves in the qdisc, so the instant alone misses it). The ideal is
 //! [`policy::ideal_allocation`] of those demands, the one `explain` prints.
 
 use std::time::Instant;
@@ -36,6 +39,7 @@ pub struct TenantLine {
 struct Leaf {
     sent_bytes: u64,
     dropped: u64,
+    overlimits: u64,
     backlog_packets: u64,
 }
 
@@ -93,6 +97,7 @@ impl Watch {
                     .map(|c| Leaf {
                         sent_bytes: c.sent_bytes,
                         dropped: c.dropped,
+                        overlimits: c.overlimits,
                         backlog_packets: c.backlog_packets,
                     })
                     .ok_or_else(|| {
@@ -117,7 +122,11 @@ impl Watch {
             // A counter below its last reading was reset (the class made again).
             let bytes = now.sent_bytes.saturating_sub(last.sent_bytes);
             app_bps.push(bytes as f64 * 8.0 / seconds);
-            app_backlogged.push(now.backlog_packets > 0 || now.dropped > last.dropped);
+            app_backlogged.push(
+                now.backlog_packets > 0
+                    || now.dropped > last.dropped
+                    || now.overlimits > last.overlimits,
+            );
         }
         let demands: Vec<Vec<f64>> = app_bps
             .iter()
