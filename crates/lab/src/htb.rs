@@ -70,11 +70,13 @@ const U32_PRIOS_MAX: usize = 0x7ff;
 /// `IFNAMSIZ` less its NUL.
 const DEVICE_NAME_BYTES_MAX: usize = 15;
 
-fn tenant_minor(t: usize) -> u32 {
+/// The minor of tenant `t`'s class (`1:` it): where a real host reads its counters.
+pub fn tenant_minor(t: usize) -> u32 {
     LINK_MINOR + 1 + t as u32
 }
 
-fn app_minor(policy: &Policy, a: usize) -> u32 {
+/// The minor of app `a`'s leaf class, whose `pfifo` holds its backlog and drops.
+pub fn app_minor(policy: &Policy, a: usize) -> u32 {
     tenant_minor(policy.tenants.len()) + a as u32
 }
 
@@ -246,6 +248,13 @@ pub fn htb_limits(policy: &Policy) -> Result<(), TcScriptError> {
 /// added. Tenants are matched by their `match.src`; a policy with a tenant without one is
 /// refused, as are one past [`htb_limits`] and a `dev` that is not an interface name.
 pub fn tc_script(policy: &Policy, dev: &str) -> Result<String, TcScriptError> {
+    Ok(sh_script(dev, &tc_commands(policy, dev)?))
+}
+
+/// The tree of [`tc_script`] alone, as the commands of one `tc -batch` for a
+/// device with no root qdisc of nicsched's (`nicsched apply`), refused as
+/// [`tc_script`] refuses.
+pub fn tc_commands(policy: &Policy, dev: &str) -> Result<String, TcScriptError> {
     if !is_device_name(dev) {
         return Err(TcScriptError::Device(dev.to_string()));
     }
@@ -262,7 +271,7 @@ pub fn tc_script(policy: &Policy, dev: &str) -> Result<String, TcScriptError> {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(sh_script(dev, &tc_batch(policy, dev, &prefixes)?))
+    tc_batch(policy, dev, &prefixes)
 }
 
 /// `batch`, the commands of [`tc_batch`] on `dev`, as a script for `sh -e`: the

@@ -55,8 +55,9 @@ pub use classify::{
 pub use crafted::CraftedFrames;
 pub use engine::{CoreStats, EngineStats, LAB_HOST_LIMITS};
 pub use htb::{
-    TcScriptError, approximation as htb_approximation, bounds as htb_bounds, htb_limits,
-    leaf_quanta, tc_script,
+    TcScriptError, app_minor as htb_app_minor, approximation as htb_approximation,
+    bounds as htb_bounds, htb_limits, leaf_quanta, tc_commands, tc_script,
+    tenant_minor as htb_tenant_minor,
 };
 /// Stop signals (INT, TERM, HUP, QUIT) caught for as long as it is held; a command
 /// that makes several runs holds one across them all, so that a signal between two

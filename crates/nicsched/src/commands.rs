@@ -29,12 +29,18 @@ pub(crate) fn enforcers(markdown: bool, json: bool) -> Result<(), Failure> {
 /// for device `dev`.
 pub(crate) fn tc(file: &Path, dev: &str) -> Result<(), Failure> {
     let policy = load_policy_or_scenario(file)?;
-    let script = lab::tc_script(&policy, dev).map_err(|e| match e {
-        lab::TcScriptError::Device(_) => Failure::input(e.to_string()),
-        _ => htb_refusal(&file.display(), e),
-    })?;
+    let script = lab::tc_script(&policy, dev).map_err(|e| tc_refusal(file, e))?;
     print!("{script}");
     Ok(())
+}
+
+/// Why the policy at `file` does not compile to HTB on a device: a bad `--dev`, or
+/// the policy's `FILE: error: ...` (status 2 either way).
+pub(crate) fn tc_refusal(file: &Path, error: lab::TcScriptError) -> Failure {
+    match error {
+        lab::TcScriptError::Device(_) => Failure::input(error.to_string()),
+        _ => htb_refusal(&file.display(), error),
+    }
 }
 
 /// A line of `nicsched enforcers`.

@@ -13,6 +13,7 @@ mod flags;
 mod help;
 mod lab_cli;
 mod live;
+mod realhost_cli;
 mod report_page;
 mod sweep;
 
@@ -212,6 +213,12 @@ enum Command {
         #[arg(long, value_name = "DEV")]
         dev: String,
     },
+    /// Apply a policy to device DEV of this host (the kernel holds it), read it
+    /// back, and record what DEV had; `--remove` puts that back (docs/realhost.md).
+    Apply(realhost_cli::ApplyArgs),
+    /// Per tenant and interval, DEV's throughput from the kernel's counters
+    /// against the ideal, for a device `nicsched apply` configured.
+    Watch(realhost_cli::WatchArgs),
     /// Measure an enforcer's cost on this machine: enqueue+dequeue pairs per second
     /// on one core and bytes of state per class, on a two-level tree (16 tenants,
     /// classes split by destination) with the active classes backlogged.
@@ -397,6 +404,8 @@ fn main() -> ExitCode {
         Command::Lab(args) => args.run(),
         Command::LabBench(args) => args.run(),
         Command::Tc { file, dev } => commands::tc(&file, &dev),
+        Command::Apply(args) => realhost_cli::apply(args),
+        Command::Watch(args) => realhost_cli::watch(args),
         Command::Bench {
             enforcer,
             classes,

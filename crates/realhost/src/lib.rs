@@ -1,0 +1,70 @@
+//! # nicsched on a real host
+//!
+//! The kernel holds a policy on a device; nicsched configures it, reads it back and
+//! leaves (`nicsched apply`), and reads the kernel's counters against the ideal
+//! (`nicsched watch`). The contract is `realhost.md` of the shared spec; the
+//! operator's page is `docs/realhost.md`.
+//!
+//! - [`record`]: what a device held before nicsched touched it, kept in
+//!   `/run/nicsched/DEV.json` so that `--remove` puts it back;
+//! - [`tc`]: every `tc` the crate runs, and the reading of its output;
+//! - [`apply`]: a mechanism's configuration in one transaction, verified, rolled
+//!   back on any failure, and its removal;
+//! - [`watch`]: per tenant and interval, throughput against the ideal.
+//!
+//! Mechanisms: [`Mechanism::Htb`], the tree `nicsched tc` prints. TONIC's BPF
+//! mechanism is a second variant to come; nothing here assumes there is one only.
+
+pub mod apply;
+pub mod record;
+pub mod tc;
+pub mod watch;
+
+pub use apply::{Applied, Removed, apply, remove};
+pub use watch::{Sample, TenantLine, Watch};
+
+/// How the kernel is to hold the policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mechanism {
+    /// HTB classes and u32 filters at the device's root (`nicsched tc`).
+    Htb,
+}
+
+impl Mechanism {
+    /// The names `--mechanism` takes: the mechanisms built.
+    pub const NAMES: &[&str] = &["htb"];
+
+    pub fn from_name(name: &str) -> Option<Mechanism> {
+        match name {
+            "htb" => Some(Mechanism::Htb),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Htb => "htb",
+        }
+    }
+}
+
+/// Why a command did not do what it was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The request cannot be met as given (no such device, a device nicsched did
+    /// not configure, one configured by someone else): exit status 2.
+    Input(String),
+    /// The kernel or `tc` refused or disagreed: exit status 1.
+    Failed(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Input(m) | Error::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
