@@ -23,7 +23,7 @@ pub(crate) struct ApplyArgs {
     dev: String,
     /// How the kernel holds the policy: `htb`, the classes and filters `nicsched tc`
     /// prints.
-    #[arg(long, value_name = "NAME", default_value = "htb",
+    #[arg(long, value_name = "NAME", default_value = realhost::Mechanism::Htb.name(),
           value_parser = clap::builder::PossibleValuesParser::new(realhost::Mechanism::NAMES))]
     mechanism: String,
     /// Put DEV back as it was before nicsched's first apply, and forget it.

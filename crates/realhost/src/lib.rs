@@ -42,7 +42,7 @@ impl Mechanism {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Mechanism::Htb => "htb",
         }
