@@ -476,12 +476,18 @@ fn per_byte(link_bps: u64, rate_bps: f64) -> f64 {
     link_bps as f64 / rate_bps * f64::from(1u32 << V_FRAC_BITS)
 }
 
-impl Wf2q {
-    pub fn new(policy: &Policy, config: Config) -> Result<Self, String> {
-        let link_bps = policy.link.rate_bps;
-        if link_bps == 0 {
-            return Err("link rate must be positive".into());
-        }
+/// The tenants in bands, one per priority present, in priority order.
+struct TenantBands {
+    priorities: Vec<u8>,
+    band_size: Vec<u32>,
+    /// Each tenant's band, and its child index in that band's fill.
+    tenant_band: Vec<u32>,
+    tenant_child: Vec<u32>,
+    band_weight: Vec<u64>,
+}
+
+impl TenantBands {
+    fn of(policy: &Policy) -> TenantBands {
         let mut priorities: Vec<u8> = policy.tenants.iter().map(|t| t.priority).collect();
         priorities.sort_unstable();
         priorities.dedup();
@@ -500,10 +506,31 @@ impl Wf2q {
         for (t, &band) in policy.tenants.iter().zip(&tenant_band) {
             band_weight[band as usize] += u64::from(t.weight);
         }
-        let root = band_size
-            .iter()
-            .map(|&n| Fill::new(n as usize, link_bps))
-            .collect();
+        TenantBands {
+            priorities,
+            band_size,
+            tenant_band,
+            tenant_child,
+            band_weight,
+        }
+    }
+}
+
+/// Each tenant's apps in levels, one per app priority present: a fill per level
+/// sharing the tenant's rate, and one sharing its cap among its capped apps.
+struct AppLevels {
+    app_fill: Vec<u32>,
+    app_child: Vec<u32>,
+    /// Whether an app has a level of lower priority behind it in its tenant.
+    app_urgent: Vec<bool>,
+    /// Each tenant's first level and how many it has.
+    tenant_fills: Vec<(u32, u32)>,
+    fills: Vec<Fill>,
+    cap_fills: Vec<Fill>,
+}
+
+impl AppLevels {
+    fn of(policy: &Policy, link_bps: u64) -> AppLevels {
         let mut app_fill = vec![0; policy.apps.len()];
         let mut app_child = vec![0; policy.apps.len()];
         let mut app_urgent = vec![false; policy.apps.len()];
@@ -535,6 +562,42 @@ impl Wf2q {
             }
             tenant_fills.push((first, levels.len() as u32));
         }
+        AppLevels {
+            app_fill,
+            app_child,
+            app_urgent,
+            tenant_fills,
+            fills,
+            cap_fills,
+        }
+    }
+}
+
+impl Wf2q {
+    pub fn new(policy: &Policy, config: Config) -> Result<Self, String> {
+        let link_bps = policy.link.rate_bps;
+        if link_bps == 0 {
+            return Err("link rate must be positive".into());
+        }
+        let TenantBands {
+            priorities,
+            band_size,
+            tenant_band,
+            tenant_child,
+            band_weight,
+        } = TenantBands::of(policy);
+        let root = band_size
+            .iter()
+            .map(|&n| Fill::new(n as usize, link_bps))
+            .collect();
+        let AppLevels {
+            app_fill,
+            app_child,
+            app_urgent,
+            tenant_fills,
+            fills,
+            cap_fills,
+        } = AppLevels::of(policy, link_bps);
         let classes = Classes::new(policy, config.classes_max);
         let speed_fx = (u128::from(link_bps) << (V_FRAC_BITS + SPEED_FRAC_BITS)) / 8_000_000_000;
         let levels = fills.len();
