@@ -11,24 +11,30 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use crate::results::{Ran, Written};
 use crate::{Failure, Printing, jobs, provenance};
 
+/// What a world's runs share, whichever world it is.
+pub struct Runs {
+    /// The scenario's name, which names the results.
+    pub name: String,
+    /// The seed every run of the command records.
+    pub seed: u64,
+    /// The scenario's duration, which progress is counted against.
+    pub duration_ns: u64,
+    /// The enforcers to run, in order.
+    pub enforcers: Vec<String>,
+    /// `--out` when none is given.
+    pub default_out: PathBuf,
+}
+
 /// A place a scenario runs: the simulator or the lab, one host or across hosts.
 pub trait World: Sync {
     /// What the world holds while its runs go, dropped when they are done (the
     /// lab's signal handlers).
     type Held;
 
-    /// The scenario's name, which names the results.
-    fn scenario_name(&self) -> &str;
-    /// `--out` when none is given.
-    fn default_out(&self) -> PathBuf;
-    /// The seed every run of the command records.
-    fn seed(&self) -> u64;
-    /// The scenario's duration, which progress is counted against.
-    fn duration_ns(&self) -> u64;
+    /// The scenario's name, seed and duration, the enforcers and the default `--out`.
+    fn runs(&self) -> &Runs;
     /// Whether the runs are across hosts (their summary has `hosts` and `flows`).
     fn across_hosts(&self) -> bool;
-    /// The enforcers to run, in order.
-    fn enforcers(&self) -> &[String];
     /// Whether the runs go at once, over `-j` threads (the simulator), or one
     /// after the other (the lab, which owns the machine's cores while it runs).
     fn at_once(&self) -> bool;
@@ -65,16 +71,16 @@ pub fn drive<W: World>(
     jobs: Option<usize>,
     printing: Printing,
 ) -> Result<(), Failure> {
-    for name in world.enforcers() {
+    for name in &world.runs().enforcers {
         world.check(name)?;
     }
-    let out = out.unwrap_or_else(|| world.default_out());
+    let out = out.unwrap_or_else(|| world.runs().default_out.clone());
     world.start(printing.quiet)?;
     let out = report::OutDir::claim(&out, &[path]).map_err(Failure::input)?;
-    let provenance = provenance(path, world.seed())?;
+    let provenance = provenance(path, world.runs().seed)?;
     let _held = world.open(&out, printing.quiet)?;
     let mut written = Written::new(world.across_hosts());
-    let enforcers = world.enforcers().to_vec();
+    let enforcers = world.runs().enforcers.clone();
     let mut write = |name: &str, ran: Ran| {
         if !printing.quiet
             && let Some(note) = world.note(name, &ran)
@@ -84,7 +90,8 @@ pub fn drive<W: World>(
         written.add(&out, name, ran, &provenance)
     };
     if world.at_once() {
-        let (_bars, runs_of) = simulation_bars(&enforcers, world.duration_ns(), printing.quiet);
+        let (_bars, runs_of) =
+            simulation_bars(&enforcers, world.runs().duration_ns, printing.quiet);
         let ran = jobs::map(
             &runs_of,
             jobs::threads(jobs, runs_of.len()),
@@ -99,13 +106,13 @@ pub fn drive<W: World>(
         }
     } else {
         for name in &enforcers {
-            let bar = lab_progress(name, world.duration_ns(), printing.quiet);
+            let bar = lab_progress(name, world.runs().duration_ns, printing.quiet);
             let ran = world.run(name, &bar)?;
             bar.finish();
             write(name, ran)?;
         }
     }
-    written.finish(out, world.scenario_name(), &provenance, printing.json)
+    written.finish(out, &world.runs().name, &provenance, printing.json)
 }
 
 /// One progress bar per enforcer to simulate, in ms of the scenario, drawn

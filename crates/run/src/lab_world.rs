@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use indicatif::ProgressBar;
 use policy::{HostsScenario, Scenario};
 
-use crate::driver::{World, drive};
+use crate::driver::{Runs, World, drive};
 use crate::enforcers::{For, chosen, is_lab_only};
 use crate::results::Ran;
 use crate::scenario::{htb_refusal, load_scenario_to_run};
@@ -73,10 +73,17 @@ pub fn lab(
             lab::transmit_ring_supported(&scenario)
                 .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
             let enforcers = chosen(enforcers, &scenario.enforcers, For::Lab, path)?;
+            let runs = Runs {
+                name: scenario.name.clone(),
+                seed: scenario.seed,
+                duration_ns: scenario.duration_ns,
+                enforcers,
+                default_out: lab_out(&scenario.name),
+            };
             let world = LabOneHost {
                 path,
                 scenario,
-                enforcers,
+                runs,
                 link_rate_bps,
                 options,
                 live,
@@ -99,10 +106,17 @@ pub fn lab(
                 .unwrap_or_else(|| fastest.min(LAB_HOSTS_LINK_RATE_BPS_DEFAULT));
             let scenario = lab::hosts::scaled_to_link_rate(&scenario, link_rate_bps);
             let enforcers = chosen(enforcers, &scenario.enforcers, For::LabHosts, path)?;
+            let runs = Runs {
+                name: scenario.name.clone(),
+                seed: scenario.seed,
+                duration_ns: scenario.duration_ns,
+                enforcers,
+                default_out: lab_out(&scenario.name),
+            };
             let world = LabHosts {
                 path,
                 scenario,
-                enforcers,
+                runs,
                 link_rate_bps,
                 options,
             };
@@ -128,7 +142,7 @@ fn not_interrupted(enforcer: &str) -> Result<(), Failure> {
 struct LabOneHost<'a> {
     path: &'a Path,
     scenario: Scenario,
-    enforcers: Vec<String>,
+    runs: Runs,
     link_rate_bps: u64,
     options: lab::LabOptions,
     live: &'a mut dyn Live,
@@ -139,28 +153,12 @@ impl World for LabOneHost<'_> {
     // between two runs, stops the next instead of being cleared by its own guard.
     type Held = lab::StopSignals;
 
-    fn scenario_name(&self) -> &str {
-        &self.scenario.name
-    }
-
-    fn default_out(&self) -> PathBuf {
-        lab_out(&self.scenario.name)
-    }
-
-    fn seed(&self) -> u64 {
-        self.scenario.seed
-    }
-
-    fn duration_ns(&self) -> u64 {
-        self.scenario.duration_ns
+    fn runs(&self) -> &Runs {
+        &self.runs
     }
 
     fn across_hosts(&self) -> bool {
         false
-    }
-
-    fn enforcers(&self) -> &[String] {
-        &self.enforcers
     }
 
     fn at_once(&self) -> bool {
@@ -190,7 +188,7 @@ impl World for LabOneHost<'_> {
                 "lab: {} on a {} link, enforcers {}",
                 self.scenario.name,
                 policy::format_rate(self.link_rate_bps as f64),
-                self.enforcers.join(", ")
+                self.runs.enforcers.join(", ")
             );
         }
         if let Some(header) = self.live.header(self.scenario.interval_ns) {
@@ -216,7 +214,7 @@ impl World for LabOneHost<'_> {
 struct LabHosts<'a> {
     path: &'a Path,
     scenario: HostsScenario,
-    enforcers: Vec<String>,
+    runs: Runs,
     link_rate_bps: u64,
     options: lab::LabOptions,
 }
@@ -224,28 +222,12 @@ struct LabHosts<'a> {
 impl World for LabHosts<'_> {
     type Held = lab::StopSignals;
 
-    fn scenario_name(&self) -> &str {
-        &self.scenario.name
-    }
-
-    fn default_out(&self) -> PathBuf {
-        lab_out(&self.scenario.name)
-    }
-
-    fn seed(&self) -> u64 {
-        self.scenario.seed
-    }
-
-    fn duration_ns(&self) -> u64 {
-        self.scenario.duration_ns
+    fn runs(&self) -> &Runs {
+        &self.runs
     }
 
     fn across_hosts(&self) -> bool {
         true
-    }
-
-    fn enforcers(&self) -> &[String] {
-        &self.enforcers
     }
 
     fn at_once(&self) -> bool {
@@ -265,7 +247,7 @@ impl World for LabHosts<'_> {
                 self.scenario.name,
                 policy::format_rate(self.link_rate_bps as f64),
                 policy::format_time(self.scenario.feedback.epoch_ns),
-                self.enforcers.join(", ")
+                self.runs.enforcers.join(", ")
             );
         }
         self.options.out = Some(out.staging().join("logs"));

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use indicatif::ProgressBar;
 use policy::{HostsScenario, Scenario};
 
-use crate::driver::{World, drive};
+use crate::driver::{Runs, World, drive};
 use crate::enforcers::{For, chosen};
 use crate::results::Ran;
 use crate::scenario::load_scenario_to_run;
@@ -29,10 +29,14 @@ pub fn simulate(
             }
             let quiet = printing.quiet;
             let enforcers = chosen(enforcers, &scenario.enforcers, For::Sim { quiet }, path)?;
-            let world = SimOneHost {
-                scenario,
+            let runs = Runs {
+                name: scenario.name.clone(),
+                seed: scenario.seed,
+                duration_ns: scenario.duration_ns,
                 enforcers,
+                default_out: PathBuf::from("results").join(&scenario.name),
             };
+            let world = SimOneHost { scenario, runs };
             drive(world, path, out, jobs, printing)
         }
         policy::AnyScenario::Hosts(mut scenario) => {
@@ -40,10 +44,14 @@ pub fn simulate(
                 scenario.seed = seed;
             }
             let enforcers = chosen(enforcers, &scenario.enforcers, For::SimHosts, path)?;
-            let world = SimHosts {
-                scenario,
+            let runs = Runs {
+                name: scenario.name.clone(),
+                seed: scenario.seed,
+                duration_ns: scenario.duration_ns,
                 enforcers,
+                default_out: PathBuf::from("results").join(&scenario.name),
             };
+            let world = SimHosts { scenario, runs };
             drive(world, path, out, jobs, printing)
         }
     }
@@ -62,34 +70,18 @@ pub fn simulate_one(
 /// The simulator on one host.
 struct SimOneHost {
     scenario: Scenario,
-    enforcers: Vec<String>,
+    runs: Runs,
 }
 
 impl World for SimOneHost {
     type Held = ();
 
-    fn scenario_name(&self) -> &str {
-        &self.scenario.name
-    }
-
-    fn default_out(&self) -> PathBuf {
-        PathBuf::from("results").join(&self.scenario.name)
-    }
-
-    fn seed(&self) -> u64 {
-        self.scenario.seed
-    }
-
-    fn duration_ns(&self) -> u64 {
-        self.scenario.duration_ns
+    fn runs(&self) -> &Runs {
+        &self.runs
     }
 
     fn across_hosts(&self) -> bool {
         false
-    }
-
-    fn enforcers(&self) -> &[String] {
-        &self.enforcers
     }
 
     fn at_once(&self) -> bool {
@@ -132,34 +124,18 @@ impl World for SimOneHost {
 /// (one row per interval and traffic).
 struct SimHosts {
     scenario: HostsScenario,
-    enforcers: Vec<String>,
+    runs: Runs,
 }
 
 impl World for SimHosts {
     type Held = ();
 
-    fn scenario_name(&self) -> &str {
-        &self.scenario.name
-    }
-
-    fn default_out(&self) -> PathBuf {
-        PathBuf::from("results").join(&self.scenario.name)
-    }
-
-    fn seed(&self) -> u64 {
-        self.scenario.seed
-    }
-
-    fn duration_ns(&self) -> u64 {
-        self.scenario.duration_ns
+    fn runs(&self) -> &Runs {
+        &self.runs
     }
 
     fn across_hosts(&self) -> bool {
         true
-    }
-
-    fn enforcers(&self) -> &[String] {
-        &self.enforcers
     }
 
     fn at_once(&self) -> bool {
