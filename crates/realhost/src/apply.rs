@@ -179,13 +179,7 @@ fn expected(commands: &str) -> (Vec<ExpectedClass>, Vec<tc::Filter>) {
     let mut filters = Vec::new();
     for line in commands.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
-        let value = |key: &str| {
-            words
-                .iter()
-                .position(|w| *w == key)
-                .and_then(|i| words.get(i + 1))
-                .copied()
-        };
+        let value = |key: &str| tc::after(&words, key);
         let rate = |key: &str| {
             value(key)
                 .and_then(tc::parse_rate)

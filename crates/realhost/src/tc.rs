@@ -141,13 +141,7 @@ pub fn parse_classes(text: &str) -> Vec<Class> {
                     id: words.get(2).unwrap_or(&"").to_string(),
                     ..Class::default()
                 };
-                let value = |key: &str| {
-                    words
-                        .iter()
-                        .position(|w| *w == key)
-                        .and_then(|i| words.get(i + 1))
-                        .copied()
-                };
+                let value = |key: &str| after(&words, key);
                 class.parent = value("parent").map(str::to_string);
                 class.leaf = value("leaf").map(str::to_string);
                 class.prio = value("prio").and_then(|p| p.parse().ok());
@@ -200,19 +194,23 @@ pub struct Filter {
 }
 
 /// The filters of `tc filter show dev DEV`'s output that send to a class (the
+/// The word after `key` in a line of `tc`'s output or input, which is how `tc`
+/// writes a parameter's value (`rate 100Mbit`, `classid 1:10`).
+pub(crate) fn after<'a>(words: &[&'a str], key: &str) -> Option<&'a str> {
+    words
+        .iter()
+        .position(|w| *w == key)
+        .and_then(|i| words.get(i + 1))
+        .copied()
+}
+
 /// hash tables u32 makes for itself are left out), sorted.
 pub fn parse_filters(text: &str) -> Vec<Filter> {
     let mut filters: Vec<Filter> = text
         .lines()
         .filter_map(|line| {
             let words: Vec<&str> = line.split_whitespace().collect();
-            let value = |key: &str| {
-                words
-                    .iter()
-                    .position(|w| *w == key)
-                    .and_then(|i| words.get(i + 1))
-                    .copied()
-            };
+            let value = |key: &str| after(&words, key);
             Some(Filter {
                 protocol: value("protocol")?.to_string(),
                 prio: value("pref")?.parse().ok()?,
