@@ -218,11 +218,7 @@ fn finish_hosts(
         .map(String::from)
         .to_vec();
         println!("{}", report::aligned_table(&header, table, 3, false));
-        println!(
-            "results: {}  report: {}",
-            out.display(),
-            out.join(report::REPORT_HTML).display()
-        );
+        print_where(&out);
     }
     if failed.is_empty() {
         Ok(())
@@ -284,11 +280,7 @@ fn finish(
         });
     } else {
         println!("{}", report::comparison_table(&summaries));
-        println!(
-            "results: {}  report: {}",
-            out.display(),
-            out.join(report::REPORT_HTML).display()
-        );
+        print_where(&out);
     }
     if failed.is_empty() {
         Ok(())
@@ -301,4 +293,13 @@ fn finish(
             status: EXIT_CHECKS_FAILED,
         })
     }
+}
+
+/// The line after the table that says where the results and their page are.
+fn print_where(out: &Path) {
+    println!(
+        "results: {}  report: {}",
+        out.display(),
+        out.join(report::REPORT_HTML).display()
+    );
 }
