@@ -44,7 +44,9 @@ struct Pair {
 }
 
 impl Pair {
-    fn new(tag: &str) -> Pair {
+    /// With `gso` off on the device, each TCP send is one segment, one frame: what
+    /// the engine charges (a frame's L3 bytes) is what the sink's TCP counts.
+    fn new(tag: &str, gso: bool) -> Pair {
         let pid = std::process::id();
         let pair = Pair {
             host: format!("nicsched-enf-{pid}-{tag}-host"),
@@ -65,6 +67,9 @@ impl Pair {
             pair.host(&["ip", "addr", "add", address, "dev", &pair.dev]);
         }
         pair.sink(&["ip", "addr", "add", "10.78.0.2/24", "dev", &peer]);
+        if !gso {
+            pair.host(&["ethtool", "-K", &pair.dev, "tso", "off", "gso", "off"]);
+        }
         for (ns, dev) in [(&pair.host, &pair.dev), (&pair.sink, &peer)] {
             ok(&["ip", "netns", "exec", ns, "ip", "link", "set", dev, "up"]);
             ok(&["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
@@ -208,12 +213,14 @@ fn poll(what: &str, tries: u32, mut done: impl FnMut() -> bool) {
 
 /// `enforce -e ENFORCER` holds the cap within 2% and the weights within 5% at the
 /// sink; killed with SIGKILL, the sink gets the unshaped rate within 2 s and the
-/// device is as it was.
-fn holds_and_fails_open(enforcer: &str, tag: &str) {
+/// device is as it was. With `gso`, TCP's large sends cross the engine whole, and
+/// each is charged its headers once where the sink counts them per segment (52 B
+/// of 1500, 3.5% more at the sink): every tenant then within 5%.
+fn holds_and_fails_open(enforcer: &str, tag: &str, gso: bool) {
     let _one = TRAFFIC.lock().unwrap_or_else(|e| e.into_inner());
     let scratch = Scratch::new(&format!("enforce-{enforcer}"));
     let policy = scratch.file("policy.yaml", POLICY);
-    let mut pair = Pair::new(tag);
+    let mut pair = Pair::new(tag, gso);
     let (host, sink, dev) = (pair.host.clone(), pair.sink.clone(), pair.dev.clone());
     let prior = pair.qdiscs();
     let ports = ["5301", "5302", "5303"];
@@ -254,22 +261,22 @@ fn holds_and_fails_open(enforcer: &str, tag: &str) {
             &["iperf3", "-c", "10.78.0.2", "-p", port, "-B", src, "-t", "60"],
         );
     }
-    // Until every tenant is held back (the engine refused some of each's frames),
-    // then three more lines for TCP to settle.
-    let mut settled = None;
+    // Until every tenant's frames leave on the device, then three more lines for
+    // TCP to settle.
+    let mut sending = None;
     for (k, line) in lines.by_ref().enumerate() {
         let sample: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
         let all = sample["tenants"]
             .as_array()
             .unwrap()
             .iter()
-            .all(|t| t["backlogged"] == true);
-        match settled {
-            None if all => settled = Some(k),
+            .all(|t| t["throughput_bps"].as_f64().unwrap() > 0.0);
+        match sending {
+            None if all => sending = Some(k),
             Some(at) if k >= at + 3 => break,
             _ => {}
         }
-        assert!(k < 30, "the tenants never all got held back: {sample}");
+        assert!(k < 30, "the tenants never all sent: {sample}");
     }
     let (start, start_at) = (pair.sink_bytes(), Instant::now());
     for _ in 0..5 {
@@ -279,7 +286,7 @@ fn holds_and_fails_open(enforcer: &str, tag: &str) {
     let seconds = end_at.duration_since(start_at).as_secs_f64();
     for (t, name) in ["capped", "gold", "bronze"].iter().enumerate() {
         let bps = (end[t] - start[t]) as f64 * 8.0 / seconds;
-        let within = if t == 0 { 0.02 } else { 0.05 };
+        let within = if t == 0 && !gso { 0.02 } else { 0.05 };
         eprintln!(
             "{enforcer} {name}: {:.2} Mbit/s at the sink, ideal {:.2}",
             bps / 1e6,
@@ -326,19 +333,19 @@ fn holds_and_fails_open(enforcer: &str, tag: &str) {
 }
 
 #[test]
-fn valve_holds_caps_and_weights_and_a_killed_enforce_leaves_nothing() {
-    if !common::runnable("enforce -e valve", &["ip", "tc", "iperf3"]) {
+fn valve_holds_caps_and_weights_of_mtu_frames_and_a_killed_enforce_leaves_nothing() {
+    if !common::runnable("enforce -e valve", &["ip", "tc", "ethtool", "iperf3"]) {
         return;
     }
-    holds_and_fails_open("valve", "v");
+    holds_and_fails_open("valve", "v", false);
 }
 
 #[test]
-fn wf2q_holds_caps_and_weights_and_a_killed_enforce_leaves_nothing() {
+fn wf2q_holds_tcp_large_sends_to_their_ideal_and_a_killed_enforce_leaves_nothing() {
     if !common::runnable("enforce -e wf2q", &["ip", "tc", "iperf3"]) {
         return;
     }
-    holds_and_fails_open("wf2q", "w");
+    holds_and_fails_open("wf2q", "w", true);
 }
 
 #[test]
@@ -352,8 +359,7 @@ fn enforce_refuses_what_it_cannot_enforce_with_status_2() {
         "unmatched.yaml",
         "link: { rate: 100Mbit }\ntenants:\n  - { name: a, match: { src: 10.78.0.11/32 } }\n  - { name: b }\n",
     );
-    let pair = Pair::new("r");
-    pair.host(&["ip", "link", "add", "nsdummy0", "type", "dummy"]);
+    let pair = Pair::new("r", true);
     let dev = pair.dev.as_str();
     let refusals: [(&[&str], &str); 6] = [
         (&[&policy, "--dev", dev, "-e", "tonic"], "multiqueue NIC model"),
@@ -363,7 +369,8 @@ fn enforce_refuses_what_it_cannot_enforce_with_status_2() {
             &[&unmatched, "--dev", dev, "-e", "valve"],
             "error: tenant `b` has no `match.src`",
         ),
-        (&[&policy, "--dev", "nsdummy0", "-e", "valve"], "give --link-rate"),
+        // The loopback reports no speed.
+        (&[&policy, "--dev", "lo", "-e", "valve"], "give --link-rate"),
         (
             &[&policy, "--dev", dev, "-e", "valve", "--link-rate", "20Gbit"],
             "above",

@@ -277,8 +277,7 @@ pub fn start(request: &Request<'_>) -> Result<Enforcing, Error> {
     };
     let (lock, _) = lock(dev)?;
     let tap_name = format!("nse{dev_index}");
-    let mtu = device_number(dev, "mtu")? as u32;
-    let tap = Tap::create(&tap_name, mtu).map_err(|e| match e.raw_os_error() {
+    let tap = Tap::create(&tap_name, dev).map_err(|e| match e.raw_os_error() {
         Some(libc::EBUSY) | Some(libc::EEXIST) => Error::Input(format!(
             "--dev {dev}: its tap {tap_name} exists already: another `nicsched enforce` runs on it"
         )),

@@ -64,12 +64,14 @@ pub struct Tap {
 }
 
 impl Tap {
-    /// Creates tap `name`, up, with no addresses and IPv6 off so that the host
-    /// sends nothing of its own on it, `mtu` as the device it stands behind, and
-    /// TCP's and checksum offloads on, so that a GSO send arrives whole behind its
-    /// virtio-net header. Fails with `AlreadyExists`-like `EBUSY` when another
-    /// process holds a tap of that name.
-    pub fn create(name: &str, mtu: u32) -> io::Result<Tap> {
+    /// Creates tap `name` for the frames of device `like`: up, with no addresses
+    /// and IPv6 off so that the host sends nothing of its own on it, `like`'s MTU,
+    /// checksum offload on, and TCP segmentation offload where `like` has it, so
+    /// that a GSO send arrives whole behind its virtio-net header exactly when
+    /// `like` takes it whole: a frame sent past a device's qdisc
+    /// (`PACKET_QDISC_BYPASS`) is dropped rather than segmented in software.
+    /// Fails with `EBUSY` when another process holds a tap of that name.
+    pub fn create(name: &str, like: &str) -> io::Result<Tap> {
         let path = c"/dev/net/tun";
         // SAFETY: a valid NUL-terminated path; the fd is owned right away.
         let raw = check(unsafe {
@@ -94,7 +96,11 @@ impl Tap {
         let header = VNET_HDR_BYTES as libc::c_int;
         // SAFETY: TUNSETVNETHDRSZ reads one c_int that lives for the call.
         check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETVNETHDRSZ, &header) })?;
-        let offload = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6;
+        let offload = if segments_tcp(like)? {
+            libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6
+        } else {
+            libc::TUN_F_CSUM
+        };
         // SAFETY: TUNSETOFFLOAD takes its flags by value.
         check(unsafe {
             libc::ioctl(
@@ -105,8 +111,12 @@ impl Tap {
         })?;
         let index = crate::sys::packet::ifindex(name)?;
         disable_ipv6(name)?;
+        let mut req = request(like)?;
+        interface_ioctl(libc::SIOCGIFMTU, &mut req)?;
+        // SAFETY: SIOCGIFMTU filled the mtu member.
+        let mtu = unsafe { req.ifr_ifru.ifru_mtu };
         let mut req = request(name)?;
-        req.ifr_ifru.ifru_mtu = mtu.min(i32::MAX as u32) as libc::c_int;
+        req.ifr_ifru.ifru_mtu = mtu;
         interface_ioctl(libc::SIOCSIFMTU, &mut req)?;
         let mut req = request(name)?;
         req.ifr_ifru.ifru_metric = QUEUE_FRAMES;
@@ -167,6 +177,26 @@ impl Tap {
         }
         Ok(handed)
     }
+}
+
+/// Whether device `name` segments TCP itself (TSO on: ethtool's
+/// `tcp-segmentation-offload`).
+fn segments_tcp(name: &str) -> io::Result<bool> {
+    /// `ETHTOOL_GTSO`, and its `struct ethtool_value`.
+    const GET_TSO: u32 = 0x1e;
+    #[repr(C)]
+    struct Value {
+        cmd: u32,
+        data: u32,
+    }
+    let mut value = Value {
+        cmd: GET_TSO,
+        data: 0,
+    };
+    let mut req = request(name)?;
+    req.ifr_ifru.ifru_data = (&mut value as *mut Value).cast();
+    interface_ioctl(libc::SIOCETHTOOL, &mut req)?;
+    Ok(value.data != 0)
 }
 
 /// Turns IPv6 off on `name` before it comes up: no link-local address, no router
