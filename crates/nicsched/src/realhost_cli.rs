@@ -296,7 +296,9 @@ fn enforcing(args: EnforceArgs) -> Result<(), Failure> {
 /// `summary` at `path`, written beside it and renamed over it: never half a file.
 fn write_summary(path: &Path, summary: &realhost::enforce::Summary) -> Result<(), Failure> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let cannot = |e: &dyn std::fmt::Display| Failure::runtime(format!("cannot write {}: {e}", path.display()));
+    let cannot = |e: &dyn std::fmt::Display| {
+        Failure::runtime(format!("cannot write {}: {e}", path.display()))
+    };
     let mut file = tempfile::NamedTempFile::new_in(dir).map_err(|e| cannot(&e))?;
     serde_json::to_writer_pretty(&mut file, summary).map_err(|e| cannot(&e))?;
     file.persist(path).map_err(|e| cannot(&e))?;

@@ -63,7 +63,12 @@ impl Pair {
             "ip", "link", "add", &pair.dev, "netns", &pair.host, "type", "veth", "peer", "name",
             &peer, "netns", &pair.sink,
         ]);
-        for address in ["10.78.0.1/24", "10.78.0.11/24", "10.78.0.12/24", "10.78.0.13/24"] {
+        for address in [
+            "10.78.0.1/24",
+            "10.78.0.11/24",
+            "10.78.0.12/24",
+            "10.78.0.13/24",
+        ] {
             pair.host(&["ip", "addr", "add", address, "dev", &pair.dev]);
         }
         pair.sink(&["ip", "addr", "add", "10.78.0.2/24", "dev", &peer]);
@@ -247,7 +252,15 @@ fn holds_and_fails_open(enforcer: &str, tag: &str, gso: bool) {
     let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     assert_eq!(first["tenants"].as_array().unwrap().len(), 3, "{first}");
 
-    let second = pair.enforce(&[&policy, "--dev", &dev, "-e", enforcer, "--link-rate", LINK_RATE]);
+    let second = pair.enforce(&[
+        &policy,
+        "--dev",
+        &dev,
+        "-e",
+        enforcer,
+        "--link-rate",
+        LINK_RATE,
+    ]);
     assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
     assert!(
         stderr(&second).contains("another `nicsched enforce` runs on it"),
@@ -258,7 +271,17 @@ fn holds_and_fails_open(enforcer: &str, tag: &str, gso: bool) {
     for (src, port) in SOURCES.iter().zip(ports) {
         pair.spawn(
             &host,
-            &["iperf3", "-c", "10.78.0.2", "-p", port, "-B", src, "-t", "60"],
+            &[
+                "iperf3",
+                "-c",
+                "10.78.0.2",
+                "-p",
+                port,
+                "-B",
+                src,
+                "-t",
+                "60",
+            ],
         );
     }
     // Until every tenant's frames leave on the device, then three more lines for
@@ -362,9 +385,18 @@ fn enforce_refuses_what_it_cannot_enforce_with_status_2() {
     let pair = Pair::new("r", true);
     let dev = pair.dev.as_str();
     let refusals: [(&[&str], &str); 6] = [
-        (&[&policy, "--dev", dev, "-e", "tonic"], "multiqueue NIC model"),
-        (&[&policy, "--dev", dev, "-e", "linux-htb"], "nicsched apply --mechanism htb"),
-        (&[&policy, "--dev", "nosuch0", "-e", "valve"], "no such device"),
+        (
+            &[&policy, "--dev", dev, "-e", "tonic"],
+            "multiqueue NIC model",
+        ),
+        (
+            &[&policy, "--dev", dev, "-e", "linux-htb"],
+            "nicsched apply --mechanism htb",
+        ),
+        (
+            &[&policy, "--dev", "nosuch0", "-e", "valve"],
+            "no such device",
+        ),
         (
             &[&unmatched, "--dev", dev, "-e", "valve"],
             "error: tenant `b` has no `match.src`",
@@ -372,15 +404,32 @@ fn enforce_refuses_what_it_cannot_enforce_with_status_2() {
         // The loopback reports no speed.
         (&[&policy, "--dev", "lo", "-e", "valve"], "give --link-rate"),
         (
-            &[&policy, "--dev", dev, "-e", "valve", "--link-rate", "20Gbit"],
+            &[
+                &policy,
+                "--dev",
+                dev,
+                "-e",
+                "valve",
+                "--link-rate",
+                "20Gbit",
+            ],
             "above",
         ),
     ];
     let prior = pair.qdiscs();
     for (args, says) in refusals {
         let refused = pair.enforce(args);
-        assert_eq!(refused.status.code(), Some(2), "{args:?}: {}", stderr(&refused));
-        assert!(stderr(&refused).contains(says), "{args:?}: {}", stderr(&refused));
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&refused)
+        );
+        assert!(
+            stderr(&refused).contains(says),
+            "{args:?}: {}",
+            stderr(&refused)
+        );
     }
     assert_eq!(pair.tcx_egress_programs(), 0);
     assert_eq!(pair.qdiscs(), prior);

@@ -154,7 +154,8 @@ struct Reading {
 
 impl Reading {
     fn of(published: &Published) -> Reading {
-        let load = |counts: &[AtomicU64]| counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        let load =
+            |counts: &[AtomicU64]| counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
         Reading {
             at: Instant::now(),
             tenant_sent_bytes: load(&published.tenant_sent_bytes),
@@ -281,7 +282,9 @@ pub fn start(request: &Request<'_>) -> Result<Enforcing, Error> {
         Some(libc::EBUSY) | Some(libc::EEXIST) => Error::Input(format!(
             "--dev {dev}: its tap {tap_name} exists already: another `nicsched enforce` runs on it"
         )),
-        _ => Error::Failed(format!("cannot create the tap {tap_name}: {e} (tun needs /dev/net/tun and CAP_NET_ADMIN)")),
+        _ => Error::Failed(format!(
+            "cannot create the tap {tap_name}: {e} (tun needs /dev/net/tun and CAP_NET_ADMIN)"
+        )),
     })?;
     let tap_index = tap.index();
     let buffer = HostBuffer::new(enforcer, policy, LAB_HOST_LIMITS)
@@ -343,7 +346,9 @@ pub fn start(request: &Request<'_>) -> Result<Enforcing, Error> {
     }
     enforcing.device_at_start = DeviceCounts::read(dev)?;
     let redirect = Redirect::attach(policy, dev_index, tap_index).map_err(|e| {
-        Error::Input(format!("--dev {dev}: the redirect cannot attach there: {e}"))
+        Error::Input(format!(
+            "--dev {dev}: the redirect cannot attach there: {e}"
+        ))
     })?;
     enforcing.redirect = Some(redirect);
     enforcing.started = Instant::now();
@@ -371,7 +376,10 @@ impl Enforcing {
     fn engine_ended(&mut self) -> Error {
         self.redirect = None;
         let why = match self.engine.take().map(JoinHandle::join) {
-            Some(Ok(Err(e))) if e.raw_os_error() == Some(libc::ENXIO) || e.raw_os_error() == Some(libc::ENODEV) => {
+            Some(Ok(Err(e)))
+                if e.raw_os_error() == Some(libc::ENXIO)
+                    || e.raw_os_error() == Some(libc::ENODEV) =>
+            {
                 format!("{} is gone", self.dev)
             }
             Some(Ok(Err(e))) => e.to_string(),
@@ -420,7 +428,10 @@ impl Enforcing {
                     * 8.0
                     / seconds,
                 ideal_bps: ideal.tenant_bps[t],
-                backlogged: tenant.apps.iter().any(|a| demands[a.index()].first() == Some(&f64::INFINITY)),
+                backlogged: tenant
+                    .apps
+                    .iter()
+                    .any(|a| demands[a.index()].first() == Some(&f64::INFINITY)),
                 drops: delta(&now.tenant_drops, &self.last.tenant_drops, t),
             })
             .collect();
@@ -435,7 +446,11 @@ impl Enforcing {
     /// the engine and checks its counts.
     pub fn stop(mut self, why: &str) -> Result<Summary, Error> {
         self.redirect = None;
-        tracing::info!(dev = self.dev.as_str(), "detached ({why}): {}'s traffic flows unshaped", self.dev);
+        tracing::info!(
+            dev = self.dev.as_str(),
+            "detached ({why}): {}'s traffic flows unshaped",
+            self.dev
+        );
         // Read before the engine stops: the tap goes with it.
         let tap_dropped_frames = device_number(&self.tap, "statistics/tx_dropped").unwrap_or(0);
         self.stop.store(true, Ordering::Relaxed);
@@ -447,7 +462,12 @@ impl Enforcing {
         Ok(self.summary(stats, device, tap_dropped_frames))
     }
 
-    fn summary(&self, stats: EngineStats, device: DeviceCounts, tap_dropped_frames: u64) -> Summary {
+    fn summary(
+        &self,
+        stats: EngineStats,
+        device: DeviceCounts,
+        tap_dropped_frames: u64,
+    ) -> Summary {
         let names: Vec<String> = self.policy.tenants.iter().map(|t| t.name.clone()).collect();
         let conservation = report::conservation(&names, &stats.ledgers);
         let engine_tx_frames = stats.tx_frames;
