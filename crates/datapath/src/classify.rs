@@ -7,9 +7,9 @@
 //! enforcer is measured alike. A frame is charged the bytes it really carries past
 //! its Ethernet header, whatever its headers claim.
 
-use policy::{AppId, Policy, Proto, TenantId};
+use policy::{AppId, Cidr, Policy, Proto, TenantId};
 use sched::multiqueue::flow_hash;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub const ETHERNET_HEADER_BYTES: usize = 14;
 const ETHERTYPE_IPV4: u16 = 0x0800;
@@ -279,8 +279,11 @@ pub struct Class {
 
 #[derive(Clone, Debug)]
 pub struct Classifier {
-    /// Source prefix of each tenant, as the lab's topology addresses them.
-    tenant_prefixes: Vec<Prefix>,
+    /// Source prefix of each tenant, as the lab's topology addresses them or a
+    /// real host's `match.src` says; `None`: none in IPv4.
+    tenant_prefixes: Vec<Option<Prefix>>,
+    /// Each tenant's IPv6 source prefix, from its `match.src` ([`Classifier::by_match_src`]).
+    tenant_prefixes_v6: Vec<Option<Cidr>>,
     /// The policy's own rules, so that frames go to the app the simulator gives
     /// their traffic ([`Policy::app_for_packet`]).
     policy: Policy,
@@ -297,7 +300,34 @@ impl Classifier {
     pub fn new(policy: &Policy, tenant_prefixes: Vec<Prefix>) -> Classifier {
         assert_eq!(tenant_prefixes.len(), policy.tenants.len());
         Classifier {
-            tenant_prefixes,
+            tenant_prefixes: tenant_prefixes.into_iter().map(Some).collect(),
+            tenant_prefixes_v6: vec![None; policy.tenants.len()],
+            policy: policy.clone(),
+            cores: policy.tenants.iter().map(|t| t.cores.clone()).collect(),
+        }
+    }
+
+    /// Tenants told by their `match.src`, IPv4 or IPv6, as on a real host where
+    /// they send from their own addresses; a tenant without one has no frames.
+    pub fn by_match_src(policy: &Policy) -> Classifier {
+        let v4 = |c: &Cidr| match c.addr {
+            IpAddr::V4(addr) => Some(Prefix {
+                addr,
+                len: c.prefix_len,
+            }),
+            IpAddr::V6(_) => None,
+        };
+        Classifier {
+            tenant_prefixes: policy
+                .tenants
+                .iter()
+                .map(|t| t.match_src.as_ref().and_then(v4))
+                .collect(),
+            tenant_prefixes_v6: policy
+                .tenants
+                .iter()
+                .map(|t| t.match_src.filter(|c| c.addr.is_ipv6()))
+                .collect(),
             policy: policy.clone(),
             cores: policy.tenants.iter().map(|t| t.cores.clone()).collect(),
         }
@@ -307,8 +337,32 @@ impl Classifier {
     pub fn tenant_of_source(&self, src: Ipv4Addr) -> Option<TenantId> {
         self.tenant_prefixes
             .iter()
-            .position(|p| p.contains(src))
+            .position(|p| p.is_some_and(|p| p.contains(src)))
             .map(|i| TenantId(i as u16))
+    }
+
+    /// The tenant whose IPv6 prefix holds `src`, first in policy order.
+    pub fn tenant_of_source_v6(&self, src: Ipv6Addr) -> Option<TenantId> {
+        let holds = |c: &Cidr| {
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(c.prefix_len.min(128)))
+                .unwrap_or(0);
+            matches!(c.addr, IpAddr::V6(net) if (net.to_bits() ^ src.to_bits()) & mask == 0)
+        };
+        self.tenant_prefixes_v6
+            .iter()
+            .position(|c| c.as_ref().is_some_and(holds))
+            .map(|i| TenantId(i as u16))
+    }
+
+    /// The tenant of an Ethernet frame by its source address; `None` for a frame
+    /// of no tenant's address, or neither IPv4 nor IPv6.
+    pub fn tenant_of_frame(&self, frame: &[u8]) -> Option<TenantId> {
+        match parse(frame) {
+            ParsedFrame::Ipv4(ip) => self.tenant_of_source(ip.src),
+            ParsedFrame::Ipv6(ip) => self.tenant_of_source_v6(ip.src),
+            ParsedFrame::Other { .. } | ParsedFrame::Malformed(_) => None,
+        }
     }
 
     /// The class of a frame of `tenant` that is not IPv4: its catch-all app (the
@@ -650,6 +704,32 @@ tenants:
         let mut frag = good.clone();
         frag[14 + 6..14 + 8].copy_from_slice(&100u16.to_be_bytes());
         assert_eq!(ip(&frag).dst_port, 0);
+    }
+
+    #[test]
+    fn tenants_by_match_src_in_ipv4_and_ipv6_and_no_tenant_for_other_frames() {
+        let p = policy::parse_policy(
+            "link: { rate: 1Gbit }\ntenants:\n  - { name: v4, match: { src: 10.0.1.0/24 } }\n  - { name: v6, match: { src: '2001:db8::/120' } }\n  - { name: none }\n",
+            "p.yaml",
+        )
+        .unwrap();
+        let c = Classifier::by_match_src(&p);
+        let v4 = test_frame([10, 0, 1, 7], [10, 0, 2, 1], PROTO_UDP, (1, 2), 10);
+        assert_eq!(c.tenant_of_frame(&v4), Some(TenantId(0)));
+        let other = test_frame([10, 0, 2, 7], [10, 0, 1, 1], PROTO_UDP, (1, 2), 10);
+        assert_eq!(c.tenant_of_frame(&other), None);
+        // test_frame_ipv6 sends from 2001:db8::1.
+        let v6 = test_frame_ipv6(&[], PROTO_TCP, (1, 2), 10);
+        assert_eq!(c.tenant_of_frame(&v6), Some(TenantId(1)));
+        assert_eq!(
+            c.tenant_of_source_v6("2001:db8::1:1".parse().unwrap()),
+            None,
+            "outside the /120"
+        );
+        let mut arp = v4.clone();
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert_eq!(c.tenant_of_frame(&arp), None);
+        assert_eq!(c.tenant_of_frame(&v4[..10]), None, "a runt");
     }
 
     #[test]

@@ -28,6 +28,11 @@
 //! Unpaced (`link_rate_bps: None`, for the benchmark), step 4 sends every frame the
 //! enforcer hands out and the link is never busy; everything else is the same loop.
 //!
+//! On a real host's egress ([`Engine::on_egress`], `nicsched enforce`) step 2 reads
+//! one tap that carries every tenant's frames, each frame's tenant told by its
+//! source address, and step 3 does nothing: the uplink is the host's device, only
+//! sent on, its ingress the host's own. Everything else is the same loop.
+//!
 //! Every socket carries a virtio-net header per frame: a TCP send the tenant's stack
 //! left unsegmented (GSO, up to 64 KiB) is one frame and one `Packet`, as in the
 //! simulator, and goes out whole with its header when the NIC model's last MTU-sized
@@ -44,6 +49,7 @@ use crate::classify::{Classifier, Malformed, ParsedFrame, parse};
 use crate::cores::{CoreSetup, CoreSpent, Shared};
 use crate::host_side::HostSide;
 use crate::sys::packet::{BATCH, PacketSocket, Poller, RxFrame, RxRing, VNET_HDR_BYTES};
+use crate::sys::tap::Tap;
 use policy::wire::serialisation_ns;
 use policy::{Policy, TenantId};
 use sched::{Enforcer, Frame, Packet};
@@ -154,6 +160,78 @@ impl std::fmt::Display for TooLarge {
 }
 
 impl std::error::Error for TooLarge {}
+
+/// What the engine publishes while it runs, for a live view of a run that may
+/// last weeks: counts since it started, written by the engine alone every
+/// [`LIVE_DROPS_EVERY_NS`] and when it stops.
+#[derive(Debug)]
+pub struct Published {
+    /// Per tenant, its drops ([`Engine::publishing_drops`]'s).
+    pub tenant_drops: Box<[AtomicU64]>,
+    /// Per tenant, the L3 bytes of its frames that left whole on the uplink.
+    pub tenant_sent_bytes: Box<[AtomicU64]>,
+    /// Per app, the L3 bytes of its frames the engine received, and of them those
+    /// refused (by the enforcer, or for want of room in the host's buffer).
+    pub app_offered_bytes: Box<[AtomicU64]>,
+    pub app_refused_bytes: Box<[AtomicU64]>,
+    /// Frames on an egress ([`Engine::on_egress`]) from no tenant's address,
+    /// dropped.
+    pub unclassified: AtomicU64,
+}
+
+impl Published {
+    pub fn new(policy: &Policy) -> Published {
+        let zeros = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect();
+        Published {
+            tenant_drops: zeros(policy.tenants.len()),
+            tenant_sent_bytes: zeros(policy.tenants.len()),
+            app_offered_bytes: zeros(policy.apps.len()),
+            app_refused_bytes: zeros(policy.apps.len()),
+            unclassified: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Where the tenants' frames come from.
+enum Intake {
+    /// One port per tenant ([`EngineConfig::ports`]): a frame's tenant is its port's.
+    Ports(Vec<RxRing>),
+    /// One device that carries every tenant's frames ([`Engine::on_egress`]): a
+    /// frame's tenant is told by its source address.
+    Egress(Tap),
+}
+
+impl Intake {
+    fn fds(&self) -> Vec<std::os::fd::RawFd> {
+        match self {
+            Intake::Ports(ports) => ports.iter().map(|p| p.socket().raw_fd()).collect(),
+            Intake::Egress(tap) => vec![tap.raw_fd()],
+        }
+    }
+}
+
+/// The uplink: read for the frames that come back to the tenants (the lab), or
+/// on a real host's egress only sent on, its ingress left to the host.
+enum Uplink {
+    Both(RxRing),
+    SendOnly(PacketSocket),
+}
+
+impl Uplink {
+    fn sender(&self) -> &PacketSocket {
+        match self {
+            Uplink::Both(ring) => ring.socket(),
+            Uplink::SendOnly(socket) => socket,
+        }
+    }
+
+    fn reader_fd(&self) -> Option<std::os::fd::RawFd> {
+        match self {
+            Uplink::Both(ring) => Some(ring.socket().raw_fd()),
+            Uplink::SendOnly(_) => None,
+        }
+    }
+}
 
 /// An IPv4 header alone; no frame the engine schedules is shorter.
 const MIN_IPV4_PACKET_BYTES: u32 = 20;
@@ -419,6 +497,16 @@ pub struct Engine {
     /// Where each tenant's drops so far ([`Engine::drops`]) are published while it
     /// runs, for a live view.
     live_drops: Option<Arc<[AtomicU64]>>,
+    /// Where its counts so far are published while it runs.
+    published: Option<Arc<Published>>,
+    /// Per app, L3 bytes offered and refused ([`Published`]'s).
+    app_offered_bytes: Vec<u64>,
+    app_refused_bytes: Vec<u64>,
+    /// Frames of no tenant on an egress.
+    unclassified: u64,
+    /// The device to read every tenant's frames from instead of a port each, on
+    /// a real host's egress; taken when the engine runs.
+    egress: Option<Tap>,
 }
 
 impl Engine {
@@ -428,7 +516,7 @@ impl Engine {
         policy: &Policy,
         enforcer: Box<dyn Enforcer>,
     ) -> std::io::Result<Engine> {
-        let tenants = config.ports.len();
+        let tenants = policy.tenants.len();
         let shared = match &config.cores {
             Some(setup) => Some(Shared::new(policy, setup)?),
             None => None,
@@ -456,7 +544,27 @@ impl Engine {
             enforcer,
             hosts: None,
             live_drops: None,
+            published: None,
+            app_offered_bytes: vec![0; policy.apps.len()],
+            app_refused_bytes: vec![0; policy.apps.len()],
+            unclassified: 0,
+            egress: None,
         })
+    }
+
+    /// Makes the engine publish its counts so far in `published` as it runs.
+    pub fn publishing(mut self, published: Arc<Published>) -> Engine {
+        self.published = Some(published);
+        self
+    }
+
+    /// Puts the engine on a real host's egress: every tenant's frames come from
+    /// `tap`, each tenant's told by its source address ([`Classifier::tenant_of_frame`]),
+    /// and leave on the uplink ([`EngineConfig::uplink`], the device), which is
+    /// not read. `EngineConfig::ports` are not opened.
+    pub fn on_egress(mut self, tap: Tap) -> Engine {
+        self.egress = Some(tap);
+        self
     }
 
     /// Makes the engine publish each tenant's drops so far in `drops` as it runs.
@@ -479,6 +587,33 @@ impl Engine {
                 published.store(self.drops(t), Ordering::Relaxed);
             }
         }
+        if let Some(published) = &self.published {
+            let store = |to: &[AtomicU64], from: &mut dyn Iterator<Item = u64>| {
+                for (to, from) in to.iter().zip(from) {
+                    to.store(from, Ordering::Relaxed);
+                }
+            };
+            let tenants = self.stats.uplink_bytes.len();
+            store(
+                &published.tenant_drops,
+                &mut (0..tenants).map(|t| self.drops(t)),
+            );
+            store(
+                &published.tenant_sent_bytes,
+                &mut self.stats.uplink_bytes.iter().copied(),
+            );
+            store(
+                &published.app_offered_bytes,
+                &mut self.app_offered_bytes.iter().copied(),
+            );
+            store(
+                &published.app_refused_bytes,
+                &mut self.app_refused_bytes.iter().copied(),
+            );
+            published
+                .unclassified
+                .store(self.unclassified, Ordering::Relaxed);
+        }
     }
 
     /// Makes this the engine of one host of a run across hosts: frames from the
@@ -492,15 +627,8 @@ impl Engine {
     /// `ready` is called once the sockets are open.
     pub fn run(mut self, stop: &AtomicBool, ready: impl FnOnce()) -> std::io::Result<EngineStats> {
         crate::sys::set_timer_slack_ns(1);
-        let ring_bytes = ring_bytes_per_port(self.config.ports.len() + 1);
-        let mut ports = self
-            .config
-            .ports
-            .iter()
-            .map(|p| RxRing::open_vnet(p, ring_bytes, RCVBUF_BYTES))
-            .collect::<std::io::Result<Vec<_>>>()?;
-        let mut uplink = RxRing::open_vnet(&self.config.uplink, ring_bytes, RCVBUF_BYTES)?;
-        let (mut poller, mut return_poller) = self.pollers(&ports, &uplink);
+        let (mut intake, mut uplink) = self.open()?;
+        let (mut poller, mut return_poller) = self.pollers(&intake, &uplink);
         let transmitters = (0..self.config.transmit_threads)
             .map(|_| PacketSocket::open_sender(&self.config.uplink))
             .collect::<std::io::Result<Vec<_>>>()?;
@@ -509,7 +637,7 @@ impl Engine {
         if let Some(side) = &mut self.hosts {
             side.start(self.clock, self.config.buffer.slab_slots);
         }
-        let tenants = self.config.ports.len();
+        let tenants = self.stats.ledgers.len();
         let core_count = self.config.cores.as_ref().map_or(0, |c| c.cores);
         let shared = self.shared.take();
         let spent = std::thread::scope(|scope| {
@@ -554,7 +682,7 @@ impl Engine {
             let result = self.forward(
                 stop,
                 shared.as_ref(),
-                &mut ports,
+                &mut intake,
                 &mut uplink,
                 &mut poller,
                 &mut return_poller,
@@ -588,12 +716,30 @@ impl Engine {
         Ok(self.finish(shared, spent))
     }
 
+    /// The tenants' ports and the uplink; on an egress, the tap and a socket
+    /// that only sends.
+    fn open(&mut self) -> std::io::Result<(Intake, Uplink)> {
+        if let Some(tap) = self.egress.take() {
+            let sender = PacketSocket::open_sender(&self.config.uplink)?;
+            return Ok((Intake::Egress(tap), Uplink::SendOnly(sender)));
+        }
+        let ring_bytes = ring_bytes_per_port(self.config.ports.len() + 1);
+        let ports = self
+            .config
+            .ports
+            .iter()
+            .map(|p| RxRing::open_vnet(p, ring_bytes, RCVBUF_BYTES))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let uplink = RxRing::open_vnet(&self.config.uplink, ring_bytes, RCVBUF_BYTES)?;
+        Ok((Intake::Ports(ports), Uplink::Both(uplink)))
+    }
+
     /// What wakes the engine: every port, the uplink, the cores' processed
     /// frames and other hosts' feedback; and, while the link is busy, all but
     /// the tenants' ports.
-    fn pollers(&self, ports: &[RxRing], uplink: &RxRing) -> (Poller, Poller) {
-        let mut fds: Vec<_> = ports.iter().map(|p| p.socket().raw_fd()).collect();
-        fds.push(uplink.socket().raw_fd());
+    fn pollers(&self, intake: &Intake, uplink: &Uplink) -> (Poller, Poller) {
+        let mut fds = intake.fds();
+        fds.extend(uplink.reader_fd());
         // Processed frames wake the engine as a frame does.
         let done_fd = self.shared.as_ref().map(|s| s.done_ready.raw_fd());
         fds.extend(done_fd);
@@ -605,7 +751,7 @@ impl Engine {
         // it cannot leave before the link frees, and the engine reads every port
         // before it dequeues. Waking for each one cost a core at 50 000 frames/s and
         // starved the senders. Return traffic (ACKs, requests) still wakes it.
-        let mut return_fds = vec![uplink.socket().raw_fd()];
+        let mut return_fds: Vec<_> = uplink.reader_fd().into_iter().collect();
         return_fds.extend(done_fd);
         return_fds.extend(control_fd);
         (poller, Poller::new(&return_fds))
@@ -617,8 +763,8 @@ impl Engine {
         &mut self,
         stop: &AtomicBool,
         shared: Option<&Shared>,
-        ports: &mut [RxRing],
-        uplink: &mut RxRing,
+        intake: &mut Intake,
+        uplink: &mut Uplink,
         poller: &mut Poller,
         return_poller: &mut Poller,
         mut threads: Option<&mut TxThreads>,
@@ -629,13 +775,15 @@ impl Engine {
             let now_ns = self.clock.elapsed().as_nanos() as u64;
             self.catch_up(
                 now_ns,
-                ports,
+                intake,
                 threads.as_deref_mut(),
                 &mut drops_published_ns,
             )?;
-            self.read_tenants(now_ns, shared, ports)?;
-            self.read_uplink(now_ns, uplink, ports)?;
-            self.transmit(now_ns, &mut link, uplink, threads.as_deref_mut())?;
+            self.read_tenants(now_ns, shared, intake)?;
+            if let (Uplink::Both(uplink), Intake::Ports(ports)) = (&mut *uplink, &mut *intake) {
+                self.read_uplink(now_ns, uplink, ports)?;
+            }
+            self.transmit(now_ns, &mut link, uplink.sender(), threads.as_deref_mut())?;
             self.wait(now_ns, &mut link, poller, return_poller)?;
         }
         // Handed to the link but never sent (the uplink stayed busy to the end):
@@ -643,7 +791,7 @@ impl Engine {
         for packet in std::mem::take(&mut link.tx) {
             self.unsent(&packet);
         }
-        self.count_port_drops(ports)
+        self.count_port_drops(intake)
     }
 
     /// Step 1, after reading the clock: what is due at `now_ns` beside the frames:
@@ -652,13 +800,13 @@ impl Engine {
     fn catch_up(
         &mut self,
         now_ns: u64,
-        ports: &[RxRing],
+        intake: &Intake,
         threads: Option<&mut TxThreads>,
         drops_published_ns: &mut u64,
     ) -> std::io::Result<()> {
         self.stats.loops += 1;
         if self.stats.loops.is_multiple_of(PORT_DROPS_EVERY_LOOPS) {
-            self.count_port_drops(ports)?;
+            self.count_port_drops(intake)?;
         }
         if now_ns >= *drops_published_ns + LIVE_DROPS_EVERY_NS {
             self.publish_drops();
@@ -674,21 +822,37 @@ impl Engine {
     }
 
     /// Step 2: offers what the cores finished, reads a batch from each tenant
-    /// port, and queues what the cores must hold first.
+    /// port (on an egress, a batch from the tap, each frame's tenant told by its
+    /// source), and queues what the cores must hold first.
     fn read_tenants(
         &mut self,
         now_ns: u64,
         shared: Option<&Shared>,
-        ports: &mut [RxRing],
+        intake: &mut Intake,
     ) -> std::io::Result<()> {
         if let Some(shared) = shared {
             self.offer_processed(shared, now_ns);
         }
-        for (t, port) in ports.iter_mut().enumerate() {
-            let tenant = TenantId(t as u16);
-            let room = self.port_reads[t];
-            if room > 0 {
-                port.recv(room, |frame| self.on_tenant_frame(tenant, frame, now_ns))?;
+        match intake {
+            Intake::Ports(ports) => {
+                for (t, port) in ports.iter_mut().enumerate() {
+                    let tenant = TenantId(t as u16);
+                    let room = self.port_reads[t];
+                    if room > 0 {
+                        port.recv(room, |frame| self.on_tenant_frame(tenant, frame, now_ns))?;
+                    }
+                }
+            }
+            Intake::Egress(tap) => {
+                tap.recv(BATCH, |frame| {
+                    let ethernet = frame.bytes.get(VNET_HDR_BYTES..).unwrap_or_default();
+                    // The redirect takes only the tenants' addresses: another
+                    // frame here is one the host sent on the tap itself.
+                    match self.classifier.tenant_of_frame(ethernet) {
+                        Some(tenant) => self.on_tenant_frame(tenant, frame, now_ns),
+                        None => self.unclassified += 1,
+                    }
+                })?;
             }
         }
         if let Some(shared) = shared {
@@ -724,7 +888,7 @@ impl Engine {
         &mut self,
         now_ns: u64,
         link: &mut Link,
-        uplink: &RxRing,
+        uplink: &PacketSocket,
         mut threads: Option<&mut TxThreads>,
     ) -> std::io::Result<()> {
         loop {
@@ -741,7 +905,7 @@ impl Engine {
             }
             if let Some(threads) = threads.as_deref_mut() {
                 self.hand_over(threads, &mut link.tx)?;
-            } else if !self.flush(uplink.socket(), &mut link.tx)? {
+            } else if !self.flush(uplink, &mut link.tx)? {
                 return Ok(());
             }
             if dry || link.free_ns > now_ns + TX_AHEAD_NS {
@@ -827,6 +991,7 @@ impl Engine {
             {
                 self.core_refused[tenant.index()] += 1;
                 self.stats.ledgers[tenant.index()].refused_bytes += u64::from(bytes);
+                self.app_refused_bytes[packet.app.index()] += u64::from(bytes);
                 self.slab.release(packet.handle as u32);
             }
         }
@@ -899,7 +1064,11 @@ impl Engine {
 
     /// Adds what the kernel dropped at each tenant's port since the last count (its
     /// count is 32 bits wide, so the loop reads it now and then).
-    fn count_port_drops(&mut self, ports: &[RxRing]) -> std::io::Result<()> {
+    fn count_port_drops(&mut self, intake: &Intake) -> std::io::Result<()> {
+        // A tap's drops are the device's own count (`tx_dropped`).
+        let Intake::Ports(ports) = intake else {
+            return Ok(());
+        };
         for (t, port) in ports.iter().enumerate() {
             self.stats.frames[t].lost_at_port += port.socket().take_drops()?;
         }
@@ -1026,6 +1195,9 @@ impl Engine {
             self.stats.buffer_drops[t] += 1;
             self.stats.ledgers[t].offered_bytes += len_bytes;
             self.stats.ledgers[t].refused_bytes += len_bytes;
+            let app = self.classifier.classify_other(tenant).app.index();
+            self.app_offered_bytes[app] += len_bytes;
+            self.app_refused_bytes[app] += len_bytes;
             return;
         }
         let parsed = if len > buf.len() {
@@ -1078,6 +1250,7 @@ impl Engine {
         // The virtio-net header travels with the frame, into the slab and out again.
         let frame = &buf[..len];
         self.stats.ledgers[t].offered_bytes += u64::from(len_bytes);
+        self.app_offered_bytes[class.app.index()] += u64::from(len_bytes);
         let (traffic, destination) = crossing.unwrap_or_default();
         class.destination = destination.unwrap_or(class.destination);
         let slot = self.slab.store(frame);
@@ -1087,6 +1260,7 @@ impl Engine {
         let Some(slot) = slot else {
             self.stats.buffer_drops[t] += 1;
             self.stats.ledgers[t].refused_bytes += u64::from(len_bytes);
+            self.app_refused_bytes[class.app.index()] += u64::from(len_bytes);
             return;
         };
         let packet = Packet {
@@ -1125,6 +1299,7 @@ impl Engine {
                     side.refused_slot(packet.handle, packet.len_bytes);
                 }
                 self.stats.ledgers[t].refused_bytes += u64::from(packet.len_bytes);
+                self.app_refused_bytes[packet.app.index()] += u64::from(packet.len_bytes);
                 self.slab.release(packet.handle as u32);
             }
         }

@@ -116,23 +116,7 @@ impl run::lab_world::Live for LiveAsked {
     /// Binds `--metrics-listen` (status 2 if it cannot) and serves from there;
     /// the live view of a run of `quiet` (lines only without it).
     fn start(&mut self, quiet: bool) -> Result<(), Failure> {
-        let metrics = match self.metrics_listen {
-            Some(addr) => {
-                let listener = std::net::TcpListener::bind(addr).map_err(|e| {
-                    Failure::input(format!(
-                        "--metrics-listen {addr}: {e}; choose another port, or port 0 for a free one"
-                    ))
-                })?;
-                let bound = listener
-                    .local_addr()
-                    .map_err(|e| Failure::runtime(format!("--metrics-listen {addr}: {e}")))?;
-                let metrics = std::sync::Arc::new(live::Metrics::default());
-                live::serve(listener, metrics.clone());
-                eprintln!("metrics: http://{bound}/metrics");
-                Some(metrics)
-            }
-            None => None,
-        };
+        let metrics = self.metrics_listen.map(live::listen).transpose()?;
         self.started = Some(live::LiveOptions {
             lines: !quiet && !self.no_live,
             line_every_ns: self.interval.unwrap_or(live::LINE_EVERY_NS_DEFAULT),

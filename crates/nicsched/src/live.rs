@@ -83,6 +83,23 @@ pub fn loopback_address(text: &str) -> Result<SocketAddr, String> {
     }
 }
 
+/// Binds `--metrics-listen` (status 2 if it cannot), serves the metrics from there
+/// and says where.
+pub fn listen(addr: SocketAddr) -> Result<Arc<Metrics>, crate::Failure> {
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        crate::Failure::input(format!(
+            "--metrics-listen {addr}: {e}; choose another port, or port 0 for a free one"
+        ))
+    })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| crate::Failure::runtime(format!("--metrics-listen {addr}: {e}")))?;
+    let metrics = Arc::new(Metrics::default());
+    serve(listener, metrics.clone());
+    eprintln!("metrics: http://{bound}/metrics");
+    Ok(metrics)
+}
+
 /// One tenant's figures over a line's intervals.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TenantFigures {
@@ -320,6 +337,20 @@ impl Metrics {
                 .get_or_create(&labels)
                 .set(t.measured_bps);
             self.ideal_bps.get_or_create(&labels).set(t.ideal_bps);
+        }
+    }
+
+    /// A line of `nicsched enforce`, `elapsed_ns` after it attached: the line's
+    /// figures, and per tenant the bytes it sent meanwhile.
+    pub fn enforced(&self, enforcer: &str, line: &Line, sent_bytes: &[u64], elapsed_ns: u64) {
+        self.progress(enforcer, elapsed_ns);
+        self.line(enforcer, line);
+        for (t, bytes) in line.tenants.iter().zip(sent_bytes) {
+            let labels = Self::tenant(enforcer, &t.name);
+            self.bytes.get_or_create(&labels).inc_by(*bytes);
+            self.drops
+                .get_or_create(&labels)
+                .inc_by(t.drops.unwrap_or(0));
         }
     }
 

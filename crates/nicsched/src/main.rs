@@ -219,6 +219,12 @@ enum Command {
     /// Per tenant and interval, DEV's throughput from the kernel's counters
     /// against the ideal, for a device `nicsched apply` configured.
     Watch(realhost_cli::WatchArgs),
+    /// Enforce a policy on DEV's egress with an enforcer of nicsched's engine, until
+    /// Ctrl-C or SIGTERM: every tenant frame the host sends out of DEV goes through
+    /// the engine and leaves paced at the link rate. Fail-open: when the process
+    /// ends, however it ends, DEV is as it was and its traffic flows unshaped
+    /// (docs/realhost.md).
+    Enforce(realhost_cli::EnforceArgs),
     /// Measure an enforcer's cost on this machine: enqueue+dequeue pairs per second
     /// on one core and bytes of state per class, on a two-level tree (16 tenants,
     /// classes split by destination) with the active classes backlogged.
@@ -406,6 +412,7 @@ fn main() -> ExitCode {
         Command::Tc { file, dev } => commands::tc(&file, &dev),
         Command::Apply(args) => realhost_cli::apply(args),
         Command::Watch(args) => realhost_cli::watch(args),
+        Command::Enforce(args) => realhost_cli::enforce(args),
         Command::Bench {
             enforcer,
             classes,

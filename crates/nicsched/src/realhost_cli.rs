@@ -1,4 +1,5 @@
-//! `nicsched apply` and `nicsched watch`: their flags, and the wiring to `realhost`.
+//! `nicsched apply`, `nicsched watch` and `nicsched enforce`: their flags, and the
+//! wiring to `realhost`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -9,6 +10,7 @@ use run::scenario::load_policy_or_scenario;
 
 use crate::commands::tc_refusal;
 use crate::flags::seconds_up_to;
+use crate::live;
 
 /// The longest `watch --interval`: a day.
 const WATCH_INTERVAL_S_MAX: f64 = 86_400.0;
@@ -49,6 +51,35 @@ pub(crate) struct WatchArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     /// One JSON object per line instead of text (docs/json.md).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub(crate) struct EnforceArgs {
+    /// The policy (or scenario) to enforce; every tenant needs a `match.src`.
+    file: PathBuf,
+    /// The egress device whose tenants' frames go through the engine.
+    #[arg(long, value_name = "DEV")]
+    dev: String,
+    /// The enforcer, one that runs in nicsched's engine (`nicsched enforcers`).
+    #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
+    enforcer: String,
+    /// The rate frames leave DEV at. Default: DEV's speed as its driver reports it.
+    #[arg(long, value_name = "RATE", value_parser = crate::flags::lab_link_rate)]
+    link_rate: Option<u64>,
+    /// Seconds between two live lines: per tenant, its Mbit/s on DEV against its
+    /// ideal for the demand that reached the engine, and its drops meanwhile.
+    #[arg(long, value_name = "S", value_parser = live::line_every)]
+    interval: Option<u64>,
+    /// Serve the live figures as Prometheus metrics at http://ADDR/metrics (a
+    /// loopback address only; port 0 picks a free one).
+    #[arg(long, value_name = "ADDR", value_parser = live::loopback_address)]
+    metrics_listen: Option<std::net::SocketAddr>,
+    /// Where summary.json goes when it stops. Default: results/enforce-DEV.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Each interval as one JSON object on a line of stdout, and the summary last.
     #[arg(long)]
     json: bool,
 }
@@ -140,5 +171,136 @@ pub(crate) fn watch(args: WatchArgs) -> Result<(), Failure> {
         }
         printed += 1;
     }
+    Ok(())
+}
+
+/// How often `enforce` looks for a stop signal between two lines.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// Runs until Ctrl-C or SIGTERM, printing a line per tenant and interval; then
+/// detaches and writes the summary. Status 3 when a self-check failed.
+pub(crate) fn enforce(args: EnforceArgs) -> Result<(), Failure> {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+    let result = enforcing(args);
+    if let Err(failure) = &result {
+        tracing::error!("refused or failed: {}", failure.message);
+    }
+    result
+}
+
+fn enforcing(args: EnforceArgs) -> Result<(), Failure> {
+    let policy = load_policy_or_scenario(&args.file)?;
+    realhost::enforce::unmatched(&policy)
+        .map_err(|e| Failure::input(format!("{}: error: {e}", args.file.display())))?;
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("results").join(format!("enforce-{}", args.dev)));
+    std::fs::create_dir_all(&out)
+        .map_err(|e| Failure::input(format!("--out {}: {e}", out.display())))?;
+    let metrics = args.metrics_listen.map(live::listen).transpose()?;
+    let signals = lab::StopSignals::install();
+    let mut enforcing = realhost::enforce::start(&realhost::enforce::Request {
+        policy: &policy,
+        dev: &args.dev,
+        enforcer: &args.enforcer,
+        link_rate_bps: args.link_rate,
+    })
+    .map_err(failure)?;
+    let every = Duration::from_nanos(args.interval.unwrap_or(live::LINE_EVERY_NS_DEFAULT));
+    eprintln!(
+        "enforce: {} on {} at {} (tap {}); every {}: each tenant's Mbit/s on {} against its ideal for what reached the engine, its drops meanwhile; Ctrl-C stops",
+        args.enforcer,
+        args.dev,
+        policy::format_rate(enforcing.link_rate_bps() as f64),
+        enforcing.tap(),
+        policy::format_time(every.as_nanos() as u64),
+        args.dev,
+    );
+    let mut next = Instant::now() + every;
+    let mut line_from_ns = 0;
+    while !lab::interrupted() {
+        let now = Instant::now();
+        if now < next {
+            std::thread::sleep((next - now).min(SIGNAL_POLL));
+            continue;
+        }
+        next += every;
+        let sample = enforcing.sample().map_err(failure)?;
+        let end_ns = (sample.time_s * 1e9) as u64;
+        let line = live::Line {
+            start_ns: line_from_ns,
+            end_ns,
+            tenants: sample
+                .tenants
+                .iter()
+                .map(|t| live::TenantFigures {
+                    name: t.name.clone(),
+                    measured_bps: t.throughput_bps,
+                    ideal_bps: t.ideal_bps,
+                    drops: Some(t.drops),
+                })
+                .collect(),
+        };
+        let seconds = (end_ns - line_from_ns) as f64 / 1e9;
+        line_from_ns = end_ns;
+        if let Some(metrics) = &metrics {
+            let sent: Vec<u64> = sample
+                .tenants
+                .iter()
+                .map(|t| (t.throughput_bps * seconds / 8.0).round() as u64)
+                .collect();
+            metrics.enforced(&args.enforcer, &line, &sent, end_ns);
+        }
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string(&sample).expect("a sample serialises")
+            );
+        }
+        for text in line.text(&args.enforcer) {
+            eprintln!("{text}");
+        }
+    }
+    drop(signals);
+    let summary = enforcing.stop("a stop signal").map_err(failure)?;
+    let path = out.join("summary.json");
+    write_summary(&path, &summary)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&summary).expect("a summary serialises")
+        );
+    }
+    for check in &summary.checks {
+        eprintln!(
+            "check {}: {} ({})",
+            check.name,
+            if check.ok { "ok" } else { "FAILED" },
+            check.detail
+        );
+    }
+    eprintln!("summary: {}", path.display());
+    if summary.ok {
+        Ok(())
+    } else {
+        Err(Failure {
+            message: format!("a self-check failed: see {}", path.display()),
+            status: crate::EXIT_CHECKS_FAILED,
+        })
+    }
+}
+
+/// `summary` at `path`, written beside it and renamed over it: never half a file.
+fn write_summary(path: &Path, summary: &realhost::enforce::Summary) -> Result<(), Failure> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let cannot = |e: &dyn std::fmt::Display| {
+        Failure::runtime(format!("cannot write {}: {e}", path.display()))
+    };
+    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(|e| cannot(&e))?;
+    serde_json::to_writer_pretty(&mut file, summary).map_err(|e| cannot(&e))?;
+    file.persist(path).map_err(|e| cannot(&e))?;
     Ok(())
 }

@@ -2,7 +2,8 @@
 //!
 //! The kernel holds a policy on a device; nicsched configures it, reads it back and
 //! leaves (`nicsched apply`), and reads the kernel's counters against the ideal
-//! (`nicsched watch`). The contract is `realhost.md` of the shared spec; the
+//! (`nicsched watch`). Or nicsched's engine holds it, in the device's egress path,
+//! for as long as the process runs (`nicsched enforce`). The contract is `realhost.md` of the shared spec; the
 //! operator's page is `docs/realhost.md`.
 //!
 //! - [`record`]: what a device held before nicsched touched it, kept in
@@ -12,13 +13,16 @@
 //!   back on any failure, and its removal;
 //! - [`watch`]: per tenant and interval, throughput against the ideal;
 //! - [`bpf`]: programs assembled from the policy, loaded and attached without
-//!   clang.
+//!   clang;
+//! - [`enforce`]: the engine on a device's egress, fail-open, with its live
+//!   figures and self-checks.
 //!
 //! Mechanisms: [`Mechanism::Htb`], the tree `nicsched tc` prints. TONIC's BPF
 //! mechanism is a second variant to come; nothing here assumes there is one only.
 
 pub mod apply;
 pub mod bpf;
+pub mod enforce;
 pub mod record;
 pub mod tc;
 pub mod watch;

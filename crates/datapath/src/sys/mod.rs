@@ -1,9 +1,9 @@
 //! Everything that touches the operating system, and nothing else: namespaces and
 //! the `ip`/`tc`/`ethtool` commands ([`netns`]), AF_PACKET sockets and waiting on
-//! them ([`packet`]), child processes ([`process`]), who owns a run's names
-//! ([`owner`]), signals ([`signal`]), the
-//! monotonic clock and absolute sleeps ([`clock`]), waking a waiting thread
-//! ([`event`]), the benchmark's UDP senders
+//! them ([`packet`]), the tap a host's egress is redirected to ([`tap`]), child
+//! processes ([`process`]), who owns a run's names ([`owner`]), signals
+//! ([`signal`]), the monotonic clock and absolute sleeps ([`clock`]), waking a
+//! waiting thread ([`event`]), the benchmark's UDP senders
 //! ([`udp`]). The rest of the crate sees plain Rust values and `io::Result`s.
 
 pub mod clock;
@@ -13,6 +13,7 @@ pub mod owner;
 pub mod packet;
 pub mod process;
 pub mod signal;
+pub mod tap;
 pub mod udp;
 
 /// Whether the process runs with an effective user id of 0.
