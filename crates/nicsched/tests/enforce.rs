@@ -44,9 +44,7 @@ struct Pair {
 }
 
 impl Pair {
-    /// With `gso` off on the device, each TCP send is one segment, one frame: what
-    /// the engine charges (a frame's L3 bytes) is what the sink's TCP counts.
-    fn new(tag: &str, gso: bool) -> Pair {
+    fn new(tag: &str) -> Pair {
         let pid = std::process::id();
         let pair = Pair {
             host: format!("nicsched-enf-{pid}-{tag}-host"),
@@ -72,9 +70,6 @@ impl Pair {
             pair.host(&["ip", "addr", "add", address, "dev", &pair.dev]);
         }
         pair.sink(&["ip", "addr", "add", "10.78.0.2/24", "dev", &peer]);
-        if !gso {
-            pair.host(&["ethtool", "-K", &pair.dev, "tso", "off", "gso", "off"]);
-        }
         for (ns, dev) in [(&pair.host, &pair.dev), (&pair.sink, &peer)] {
             ok(&["ip", "netns", "exec", ns, "ip", "link", "set", dev, "up"]);
             ok(&["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
@@ -218,14 +213,13 @@ fn poll(what: &str, tries: u32, mut done: impl FnMut() -> bool) {
 
 /// `enforce -e ENFORCER` holds the cap within 2% and the weights within 5% at the
 /// sink; killed with SIGKILL, the sink gets the unshaped rate within 2 s and the
-/// device is as it was. With `gso`, TCP's large sends cross the engine whole, and
-/// each is charged its headers once where the sink counts them per segment (52 B
-/// of 1500, 3.5% more at the sink): every tenant then within 5%.
-fn holds_and_fails_open(enforcer: &str, tag: &str, gso: bool) {
+/// device is as it was. TCP's large sends stay on (the veth's TSO): the engine
+/// charges each segment as the sink receives it.
+fn holds_and_fails_open(enforcer: &str, tag: &str) {
     let _one = TRAFFIC.lock().unwrap_or_else(|e| e.into_inner());
     let scratch = Scratch::new(&format!("enforce-{enforcer}"));
     let policy = scratch.file("policy.yaml", POLICY);
-    let mut pair = Pair::new(tag, gso);
+    let mut pair = Pair::new(tag);
     let (host, sink, dev) = (pair.host.clone(), pair.sink.clone(), pair.dev.clone());
     let prior = pair.qdiscs();
     let ports = ["5301", "5302", "5303"];
@@ -309,7 +303,7 @@ fn holds_and_fails_open(enforcer: &str, tag: &str, gso: bool) {
     let seconds = end_at.duration_since(start_at).as_secs_f64();
     for (t, name) in ["capped", "gold", "bronze"].iter().enumerate() {
         let bps = (end[t] - start[t]) as f64 * 8.0 / seconds;
-        let within = if t == 0 && !gso { 0.02 } else { 0.05 };
+        let within = if t == 0 { 0.02 } else { 0.05 };
         eprintln!(
             "{enforcer} {name}: {:.2} Mbit/s at the sink, ideal {:.2}",
             bps / 1e6,
@@ -360,7 +354,7 @@ fn valve_holds_caps_and_weights_of_mtu_frames_and_a_killed_enforce_leaves_nothin
     if !common::runnable("enforce -e valve", &["ip", "tc", "ethtool", "iperf3"]) {
         return;
     }
-    holds_and_fails_open("valve", "v", false);
+    holds_and_fails_open("valve", "v");
 }
 
 #[test]
@@ -368,7 +362,7 @@ fn wf2q_holds_tcp_large_sends_to_their_ideal_and_a_killed_enforce_leaves_nothing
     if !common::runnable("enforce -e wf2q", &["ip", "tc", "iperf3"]) {
         return;
     }
-    holds_and_fails_open("wf2q", "w", true);
+    holds_and_fails_open("wf2q", "w");
 }
 
 #[test]
@@ -382,7 +376,7 @@ fn enforce_refuses_what_it_cannot_enforce_with_status_2() {
         "unmatched.yaml",
         "link: { rate: 100Mbit }\ntenants:\n  - { name: a, match: { src: 10.78.0.11/32 } }\n  - { name: b }\n",
     );
-    let pair = Pair::new("r", true);
+    let pair = Pair::new("r");
     let dev = pair.dev.as_str();
     let refusals: [(&[&str], &str); 6] = [
         (
