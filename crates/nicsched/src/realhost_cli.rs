@@ -9,6 +9,7 @@ use run::scenario::load_policy_or_scenario;
 
 use crate::commands::tc_refusal;
 use crate::flags::seconds_up_to;
+use crate::live;
 
 /// The longest `watch --interval`: a day.
 const WATCH_INTERVAL_S_MAX: f64 = 86_400.0;
@@ -51,6 +52,14 @@ pub(crate) struct WatchArgs {
     /// One JSON object per line instead of text (docs/json.md).
     #[arg(long)]
     json: bool,
+    /// Serve each tenant's figures of the last interval as Prometheus metrics
+    /// (OpenMetrics text) at http://ADDR/metrics, with the names `nicsched lab`
+    /// serves: throughput and ideal (bit/s), bytes and drops so far, backlogged
+    /// (docs/realhost.md). A loopback address only (127.0.0.1:PORT or [::1]:PORT;
+    /// port 0 picks a free one): the metrics have no authentication. Prints
+    /// `metrics: http://ADDR/metrics` on stderr.
+    #[arg(long, value_name = "ADDR", value_parser = live::loopback_address)]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 fn failure(error: realhost::Error) -> Failure {
@@ -63,7 +72,7 @@ fn failure(error: realhost::Error) -> Failure {
 /// The policy at `file` and its `tc -batch` for `dev`.
 fn compiled(file: &Path, dev: &str) -> Result<(policy::Policy, String), Failure> {
     let policy = load_policy_or_scenario(file)?;
-    let commands = lab::tc_commands(&policy, dev).map_err(|e| tc_refusal(file, e))?;
+    let commands = lab::tc_commands(&policy, dev).map_err(|e| tc_refusal(file, &policy, e))?;
     Ok((policy, commands))
 }
 
@@ -123,6 +132,14 @@ pub(crate) fn apply(args: ApplyArgs) -> Result<(), Failure> {
 pub(crate) fn watch(args: WatchArgs) -> Result<(), Failure> {
     let (policy, commands) = compiled(&args.file, &args.dev)?;
     let mut watch = realhost::Watch::start(policy, &args.dev, &commands).map_err(failure)?;
+    let metrics = match args.metrics_listen {
+        Some(addr) => {
+            let metrics = std::sync::Arc::new(live::Metrics::watch());
+            live::listen(addr, metrics.clone())?;
+            Some(metrics)
+        }
+        None => None,
+    };
     let interval = Duration::from_secs_f64(args.interval);
     let mut next = Instant::now();
     let mut printed = 0;
@@ -130,6 +147,10 @@ pub(crate) fn watch(args: WatchArgs) -> Result<(), Failure> {
         next += interval;
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         let sample = watch.sample().map_err(failure)?;
+        // Before the line: whoever reads a line finds its interval served.
+        if let Some(metrics) = &metrics {
+            metrics.watched(watch.mechanism().name(), &sample);
+        }
         if args.json {
             println!(
                 "{}",
