@@ -421,7 +421,9 @@ fn tc_refuses_unmatched_tenants_and_odd_devices_and_prints_a_whole_script() {
     assert_eq!(out.status.code(), Some(2));
     let error = String::from_utf8_lossy(&out.stderr);
     assert!(
-        error.starts_with(&format!("{policy}:4:5: error: tenant `b` has no `match.src`")),
+        error.starts_with(&format!(
+            "{policy}:4:5: error: tenant `b` has no `match.src`"
+        )),
         "{error}"
     );
     let matched = scratch.file(

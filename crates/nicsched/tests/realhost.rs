@@ -489,7 +489,11 @@ fn assert_metrics_are_a_line(exposition: &str, samples: &[serde_json::Value]) {
         );
         assert_eq!(
             value("nicsched_tenant_backlogged", &labels),
-            if tenant["backlogged"] == true { 1.0 } else { 0.0 }
+            if tenant["backlogged"] == true {
+                1.0
+            } else {
+                0.0
+            }
         );
         let mut since = 0.0;
         let mut lines_bytes = 0.0;
