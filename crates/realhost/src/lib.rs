@@ -10,12 +10,15 @@
 //! - [`tc`]: every `tc` the crate runs, and the reading of its output;
 //! - [`apply`]: a mechanism's configuration in one transaction, verified, rolled
 //!   back on any failure, and its removal;
-//! - [`watch`]: per tenant and interval, throughput against the ideal.
+//! - [`watch`]: per tenant and interval, throughput against the ideal;
+//! - [`bpf`]: programs assembled from the policy, loaded and attached without
+//!   clang.
 //!
 //! Mechanisms: [`Mechanism::Htb`], the tree `nicsched tc` prints. TONIC's BPF
 //! mechanism is a second variant to come; nothing here assumes there is one only.
 
 pub mod apply;
+pub mod bpf;
 pub mod record;
 pub mod tc;
 pub mod watch;

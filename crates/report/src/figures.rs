@@ -45,6 +45,10 @@ pub fn latency_quantiles() -> Vec<f64> {
 pub struct LatencySummary {
     pub count: u64,
     pub mean_us: f64,
+    /// The standard deviation: FlowValve's figure of delay variation. Absent from
+    /// a summary written before it was kept, and read as 0.
+    #[serde(default)]
+    pub stdev_us: f64,
     pub min_us: f64,
     pub p50_us: f64,
     pub p90_us: f64,
@@ -59,6 +63,7 @@ impl LatencySummary {
         Self {
             count: histogram_ns.len(),
             mean_us: histogram_ns.mean() / 1e3,
+            stdev_us: histogram_ns.stdev() / 1e3,
             min_us: ns_to_us(histogram_ns.min()),
             p50_us: at(0.5),
             p90_us: at(0.9),
@@ -155,11 +160,19 @@ mod tests {
     #[test]
     fn latency_summary_of_a_known_histogram() {
         let summary = LatencySummary::from_histogram(&one_to_a_thousand_ns());
+        // The population standard deviation of 1..=n is sqrt((n² - 1) / 12).
+        let stdev_us = (999_999.0f64 / 12.0).sqrt() / 1e3;
+        assert!(
+            (summary.stdev_us - stdev_us).abs() < 1e-9,
+            "{}",
+            summary.stdev_us
+        );
         assert_eq!(
             summary,
             LatencySummary {
                 count: 1000,
                 mean_us: 0.5005,
+                stdev_us: summary.stdev_us,
                 min_us: 0.001,
                 p50_us: 0.5,
                 p90_us: 0.9,

@@ -279,7 +279,7 @@ fn summary_json_has_the_contract_keys_and_is_deterministic() {
         );
     }
     for key in [
-        "count", "mean_us", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us",
+        "count", "mean_us", "stdev_us", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us",
     ] {
         assert!(
             value["latency"]["t2-probe"].get(key).is_some(),

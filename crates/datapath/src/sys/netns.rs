@@ -166,6 +166,35 @@ pub fn parse_rx_counters(text: &str, dev: &str) -> Option<RxCounters> {
     })
 }
 
+/// Runs `test` on a thread of its own in a new network namespace whose loopback is
+/// up (programs it starts inherit the namespace): false, skipped, where it cannot
+/// run, outside CI and without root. In CI (`CI` set), which runs as root, not
+/// being root fails.
+pub fn in_new_namespace(test: impl FnOnce() + Send + 'static) -> bool {
+    if !super::is_root() {
+        let in_ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        assert!(
+            !in_ci,
+            "a network namespace needs root, and CI runs every test"
+        );
+        eprintln!("skipping: a network namespace needs root");
+        return false;
+    }
+    std::thread::spawn(move || {
+        // SAFETY: unshare(CLONE_NEWNET) moves only this thread into a new namespace.
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
+        let up = std::process::Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .expect("ip runs");
+        assert!(up.success());
+        test();
+    })
+    .join()
+    .expect("the test thread");
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

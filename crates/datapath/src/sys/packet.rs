@@ -604,36 +604,6 @@ impl Poller {
 mod tests {
     use super::*;
 
-    /// Runs `test` on a thread of its own in a new network namespace whose
-    /// loopback is up: frames a packet socket sends on `lo` come back in to every
-    /// packet socket bound there. False (skipped) where the test cannot run.
-    fn in_own_namespace(test: impl FnOnce() + Send + 'static) -> bool {
-        if !crate::sys::is_root() {
-            // CI runs as root (`.ci/run`): there, not being root is a failure.
-            let in_ci =
-                std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-            assert!(
-                !in_ci,
-                "a network namespace needs root, and CI runs every test"
-            );
-            eprintln!("skipping: a network namespace needs root");
-            return false;
-        }
-        std::thread::spawn(move || {
-            // SAFETY: unshare(CLONE_NEWNET) moves only this thread into a new namespace.
-            assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0);
-            let up = std::process::Command::new("ip")
-                .args(["link", "set", "lo", "up"])
-                .status()
-                .expect("ip runs");
-            assert!(up.success());
-            test();
-        })
-        .join()
-        .expect("the test thread");
-        true
-    }
-
     /// A frame behind an all-zero virtio-net header (no offload): to the
     /// loopback's MAC (zero, so it comes back in to this host), ethertype
     /// 0x88b5, `len` bytes in all after the header, numbered.
@@ -657,7 +627,7 @@ mod tests {
 
     #[test]
     fn a_ring_hands_over_small_and_large_frames_whole_in_order_and_counts_what_it_dropped() {
-        in_own_namespace(|| {
+        crate::sys::netns::in_new_namespace(|| {
             // One block: 32 slots of 2 KiB.
             let mut ring = RxRing::open_vnet("lo", RING_BLOCK_BYTES, 1 << 20).unwrap();
             let sender = PacketSocket::open_sender("lo").unwrap();
