@@ -29,17 +29,29 @@ pub(crate) fn enforcers(markdown: bool, json: bool) -> Result<(), Failure> {
 /// for device `dev`.
 pub(crate) fn tc(file: &Path, dev: &str) -> Result<(), Failure> {
     let policy = load_policy_or_scenario(file)?;
-    let script = lab::tc_script(&policy, dev).map_err(|e| tc_refusal(file, e))?;
+    let script = lab::tc_script(&policy, dev).map_err(|e| tc_refusal(file, &policy, e))?;
     print!("{script}");
     Ok(())
 }
 
-/// Why the policy at `file` does not compile to HTB on a device: a bad `--dev`, or
-/// the policy's `FILE: error: ...` (status 2 either way).
-pub(crate) fn tc_refusal(file: &Path, error: lab::TcScriptError) -> Failure {
-    match error {
+/// Why `policy`, read from `file`, does not compile to HTB on a device: a bad
+/// `--dev`; a tenant without `match.src`, at its entry in the file
+/// (`FILE:LINE:COLUMN: error: ...`); or the policy's `FILE: error: ...` (status 2
+/// each).
+pub(crate) fn tc_refusal(
+    file: &Path,
+    policy: &policy::Policy,
+    error: lab::TcScriptError,
+) -> Failure {
+    match &error {
         lab::TcScriptError::Device(_) => Failure::input(error.to_string()),
-        _ => htb_refusal(&file.display(), error),
+        lab::TcScriptError::Unmatched { tenant, .. } => policy
+            .tenants
+            .iter()
+            .position(|t| &t.name == tenant)
+            .and_then(|index| policy::tenant_error(file, index, error.to_string(), None))
+            .map_or_else(|| htb_refusal(&file.display(), error), Failure::from),
+        lab::TcScriptError::TooLarge(_) => htb_refusal(&file.display(), error),
     }
 }
 
@@ -116,7 +128,14 @@ impl run::lab_world::Live for LiveAsked {
     /// Binds `--metrics-listen` (status 2 if it cannot) and serves from there;
     /// the live view of a run of `quiet` (lines only without it).
     fn start(&mut self, quiet: bool) -> Result<(), Failure> {
-        let metrics = self.metrics_listen.map(live::listen).transpose()?;
+        let metrics = match self.metrics_listen {
+            Some(addr) => {
+                let metrics = std::sync::Arc::new(live::Metrics::default());
+                live::listen(addr, metrics.clone())?;
+                Some(metrics)
+            }
+            None => None,
+        };
         self.started = Some(live::LiveOptions {
             lines: !quiet && !self.no_live,
             line_every_ns: self.interval.unwrap_or(live::LINE_EVERY_NS_DEFAULT),

@@ -19,6 +19,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use report::RunRecord;
+use run::Failure;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener};
@@ -81,23 +82,6 @@ pub fn loopback_address(text: &str) -> Result<SocketAddr, String> {
             addr.ip()
         ))
     }
-}
-
-/// Binds `--metrics-listen` (status 2 if it cannot), serves the metrics from there
-/// and says where.
-pub fn listen(addr: SocketAddr) -> Result<Arc<Metrics>, crate::Failure> {
-    let listener = TcpListener::bind(addr).map_err(|e| {
-        crate::Failure::input(format!(
-            "--metrics-listen {addr}: {e}; choose another port, or port 0 for a free one"
-        ))
-    })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| crate::Failure::runtime(format!("--metrics-listen {addr}: {e}")))?;
-    let metrics = Arc::new(Metrics::default());
-    serve(listener, metrics.clone());
-    eprintln!("metrics: http://{bound}/metrics");
-    Ok(metrics)
 }
 
 /// One tenant's figures over a line's intervals.
@@ -205,8 +189,10 @@ struct TrafficLabels {
 
 type GaugeF64 = Gauge<f64, AtomicU64>;
 
-/// The metrics `--metrics-listen` serves, per enforcer run so far in the command
-/// (an enforcer's stay at their last values once its run is over).
+/// The metrics `--metrics-listen` serves: per enforcer run so far in a `nicsched
+/// lab` command (an enforcer's stay at their last values once its run is over),
+/// or of the mechanism `nicsched watch` follows. The names are the same for both,
+/// so that one dashboard reads either; what each figure is of, the help says.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -214,6 +200,7 @@ pub struct Metrics {
     ideal_bps: Family<TenantLabels, GaugeF64>,
     bytes: Family<TenantLabels, Counter>,
     drops: Family<TenantLabels, Counter>,
+    backlogged: Family<TenantLabels, Gauge>,
     elapsed_s: Family<RunLabels, GaugeF64>,
     duration_s: Family<RunLabels, GaugeF64>,
     latency_p99_s: Family<TrafficLabels, GaugeF64>,
@@ -222,58 +209,91 @@ pub struct Metrics {
 /// The content type of [`Metrics::encode`]: OpenMetrics text, which Prometheus reads.
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-impl Default for Metrics {
-    fn default() -> Self {
-        let metrics = Metrics {
+/// What the metrics every source serves are of, in their help's words.
+struct Help {
+    throughput: &'static str,
+    ideal: &'static str,
+    bytes: &'static str,
+    drops: &'static str,
+    elapsed: &'static str,
+}
+
+impl Metrics {
+    /// The families every source sets, registered with `help`; the others,
+    /// unregistered, are not served.
+    fn registered(help: &Help) -> Metrics {
+        let mut metrics = Metrics {
             registry: Registry::default(),
             throughput_bps: Family::default(),
             ideal_bps: Family::default(),
             bytes: Family::default(),
             drops: Family::default(),
+            backlogged: Family::default(),
             elapsed_s: Family::default(),
             duration_s: Family::default(),
             latency_p99_s: Family::default(),
         };
-        let mut registry = Registry::default();
+        let registry = &mut metrics.registry;
         registry.register(
             "nicsched_tenant_throughput_bits_per_second",
-            "The tenant's L3 throughput at the sink over the last reporting interval (--interval)",
+            help.throughput,
             metrics.throughput_bps.clone(),
         );
         registry.register(
             "nicsched_tenant_ideal_bits_per_second",
-            "The tenant's ideal allocation over the last reporting interval",
+            help.ideal,
             metrics.ideal_bps.clone(),
         );
-        registry.register(
-            "nicsched_tenant_bytes",
-            "L3 bytes of the tenant the sink received in the measured intervals so far",
-            metrics.bytes.clone(),
-        );
-        registry.register(
-            "nicsched_tenant_drops",
-            "The tenant's frames the engine dropped so far (not served under linux-htb, whose drops the kernel tells after the run)",
-            metrics.drops.clone(),
-        );
+        registry.register("nicsched_tenant_bytes", help.bytes, metrics.bytes.clone());
+        registry.register("nicsched_tenant_drops", help.drops, metrics.drops.clone());
         registry.register(
             "nicsched_run_elapsed_seconds",
-            "Seconds of the scenario run so far",
+            help.elapsed,
             metrics.elapsed_s.clone(),
         );
-        registry.register(
+        metrics
+    }
+
+    /// `nicsched watch`'s: each tenant's figures of the last interval from the
+    /// kernel's counters, `enforcer` the mechanism watched.
+    pub fn watch() -> Metrics {
+        let mut metrics = Metrics::registered(&Help {
+            throughput: "The tenant's throughput over the last interval (--interval): what its apps' classes sent, in Ethernet frames as the kernel counts them",
+            ideal: "The tenant's ideal allocation over the last interval, for what the tenants asked in it",
+            bytes: "Bytes the tenant's apps' classes sent since watch began (Ethernet frames)",
+            drops: "Packets the tenant's apps' classes dropped since watch began",
+            elapsed: "Seconds since watch began, at the end of the last interval",
+        });
+        metrics.registry.register(
+            "nicsched_tenant_backlogged",
+            "1 when the tenant was backlogged in the last interval (a class of its apps held a backlog at its end, or dropped or went over its ceil in it), else 0",
+            metrics.backlogged.clone(),
+        );
+        metrics
+    }
+}
+
+impl Default for Metrics {
+    /// `nicsched lab`'s.
+    fn default() -> Self {
+        let mut metrics = Metrics::registered(&Help {
+            throughput: "The tenant's L3 throughput at the sink over the last reporting interval (--interval)",
+            ideal: "The tenant's ideal allocation over the last reporting interval",
+            bytes: "L3 bytes of the tenant the sink received in the measured intervals so far",
+            drops: "The tenant's frames the engine dropped so far (not served under linux-htb, whose drops the kernel tells after the run)",
+            elapsed: "Seconds of the scenario run so far",
+        });
+        metrics.registry.register(
             "nicsched_run_duration_seconds",
             "Seconds the scenario runs",
             metrics.duration_s.clone(),
         );
-        registry.register(
+        metrics.registry.register(
             "nicsched_latency_p99_seconds",
             "99th percentile of the traffic's request latency, once its run is over",
             metrics.latency_p99_s.clone(),
         );
-        Metrics {
-            registry,
-            ..metrics
-        }
+        metrics
     }
 }
 
@@ -365,6 +385,26 @@ impl Metrics {
                 .set(report::latency_us_at(&latency.histogram_ns, 0.99) / 1e6);
         }
     }
+
+    /// An interval of `nicsched watch` of `mechanism`: the gauges its figures,
+    /// the counters advanced by its bytes and drops.
+    pub fn watched(&self, mechanism: &str, sample: &realhost::Sample) {
+        for tenant in &sample.tenants {
+            let labels = Self::tenant(mechanism, &tenant.name);
+            self.throughput_bps
+                .get_or_create(&labels)
+                .set(tenant.throughput_bps);
+            self.ideal_bps.get_or_create(&labels).set(tenant.ideal_bps);
+            self.bytes.get_or_create(&labels).inc_by(tenant.bytes);
+            self.drops.get_or_create(&labels).inc_by(tenant.drops);
+            self.backlogged
+                .get_or_create(&labels)
+                .set(i64::from(tenant.backlogged));
+        }
+        self.elapsed_s
+            .get_or_create(&Self::run(mechanism))
+            .set(sample.time_s);
+    }
 }
 
 /// How long one connection to `--metrics-listen` may last, from its accept to the
@@ -389,9 +429,25 @@ struct Limits {
     connections: usize,
 }
 
+/// `--metrics-listen ADDR`: binds ADDR (status 2 if it cannot) and serves
+/// `metrics` there until the process exits, saying where on stderr.
+pub fn listen(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<(), Failure> {
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        Failure::input(format!(
+            "--metrics-listen {addr}: {e}; choose another port, or port 0 for a free one"
+        ))
+    })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| Failure::runtime(format!("--metrics-listen {addr}: {e}")))?;
+    serve(listener, metrics);
+    eprintln!("metrics: http://{bound}/metrics");
+    Ok(())
+}
+
 /// Serves `metrics` on `listener` (GET /metrics) from a thread of its own until
 /// the process exits.
-pub fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
     serve_within(
         listener,
         metrics,

@@ -53,6 +53,14 @@ pub(crate) struct WatchArgs {
     /// One JSON object per line instead of text (docs/json.md).
     #[arg(long)]
     json: bool,
+    /// Serve each tenant's figures of the last interval as Prometheus metrics
+    /// (OpenMetrics text) at http://ADDR/metrics, with the names `nicsched lab`
+    /// serves: throughput and ideal (bit/s), bytes and drops so far, backlogged
+    /// (docs/realhost.md). A loopback address only (127.0.0.1:PORT or [::1]:PORT;
+    /// port 0 picks a free one): the metrics have no authentication. Prints
+    /// `metrics: http://ADDR/metrics` on stderr.
+    #[arg(long, value_name = "ADDR", value_parser = live::loopback_address)]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Args)]
@@ -94,7 +102,7 @@ fn failure(error: realhost::Error) -> Failure {
 /// The policy at `file` and its `tc -batch` for `dev`.
 fn compiled(file: &Path, dev: &str) -> Result<(policy::Policy, String), Failure> {
     let policy = load_policy_or_scenario(file)?;
-    let commands = lab::tc_commands(&policy, dev).map_err(|e| tc_refusal(file, e))?;
+    let commands = lab::tc_commands(&policy, dev).map_err(|e| tc_refusal(file, &policy, e))?;
     Ok((policy, commands))
 }
 
@@ -154,6 +162,14 @@ pub(crate) fn apply(args: ApplyArgs) -> Result<(), Failure> {
 pub(crate) fn watch(args: WatchArgs) -> Result<(), Failure> {
     let (policy, commands) = compiled(&args.file, &args.dev)?;
     let mut watch = realhost::Watch::start(policy, &args.dev, &commands).map_err(failure)?;
+    let metrics = match args.metrics_listen {
+        Some(addr) => {
+            let metrics = std::sync::Arc::new(live::Metrics::watch());
+            live::listen(addr, metrics.clone())?;
+            Some(metrics)
+        }
+        None => None,
+    };
     let interval = Duration::from_secs_f64(args.interval);
     let mut next = Instant::now();
     let mut printed = 0;
@@ -161,6 +177,10 @@ pub(crate) fn watch(args: WatchArgs) -> Result<(), Failure> {
         next += interval;
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         let sample = watch.sample().map_err(failure)?;
+        // Before the line: whoever reads a line finds its interval served.
+        if let Some(metrics) = &metrics {
+            metrics.watched(watch.mechanism().name(), &sample);
+        }
         if args.json {
             println!(
                 "{}",
@@ -193,14 +213,25 @@ pub(crate) fn enforce(args: EnforceArgs) -> Result<(), Failure> {
 
 fn enforcing(args: EnforceArgs) -> Result<(), Failure> {
     let policy = load_policy_or_scenario(&args.file)?;
-    realhost::enforce::unmatched(&policy)
-        .map_err(|e| Failure::input(format!("{}: error: {e}", args.file.display())))?;
+    realhost::enforce::unmatched(&policy).map_err(|(index, why)| {
+        policy::tenant_error(&args.file, index, why.clone(), None).map_or_else(
+            || Failure::input(format!("{}: error: {why}", args.file.display())),
+            Failure::from,
+        )
+    })?;
     let out = args
         .out
         .unwrap_or_else(|| PathBuf::from("results").join(format!("enforce-{}", args.dev)));
     std::fs::create_dir_all(&out)
         .map_err(|e| Failure::input(format!("--out {}: {e}", out.display())))?;
-    let metrics = args.metrics_listen.map(live::listen).transpose()?;
+    let metrics = match args.metrics_listen {
+        Some(addr) => {
+            let metrics = std::sync::Arc::new(live::Metrics::default());
+            live::listen(addr, metrics.clone())?;
+            Some(metrics)
+        }
+        None => None,
+    };
     let signals = lab::StopSignals::install();
     let mut enforcing = realhost::enforce::start(&realhost::enforce::Request {
         policy: &policy,

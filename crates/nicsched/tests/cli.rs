@@ -400,8 +400,30 @@ fn tc_refuses_unmatched_tenants_and_odd_devices_and_prints_a_whole_script() {
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty(), "no half script");
     let error = String::from_utf8_lossy(&out.stderr);
+    // At t1's entry of `tenants`, line 6, as the parser locates its own mistakes.
     assert!(
-        error.contains("tenant `t1` has no `match.src`") && error.contains("hint: add"),
+        error.starts_with(&format!(
+            "{unmatched}:6:5: error: tenant `t1` has no `match.src`"
+        )) && error.contains("hint: add `match: { src: CIDR }` to tenant t1"),
+        "{error}"
+    );
+    // A scenario whose policy is a file of its own: the policy file, at the first
+    // tenant without an address.
+    let policy = scratch.file(
+        "half.yaml",
+        "link: { rate: 1Gbit }\ntenants:\n  - { name: a, match: { src: 10.0.1.0/24 } }\n  - name: b\n    weight: 2\n",
+    );
+    let scenario = scratch.file(
+        "half-scenario.yaml",
+        "duration: 1s\npolicy: half.yaml\ntraffic:\n  - { tenant: b, kind: bulk }\n",
+    );
+    let out = nicsched(&["tc", &scenario, "--dev", "eth0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        error.starts_with(&format!(
+            "{policy}:4:5: error: tenant `b` has no `match.src`"
+        )),
         "{error}"
     );
     let matched = scratch.file(

@@ -393,7 +393,7 @@ fn enforce_refuses_what_it_cannot_enforce_with_status_2() {
         ),
         (
             &[&unmatched, "--dev", dev, "-e", "valve"],
-            "error: tenant `b` has no `match.src`",
+            "unmatched.yaml:4:5: error: tenant `b` has no `match.src`",
         ),
         // The loopback reports no speed.
         (&[&policy, "--dev", "lo", "-e", "valve"], "give --link-rate"),

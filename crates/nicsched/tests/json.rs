@@ -4,18 +4,16 @@
 //! `compare --baseline`, whose exit status gates a change on its figures.
 
 mod common;
+mod schema;
 
 use common::{Scratch, runnable};
+use schema::{SCHEMA_BASE, assert_valid, errors, schemas};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
 
 const EXIT_CHECKS_FAILED: i32 = 3;
 const EXIT_REGRESSED: i32 = 4;
-
-/// The base every schema's `$id` is under (never fetched: the test registers
-/// each schema under it).
-const SCHEMA_BASE: &str = "https://nicsched.invalid/schema/";
 
 fn nicsched(args: &[&str]) -> Output {
     nicsched_with(args, &[])
@@ -41,56 +39,6 @@ fn document(out: &Output) -> Value {
     })
 }
 
-/// Every schema of docs/schema, by file name.
-fn schemas() -> Vec<(String, Value)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/schema");
-    let mut found: Vec<(String, Value)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|entry| {
-            let path = entry.unwrap().path();
-            let text = std::fs::read_to_string(&path).unwrap();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            let schema: Value =
-                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            (name, schema)
-        })
-        .collect();
-    found.sort_by(|a, b| a.0.cmp(&b.0));
-    found
-}
-
-/// The errors of `instance` against docs/schema/`name`, its references resolved
-/// among the other schemas there.
-fn errors(name: &str, instance: &Value) -> Vec<String> {
-    let all = schemas();
-    let mut registry = jsonschema::Registry::new();
-    for (file, schema) in &all {
-        registry = registry
-            .add(format!("{SCHEMA_BASE}{file}"), schema.clone())
-            .unwrap();
-    }
-    let registry = registry.prepare().unwrap();
-    let schema = &all.iter().find(|(file, _)| file == name).unwrap().1;
-    let validator = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .with_registry(&registry)
-        .build(schema)
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    validator
-        .iter_errors(instance)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect()
-}
-
-fn assert_valid(name: &str, instance: &Value) {
-    let errors = errors(name, instance);
-    assert!(
-        errors.is_empty(),
-        "{name}:\n{}\n{instance:#}",
-        errors.join("\n")
-    );
-}
-
 /// A document of `command` valid against its schema, with `schema_version` 1.
 fn validated(schema: &str, args: &[&str]) -> Value {
     let out = nicsched(args);
@@ -108,7 +56,7 @@ fn validated(schema: &str, args: &[&str]) -> Value {
 #[test]
 fn every_schema_is_a_draft_2020_12_schema_with_its_file_as_id() {
     let schemas = schemas();
-    assert!(schemas.len() >= 7, "{schemas:?}");
+    assert!(schemas.len() >= 10, "{schemas:?}");
     for (file, schema) in &schemas {
         assert!(
             jsonschema::meta::is_valid(schema),
@@ -690,4 +638,75 @@ fn runs_on_one_side_only_are_listed_and_a_bad_threshold_is_an_input_error() {
     assert!(stderr.starts_with("--threshold latency=1: "), "{stderr}");
     let out = nicsched(&["compare", new.to_str().unwrap(), "--json", "--markdown"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// The ```json examples of docs/json.md's section `heading`, in order.
+fn examples_of(heading: &str) -> Vec<Value> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/json.md"))
+        .unwrap();
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with(heading))
+        .unwrap_or_else(|| panic!("json.md has no section `{heading}`"));
+    section
+        .split("```json\n")
+        .skip(1)
+        .map(|block| {
+            let example = block.split("```").next().unwrap();
+            serde_json::from_str(example).unwrap_or_else(|e| panic!("{e}: {example}"))
+        })
+        .collect()
+}
+
+/// `apply`, `apply --remove` and `watch` need root and a device
+/// (crates/nicsched/tests/realhost.rs holds their real output to these schemas);
+/// here the documented examples, each taken from such output, are held to them,
+/// and the schemas refuse a field renamed or missing.
+#[test]
+fn the_apply_and_watch_examples_follow_their_schemas_which_are_strict() {
+    let examples = examples_of("apply and watch");
+    let of = |key: &str| {
+        examples
+            .iter()
+            .find(|e| e.get(key).is_some())
+            .unwrap_or_else(|| panic!("no example with `{key}` in {examples:?}"))
+            .clone()
+    };
+    let (apply, removed, line) = (of("applied"), of("qdiscs"), of("time_s"));
+    assert_eq!(examples.len(), 3, "{examples:?}");
+    assert_valid("apply.schema.json", &apply);
+    assert_valid("apply-remove.schema.json", &removed);
+    assert_valid("watch.schema.json", &line);
+
+    let mut renamed = apply.clone();
+    let approximation = renamed["approximation"].as_object_mut().unwrap();
+    let sentences = approximation.remove("not_enforced").unwrap();
+    approximation.insert("ignored".into(), sentences);
+    assert!(!errors("apply.schema.json", &renamed).is_empty());
+    let mut unversioned = apply;
+    unversioned
+        .as_object_mut()
+        .unwrap()
+        .remove("schema_version");
+    assert!(!errors("apply.schema.json", &unversioned).is_empty());
+
+    let mut counted = removed.clone();
+    counted["qdiscs"][0]["refcnt"] = 2.into();
+    assert!(!errors("apply-remove.schema.json", &counted).is_empty());
+    let mut kindless = removed;
+    kindless["qdiscs"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("kind");
+    assert!(!errors("apply-remove.schema.json", &kindless).is_empty());
+
+    let mut missing = line.clone();
+    missing["tenants"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("ideal_bps");
+    assert!(!errors("watch.schema.json", &missing).is_empty());
+    let mut versioned = line;
+    versioned["schema_version"] = 1.into();
+    assert!(!errors("watch.schema.json", &versioned).is_empty());
 }

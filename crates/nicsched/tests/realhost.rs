@@ -8,6 +8,7 @@
 //! why and passes.
 
 mod common;
+mod schema;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
@@ -162,6 +163,19 @@ impl Pair {
         bytes
     }
 
+    /// The exposition at http://`endpoint`/metrics in the host namespace, where
+    /// `watch` serves it on loopback: bash's `/dev/tcp`, and the answer's body.
+    fn scrape(&self, endpoint: &str) -> String {
+        let (ip, port) = endpoint.rsplit_once(':').unwrap();
+        let script = format!(
+            "exec 3<>/dev/tcp/{ip}/{port} && printf 'GET /metrics HTTP/1.1\\r\\nHost: {endpoint}\\r\\n\\r\\n' >&3 && cat <&3"
+        );
+        let response = self.host(&["bash", "-c", &script]);
+        let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+        assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+        body.to_string()
+    }
+
     /// Starts `command` in `ns`, stopped when the pair is dropped.
     fn spawn(&mut self, ns: &str, command: &[&str]) {
         let child = Command::new("ip")
@@ -249,6 +263,7 @@ fn apply_reads_back_remove_restores_and_a_failure_halfway_changes_nothing() {
     let applied = pair.nicsched(&["apply", &policy, "--dev", dev, "--json"], &[]);
     assert!(applied.status.success(), "{}", stderr(&applied));
     let json: serde_json::Value = serde_json::from_slice(&applied.stdout).unwrap();
+    schema::assert_valid("apply.schema.json", &json);
     // The link, the unclassified, 2 tenants and 3 apps; gold's filter, bronze's
     // port both ways and its catch-all.
     assert_eq!(json["applied"]["classes"], 7);
@@ -265,6 +280,7 @@ fn apply_reads_back_remove_restores_and_a_failure_halfway_changes_nothing() {
     let again = pair.nicsched(&["apply", &policy, "--dev", dev, "--json"], &[]);
     assert!(again.status.success(), "{}", stderr(&again));
     let json: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    schema::assert_valid("apply.schema.json", &json);
     assert_eq!(json["applied"]["replaced"], true);
     assert_eq!(pair.tree(), tree);
 
@@ -277,6 +293,9 @@ fn apply_reads_back_remove_restores_and_a_failure_halfway_changes_nothing() {
 
     let removed = pair.nicsched(&["apply", "--remove", "--dev", dev, "--json"], &[]);
     assert!(removed.status.success(), "{}", stderr(&removed));
+    let json: serde_json::Value = serde_json::from_slice(&removed.stdout).unwrap();
+    schema::assert_valid("apply-remove.schema.json", &json);
+    assert_eq!(json["qdiscs"], prior);
     assert_eq!(pair.qdiscs(), prior);
     assert!(!pair.record().exists());
 }
@@ -295,7 +314,7 @@ fn apply_refuses_a_tenant_without_an_address_and_a_device_someone_configured() {
     let refused = pair.nicsched(&["apply", &unmatched, "--dev", &pair.dev], &[]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert!(stderr(&refused).contains(&format!(
-        "{unmatched}: error: tenant `b` has no `match.src`"
+        "{unmatched}:4:5: error: tenant `b` has no `match.src`"
     )));
 
     pair.host(&[
@@ -358,19 +377,36 @@ fn watch_tracks_the_sink_and_tenants_get_their_ideal() {
             "netns", "exec", &host, NICSCHED, "watch", &policy, "--dev", &dev,
         ])
         .args(["--json", "--count", "6", "--interval", "1"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut errors = BufReader::new(watch.stderr.take().unwrap()).lines();
+    let announced = errors.next().unwrap().unwrap();
+    let endpoint = announced
+        .strip_prefix("metrics: http://")
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("not where the metrics are: {announced}"))
+        .to_string();
     let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
     let mut samples = Vec::new();
     let mut sink_at = Vec::new();
+    let mut scraped = None;
     for line in lines.by_ref() {
         // Read right after watch printed, as close to its reading as can be.
         sink_at.push(pair.sink_bytes());
-        samples.push(serde_json::from_str::<serde_json::Value>(&line.unwrap()).unwrap());
+        let sample = serde_json::from_str::<serde_json::Value>(&line.unwrap()).unwrap();
+        schema::assert_valid("watch.schema.json", &sample);
+        samples.push(sample);
+        if samples.len() == 2 {
+            scraped = Some(pair.scrape(&endpoint));
+        }
     }
-    assert!(watch.wait().unwrap().success());
+    let rest: Vec<String> = errors.map(Result::unwrap).collect();
+    assert!(watch.wait().unwrap().success(), "{rest:?}");
     assert_eq!(samples.len(), 6);
+    assert_metrics_are_a_line(&scraped.unwrap(), &samples);
 
     // Lines 2 to 6 against the sink between reading line 1 and line 6.
     for (t, name) in ["gold", "bronze"].iter().enumerate() {
@@ -402,4 +438,79 @@ fn watch_tracks_the_sink_and_tenants_get_their_ideal() {
     }
     let removed = pair.nicsched(&["apply", "--remove", "--dev", &dev], &[]);
     assert!(removed.status.success(), "{}", stderr(&removed));
+}
+
+/// The series of an OpenMetrics exposition, each with its value; `# EOF` last.
+fn series(exposition: &str) -> Vec<(String, f64)> {
+    assert!(exposition.ends_with("# EOF\n"), "{exposition}");
+    exposition
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').expect("`series value`");
+            (series.to_string(), value.parse().expect("a number"))
+        })
+        .collect()
+}
+
+/// The metrics scraped are the figures of the `--json` line of the interval
+/// they were set at (the one whose `time_s` the elapsed seconds are), exactly;
+/// the bytes counters, every line's bytes up to it.
+fn assert_metrics_are_a_line(exposition: &str, samples: &[serde_json::Value]) {
+    let series = series(exposition);
+    let value = |name: &str, labels: &str| {
+        let key = format!("{name}{{{labels}}}");
+        series
+            .iter()
+            .find(|(s, _)| *s == key)
+            .unwrap_or_else(|| panic!("no {key} in {exposition}"))
+            .1
+    };
+    assert!(
+        exposition.contains("# TYPE nicsched_tenant_bytes counter\n")
+            && !exposition.contains("nicsched_run_duration_seconds"),
+        "{exposition}"
+    );
+    let elapsed = value("nicsched_run_elapsed_seconds", r#"enforcer="htb""#);
+    let at = samples
+        .iter()
+        .position(|s| s["time_s"].as_f64() == Some(elapsed))
+        .unwrap_or_else(|| panic!("no line at {elapsed} s: {samples:?}"));
+    for (t, name) in ["gold", "bronze"].iter().enumerate() {
+        let labels = format!(r#"enforcer="htb",tenant="{name}""#);
+        let tenant = &samples[at]["tenants"][t];
+        assert_eq!(
+            value("nicsched_tenant_throughput_bits_per_second", &labels),
+            tenant["throughput_bps"].as_f64().unwrap()
+        );
+        assert_eq!(
+            value("nicsched_tenant_ideal_bits_per_second", &labels),
+            tenant["ideal_bps"].as_f64().unwrap()
+        );
+        assert_eq!(
+            value("nicsched_tenant_backlogged", &labels),
+            if tenant["backlogged"] == true {
+                1.0
+            } else {
+                0.0
+            }
+        );
+        let mut since = 0.0;
+        let mut lines_bytes = 0.0;
+        for sample in &samples[..=at] {
+            let time_s = sample["time_s"].as_f64().unwrap();
+            lines_bytes +=
+                sample["tenants"][t]["throughput_bps"].as_f64().unwrap() * (time_s - since) / 8.0;
+            since = time_s;
+        }
+        let counted = value("nicsched_tenant_bytes_total", &labels);
+        assert!(counted > 0.0, "{name}: {exposition}");
+        // The lines' rates are the counted bytes over the interval, to f64's
+        // rounding.
+        assert!(
+            (counted - lines_bytes).abs() <= 1e-9 * counted + 1.0,
+            "{name}: {counted} bytes counted, the lines say {lines_bytes}"
+        );
+        assert!(value("nicsched_tenant_drops_total", &labels) >= 0.0);
+    }
 }

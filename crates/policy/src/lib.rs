@@ -48,6 +48,7 @@ pub use ideal_hosts::{
 };
 pub use model::*;
 pub use parse::{
-    load_any_scenario, load_policy, load_scenario, parse_any_scenario, parse_policy, parse_scenario,
+    load_any_scenario, load_policy, load_scenario, parse_any_scenario, parse_policy,
+    parse_scenario, tenant_error,
 };
 pub use units::{format_rate, format_size, format_time, parse_rate, parse_size, parse_time};

@@ -31,14 +31,17 @@ use crate::bpf::Redirect;
 const LOCK_DIR: &str = "/run/nicsched";
 const ETHERNET_HEADER_BYTES: u64 = 14;
 
-/// A tenant without `match.src`: the redirect could not tell its frames from
-/// the host's own.
-pub fn unmatched(policy: &Policy) -> Result<(), String> {
-    match policy.tenants.iter().find(|t| t.match_src.is_none()) {
+/// A tenant without `match.src` (its index, and why it is refused): the redirect
+/// could not tell its frames from the host's own.
+pub fn unmatched(policy: &Policy) -> Result<(), (usize, String)> {
+    match policy.tenants.iter().position(|t| t.match_src.is_none()) {
         None => Ok(()),
-        Some(tenant) => Err(format!(
-            "tenant `{0}` has no `match.src`, so the redirect cannot tell its frames from the host's own and `enforce` would shape nothing of it (hint: add `match: {{ src: CIDR }}` to tenant {0}, the addresses its traffic leaves from)",
-            tenant.name
+        Some(index) => Err((
+            index,
+            format!(
+                "tenant `{0}` has no `match.src`, so the redirect cannot tell its frames from the host's own and `enforce` would shape nothing of it (hint: add `match: {{ src: CIDR }}` to tenant {0}, the addresses its traffic leaves from)",
+                policy.tenants[index].name
+            ),
         )),
     }
 }
@@ -254,7 +257,7 @@ pub fn start(request: &Request<'_>) -> Result<Enforcing, Error> {
         link_rate_bps,
     } = *request;
     refuse_enforcer(enforcer)?;
-    unmatched(policy).map_err(Error::Input)?;
+    unmatched(policy).map_err(|(_, why)| Error::Input(why))?;
     let dev_index = datapath::sys::packet::ifindex(dev).map_err(|_| {
         Error::Input(format!(
             "--dev {dev}: no such device in this network namespace (hint: `ip link` lists them)"

@@ -16,7 +16,7 @@ use policy::Policy;
 use serde::Serialize;
 
 use crate::apply::not_configured;
-use crate::{Error, record, tc};
+use crate::{Error, Mechanism, record, tc};
 
 /// One interval.
 #[derive(Clone, Debug, Serialize)]
@@ -32,6 +32,14 @@ pub struct TenantLine {
     pub throughput_bps: f64,
     pub ideal_bps: f64,
     pub backlogged: bool,
+    /// What its apps' classes sent in the interval, in bytes, for counters that
+    /// add intervals up exactly (`--metrics-listen`); not in `--json`'s line,
+    /// which is the spec's.
+    #[serde(skip)]
+    pub bytes: u64,
+    /// Packets its apps' classes dropped in the interval (`--metrics-listen`).
+    #[serde(skip)]
+    pub drops: u64,
 }
 
 /// Counters of one app's leaf.
@@ -47,6 +55,7 @@ struct Leaf {
 pub struct Watch {
     policy: Policy,
     dev: String,
+    mechanism: Mechanism,
     /// Each app's leaf class, by app index.
     leaf_ids: Vec<String>,
     last: Vec<Leaf>,
@@ -74,6 +83,7 @@ impl Watch {
         let mut watch = Watch {
             policy,
             dev: dev.to_string(),
+            mechanism: record.mechanism,
             leaf_ids,
             last: Vec::new(),
             last_at: Instant::now(),
@@ -83,6 +93,11 @@ impl Watch {
         watch.last_at = Instant::now();
         watch.started = watch.last_at;
         Ok(watch)
+    }
+
+    /// The mechanism `apply` configured on the device.
+    pub fn mechanism(&self) -> Mechanism {
+        self.mechanism
     }
 
     /// Each app's leaf counters now.
@@ -116,11 +131,15 @@ impl Watch {
         let now = Instant::now();
         let seconds = now.duration_since(self.last_at).as_secs_f64().max(1e-9);
         let policy = &self.policy;
+        let mut app_bytes = Vec::with_capacity(policy.apps.len());
+        let mut app_drops = Vec::with_capacity(policy.apps.len());
         let mut app_bps = Vec::with_capacity(policy.apps.len());
         let mut app_backlogged = Vec::with_capacity(policy.apps.len());
         for (now, last) in now_counters.iter().zip(&self.last) {
             // A counter below its last reading was reset (the class made again).
             let bytes = now.sent_bytes.saturating_sub(last.sent_bytes);
+            app_bytes.push(bytes);
+            app_drops.push(now.dropped.saturating_sub(last.dropped));
             app_bps.push(bytes as f64 * 8.0 / seconds);
             app_backlogged.push(
                 now.backlog_packets > 0
@@ -147,6 +166,8 @@ impl Watch {
                 throughput_bps: tenant.apps.iter().map(|a| app_bps[a.index()]).sum(),
                 ideal_bps: ideal.tenant_bps[t],
                 backlogged: tenant.apps.iter().any(|a| app_backlogged[a.index()]),
+                bytes: tenant.apps.iter().map(|a| app_bytes[a.index()]).sum(),
+                drops: tenant.apps.iter().map(|a| app_drops[a.index()]).sum(),
             })
             .collect();
         self.last = now_counters;

@@ -53,6 +53,9 @@ pub(super) struct Draft<'n> {
     pub(super) engine: EngineCpu,
     pub(super) tenants: Vec<Tenant>,
     pub(super) apps: Vec<App>,
+    /// Where each tenant's entry of `tenants` was written, for what a consumer
+    /// of the parsed policy refuses of the tenant ([`crate::tenant_error`]).
+    pub(super) tenant_at: Vec<&'n Sp>,
     /// Where each tenant's name was written, for names that must be unique
     /// beyond the policy (VMs across hosts).
     pub(super) tenant_name_at: Vec<&'n Sp>,
@@ -123,6 +126,7 @@ pub(super) fn policy_draft<'n>(ctx: Ctx<'n>, root: &'n Sp) -> Res<Draft<'n>> {
         engine,
         tenants: Vec::new(),
         apps: Vec::new(),
+        tenant_at: Vec::new(),
         tenant_name_at: Vec::new(),
         tenant_min_at: Vec::new(),
         ingress_min_at: Vec::new(),
@@ -252,6 +256,7 @@ fn tenant<'n>(draft: &mut Draft<'n>, node: &'n Sp) -> Res<()> {
     };
     let apps = tenant_apps(draft, &fields, node)?;
     draft.cores_given.push(!cores.is_empty());
+    draft.tenant_at.push(node);
     draft.tenant_name_at.push(name_node);
     draft.tenant_min_at.push(fields.get("min_rate"));
     draft.ingress_min_at.push(ingress_min_at);
