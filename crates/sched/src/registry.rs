@@ -198,12 +198,21 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
     EnforcerInfo {
         name: "valve",
         from: "FlowValve",
-        mechanism: "token-bucket tree with priority, weights, guarantees and lending",
+        mechanism: "token-bucket tree with priority, weights, guarantees and lending; on several engine cores, each tenant's subtree on one core, the rates recomputed every ΔT from counters the cores add to",
         runs: Runs::Engine(Software {
             build: valve::build,
             approximation: valve::approximation,
             bounds: valve::bounds,
-            threads: Threads::HandOff,
+            threads: Threads::PerCore {
+                mask: valve::core_mask,
+                shards: |policy| {
+                    let shared = Arc::new(valve::SharedRates::new(policy));
+                    Ok(Box::new(move |core, capacity| {
+                        let shared = Arc::clone(&shared);
+                        Box::new(valve::Shard::new(core, capacity, shared))
+                    }))
+                },
+            },
         }),
         feedback: Feedback::None,
         defaults: &[World::LabBench],
