@@ -198,7 +198,7 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
     EnforcerInfo {
         name: "valve",
         from: "FlowValve",
-        mechanism: "token-bucket tree with priority, weights, guarantees and lending; on several engine cores, each tenant's subtree on one core, the rates recomputed every ΔT from counters the cores add to",
+        mechanism: "token-bucket tree with priority, weights, guarantees and lending",
         runs: Runs::Engine(Software {
             build: valve::build,
             approximation: valve::approximation,

@@ -394,6 +394,11 @@ impl SharedRates {
         shared
     }
 
+    /// Recomputations of the rates so far.
+    pub fn recomputations(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
     /// Stores θ of every fixed node and each core's part of the link: its tenants'
     /// θ, and an equal part of what no tenant is promised, so that a core whose
     /// tenants want more than they asked for at the last recomputation may take it
@@ -616,6 +621,13 @@ impl Shard {
         self.adopt(now_ns);
     }
 
+    /// The recomputation claimed if due and the latest rates taken, whether this
+    /// core flushed or another.
+    fn catch_up(&mut self, now_ns: u64) {
+        self.shared.try_recompute(now_ns, &mut self.scratch);
+        self.adopt(now_ns);
+    }
+
     /// When its part of the link has tokens again (it may go into debt by a packet).
     fn link_ready_ns(&self, now_ns: u64) -> u64 {
         let rate = self.link.rate_bps;
@@ -737,7 +749,7 @@ impl Enforcer for Sharded {
             shard.flush(now_ns);
         }
         for shard in &mut self.shards {
-            shard.advance(now_ns);
+            shard.catch_up(now_ns);
         }
         let n = self.shards.len();
         for i in 0..n {
