@@ -16,10 +16,11 @@
 //! With [`BenchConfig::threads`] N above 1, the same load is driven from N threads,
 //! and the result also holds the one-thread rate measured in the same run:
 //! - an enforcer whose registry row runs it per core ([`Threads::PerCore`], as
-//!   `fairnic`) runs as FairNIC's engine would, one shard per thread on a policy of
-//!   N engine cores: each thread serves the classes its core's tenants own, with
-//!   its own virtual clock and local state, over what the shards share (`fairnic`'s
-//!   [`SharedPools`], which every thread reaches through atomics only);
+//!   `fairnic` and `valve`) runs as its engine would, one shard per thread on a
+//!   policy of N engine cores: each thread serves the classes its core's tenants
+//!   own, with its own virtual clock and local state, over what the shards share
+//!   (`fairnic`'s [`SharedPools`], `valve`'s [`SharedRates`], which every thread
+//!   reaches through atomics only);
 //! - every other enforcer ([`Threads::HandOff`]) is one object that only one thread
 //!   may touch, so it runs
 //!   behind a hand-off as the lab's engine thread does: N producer threads prepare
@@ -28,6 +29,7 @@
 //!   hands each departure back to the producer of its class to be refilled.
 //!
 //! [`SharedPools`]: crate::fairnic::SharedPools
+//! [`SharedRates`]: crate::valve::SharedRates
 
 use crate::registry::{self, CoreMask, Shards, Threads};
 use crate::{Enforcer, Packet};

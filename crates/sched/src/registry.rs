@@ -203,7 +203,16 @@ pub const ENFORCERS: &[EnforcerInfo] = &[
             build: valve::build,
             approximation: valve::approximation,
             bounds: valve::bounds,
-            threads: Threads::HandOff,
+            threads: Threads::PerCore {
+                mask: valve::core_mask,
+                shards: |policy| {
+                    let shared = Arc::new(valve::SharedRates::new(policy));
+                    Ok(Box::new(move |core, capacity| {
+                        let shared = Arc::clone(&shared);
+                        Box::new(valve::Shard::new(core, capacity, shared))
+                    }))
+                },
+            },
         }),
         feedback: Feedback::None,
         defaults: &[World::LabBench],

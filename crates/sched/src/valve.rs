@@ -44,12 +44,15 @@
 //! rate it does not mean; and at each update the tree's backlog counts add up
 //! ([`Hierarchy::assert_counts`]).
 
+use crate::fairnic::{self, Bucket};
 use crate::tree::{self, Claim, Hierarchy, Layout, NodeParams, Selection, SplitParams};
 use crate::{
     Approximation, Bound, Condition, Enforcer, Figure, Frame, Grain, Packet, Refusal, Subject,
     TenantCounters,
 };
 use policy::{AppId, Policy, TenantId};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Update interval ΔT of the token rates on a link of `link_rate_bps`.
 pub fn update_interval_ns(link_rate_bps: u64) -> u64 {
@@ -103,7 +106,37 @@ pub struct Valve {
     given: Vec<f64>,
 }
 
+/// The one-thread `Valve` on one engine core; on more, a shard per core over the
+/// rates they share ([`Sharded`]), as the engine runs it.
 pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enforcer>, String> {
+    if policy.engine.cores > 1 {
+        return Ok(Box::new(Sharded::new(policy, capacity)));
+    }
+    let layout = Layout::new(policy);
+    let interval_ns = update_interval_ns(policy.link.rate_bps);
+    let widest = policy
+        .tenants
+        .iter()
+        .map(|t| t.apps.len())
+        .max()
+        .unwrap_or(0)
+        .max(policy.tenants.len());
+    Ok(Box::new(Valve {
+        tree: class_tree(policy, capacity),
+        update_due_ns: interval_ns,
+        interval_ns,
+        last_update_ns: 0,
+        app_demand_bps: vec![0.0; policy.apps.len()],
+        rates_bps: vec![0.0; layout.fixed()],
+        claims: Vec::with_capacity(widest),
+        given: Vec::with_capacity(widest),
+        policy: policy.clone(),
+    }))
+}
+
+/// The policy's class tree with the rates of every app backlogged and empty rate
+/// buckets.
+fn class_tree(policy: &Policy, capacity: crate::Capacity) -> Hierarchy {
     let layout = Layout::new(policy);
     let rates = tree::backlogged_rates_bps(policy);
     let mtu = policy.link.mtu_bytes;
@@ -145,28 +178,11 @@ pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enfor
             })
         })
         .collect();
-    let widest = policy
-        .tenants
-        .iter()
-        .map(|t| t.apps.len())
-        .max()
-        .unwrap_or(0)
-        .max(policy.tenants.len());
     let mut tree = Hierarchy::new(policy, &params, &split, capacity, Selection::AtEachNode);
     // Full buckets at time 0 add up: every tenant's burst spent at once held up a
     // guaranteed tenant of a lower priority for a second (0 of 4.3 Mbit/s).
     tree.empty_rate_buckets();
-    Ok(Box::new(Valve {
-        tree,
-        update_due_ns: interval_ns,
-        interval_ns,
-        last_update_ns: 0,
-        app_demand_bps: vec![0.0; policy.apps.len()],
-        rates_bps: vec![0.0; layout.fixed()],
-        claims: Vec::with_capacity(widest),
-        given: Vec::with_capacity(widest),
-        policy: policy.clone(),
-    }))
+    tree
 }
 
 impl Valve {
@@ -175,22 +191,15 @@ impl Valve {
         let layout = self.tree.layout();
         let elapsed_ns = now_ns.saturating_sub(self.last_update_ns).max(1);
         for (a, app) in self.policy.apps.iter().enumerate() {
-            let x = layout.app(AppId(a as u32));
-            let consumed_bps = self.tree.take_sent_bytes(x) as f64 * 8e9 / elapsed_ns as f64;
-            // A class that held packets the whole interval is hungry for all it can
-            // get. Any other class wants what it sent plus what it holds now: a
-            // sender just under its share that happened to hold a packet at the
-            // update, counted hungry, took its share from its neighbour for a whole
-            // interval, and the neighbour's apps lived on lent tokens meanwhile.
-            let emptied = self.tree.take_app_emptied(AppId(a as u32));
-            let demand_bps = if self.tree.is_backlogged(x) && !emptied {
-                f64::INFINITY
-            } else {
-                let held_bytes = self.tree.app_buffered_bytes(AppId(a as u32));
-                consumed_bps + held_bytes as f64 * 8e9 / self.interval_ns as f64
-            };
-            self.app_demand_bps[a] =
-                demand_bps.min(app.max_rate_bps.map_or(f64::INFINITY, |r| r as f64));
+            let id = AppId(a as u32);
+            let x = layout.app(id);
+            let emptied = self.tree.take_app_emptied(id);
+            self.app_demand_bps[a] = Demand {
+                sent_bytes: self.tree.take_sent_bytes(x),
+                hungry: self.tree.is_backlogged(x) && !emptied,
+                held_bytes: self.tree.app_buffered_bytes(id),
+            }
+            .bps(app, elapsed_ns, self.interval_ns);
         }
         tree::allocate(
             &self.policy,
@@ -205,21 +214,66 @@ impl Valve {
             self.rates_bps
         );
         self.tree.assert_counts();
-        let mtu = self.policy.link.mtu_bytes;
         for x in 1..layout.fixed() {
-            let rate_bps = self.rates_bps[x].round() as u64;
-            let others = others_bps(&self.policy, x, rate_bps);
-            self.tree.set_rate(
+            set_rate(
+                &mut self.tree,
+                &self.policy,
                 x,
                 now_ns,
-                rate_bps,
-                rate_burst_bytes(rate_bps, others, mtu, self.interval_ns),
+                self.rates_bps[x].round() as u64,
+                self.interval_ns,
             );
         }
         self.last_update_ns = now_ns;
-        // Interval boundaries stay on the ΔT grid whatever the dequeue times.
-        self.update_due_ns = now_ns - now_ns % self.interval_ns + self.interval_ns;
+        self.update_due_ns = next_update_ns(now_ns, self.interval_ns);
     }
+}
+
+/// What an app did over an update interval, from which its demand follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Demand {
+    sent_bytes: u64,
+    /// It held packets at the update and never ran empty in the interval.
+    hungry: bool,
+    /// What it holds at the update.
+    held_bytes: u64,
+}
+
+impl Demand {
+    /// A class that held packets the whole interval is hungry for all it can get.
+    /// Any other class wants what it sent plus what it holds now: a sender just
+    /// under its share that happened to hold a packet at the update, counted
+    /// hungry, took its share from its neighbour for a whole interval, and the
+    /// neighbour's apps lived on lent tokens meanwhile. Capped by its max_rate.
+    fn bps(self, app: &policy::App, elapsed_ns: u64, interval_ns: u64) -> f64 {
+        let demand_bps = if self.hungry {
+            f64::INFINITY
+        } else {
+            (self.sent_bytes as f64 * 8e9 / elapsed_ns.max(1) as f64)
+                + self.held_bytes as f64 * 8e9 / interval_ns as f64
+        };
+        demand_bps.min(app.max_rate_bps.map_or(f64::INFINITY, |r| r as f64))
+    }
+}
+
+/// The next update after one at `now_ns`: interval boundaries stay on the ΔT grid
+/// whatever the dequeue times.
+fn next_update_ns(now_ns: u64, interval_ns: u64) -> u64 {
+    now_ns - now_ns % interval_ns + interval_ns
+}
+
+/// Gives fixed node `x` its new rate θ and the bucket that goes with it.
+fn set_rate(
+    tree: &mut Hierarchy,
+    policy: &Policy,
+    x: usize,
+    now_ns: u64,
+    rate_bps: u64,
+    interval_ns: u64,
+) {
+    let others = others_bps(policy, x, rate_bps);
+    let burst = rate_burst_bytes(rate_bps, others, policy.link.mtu_bytes, interval_ns);
+    tree.set_rate(x, now_ns, rate_bps, burst);
 }
 
 impl Enforcer for Valve {
@@ -251,13 +305,502 @@ impl Enforcer for Valve {
     }
 }
 
+/// The engine core of each tenant (index = tenant) when `valve` runs on
+/// `engine.cores` cores: one core per tenant, so that a tenant's subtree (its
+/// apps, split classes, caps and the lending among them) lives on one core and
+/// only the link is shared across cores. Tenants go heaviest first to the core
+/// with the least weight so far (then the fewest tenants, then the lowest index):
+/// equal weights go round robin.
+pub fn core_mask(policy: &Policy) -> Vec<Vec<u16>> {
+    let cores = usize::from(policy.engine.cores.max(1));
+    let mut order: Vec<usize> = (0..policy.tenants.len()).collect();
+    order.sort_by_key(|&t| std::cmp::Reverse(policy.tenants[t].weight));
+    let mut load = vec![(0u64, 0usize); cores];
+    let mut mask = vec![Vec::new(); policy.tenants.len()];
+    for t in order {
+        let core = (0..cores)
+            .min_by_key(|&c| (load[c], c))
+            .expect("an engine has a core");
+        load[core].0 += u64::from(policy.tenants[t].weight);
+        load[core].1 += 1;
+        mask[t] = vec![core as u16];
+    }
+    mask
+}
+
+/// Cores that some tenant runs on (at least one), given each tenant's core.
+fn busy_cores(core_of_tenant: &[u16]) -> u32 {
+    let mut cores = core_of_tenant.to_vec();
+    cores.sort_unstable();
+    cores.dedup();
+    cores.len().max(1) as u32
+}
+
+/// Marks [`SharedRates::due_ns`] while a core recomputes the rates.
+const CLAIMED: u64 = u64::MAX;
+
+/// What the shards of one policy share, all of it atomics: the apps' byte counters
+/// and demand, and the rates recomputed from them every ΔT (see [`Shard`]).
+#[derive(Debug)]
+pub struct SharedRates {
+    policy: Policy,
+    interval_ns: u64,
+    /// Engine core of each tenant ([`core_mask`]).
+    core_of_tenant: Vec<u16>,
+    /// Cores with a tenant, which share what no tenant is promised.
+    busy_cores: u32,
+    /// When the next recomputation falls due; [`CLAIMED`] while one runs.
+    due_ns: AtomicU64,
+    /// Written only by the core holding the claim, as is `counted_bytes`.
+    last_update_ns: AtomicU64,
+    /// Bumped after each recomputation, once its rates are stored.
+    epoch: AtomicU64,
+    /// Per app node (fixed node index): bytes sent so far, added to by its core at
+    /// each of its period boundaries; and what the last recomputation counted.
+    sent_bytes: Vec<AtomicU64>,
+    counted_bytes: Vec<AtomicU64>,
+    /// Per app, as its core saw it at its last period boundary.
+    held_bytes: Vec<AtomicU64>,
+    hungry: Vec<AtomicBool>,
+    /// θ of each fixed node (the root's unused) and each core's part of the link.
+    rates_bps: Vec<AtomicU64>,
+    core_rates_bps: Vec<AtomicU64>,
+}
+
+impl SharedRates {
+    pub fn new(policy: &Policy) -> Self {
+        let layout = Layout::new(policy);
+        let core_of_tenant: Vec<u16> = core_mask(policy).iter().map(|m| m[0]).collect();
+        let cores = usize::from(policy.engine.cores.max(1));
+        let atomics = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>();
+        let shared = SharedRates {
+            interval_ns: update_interval_ns(policy.link.rate_bps),
+            busy_cores: busy_cores(&core_of_tenant),
+            due_ns: AtomicU64::new(update_interval_ns(policy.link.rate_bps)),
+            last_update_ns: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
+            sent_bytes: atomics(layout.fixed()),
+            counted_bytes: atomics(layout.fixed()),
+            held_bytes: atomics(policy.apps.len()),
+            hungry: (0..policy.apps.len())
+                .map(|_| AtomicBool::new(false))
+                .collect(),
+            rates_bps: atomics(layout.fixed()),
+            core_rates_bps: atomics(cores),
+            core_of_tenant,
+            policy: policy.clone(),
+        };
+        shared.store_rates(&tree::backlogged_rates_bps(policy));
+        shared
+    }
+
+    /// Recomputations of the rates so far.
+    pub fn recomputations(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Stores θ of every fixed node and each core's part of the link: its tenants'
+    /// θ, and an equal part of what no tenant is promised, so that a core whose
+    /// tenants want more than they asked for at the last recomputation may take it
+    /// at once (lending across cores, which otherwise waits for the next one).
+    fn store_rates(&self, rates_bps: &[f64]) {
+        let layout = Layout::new(&self.policy);
+        let mut cores = vec![0.0; self.core_rates_bps.len()];
+        let mut promised = 0.0;
+        for (t, &core) in self.core_of_tenant.iter().enumerate() {
+            let rate = rates_bps[layout.tenant(TenantId(t as u16))];
+            cores[usize::from(core)] += rate;
+            promised += rate;
+        }
+        let spare =
+            (self.policy.link.rate_bps as f64 - promised).max(0.0) / f64::from(self.busy_cores);
+        for (c, rate) in cores.iter().enumerate() {
+            self.core_rates_bps[c].store((rate + spare).round() as u64, Ordering::Relaxed);
+        }
+        for (x, &rate) in rates_bps.iter().enumerate() {
+            self.rates_bps[x].store(rate.round() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Recomputes every rate from the apps' counters, if a recomputation is due at
+    /// `now_ns` and no other core has claimed it: the core whose clock passes the
+    /// boundary first takes it with one compare-exchange, and the others go on
+    /// with the rates they have. Nothing waits.
+    fn try_recompute(&self, now_ns: u64, scratch: &mut Scratch) {
+        let due = self.due_ns.load(Ordering::Acquire);
+        if due == CLAIMED
+            || now_ns < due
+            || self
+                .due_ns
+                .compare_exchange(due, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let layout = Layout::new(&self.policy);
+        let elapsed_ns = now_ns
+            .saturating_sub(self.last_update_ns.load(Ordering::Relaxed))
+            .max(1);
+        for (a, app) in self.policy.apps.iter().enumerate() {
+            let x = layout.app(AppId(a as u32));
+            let total = self.sent_bytes[x].load(Ordering::Relaxed);
+            let counted = self.counted_bytes[x].swap(total, Ordering::Relaxed);
+            scratch.app_demand_bps[a] = Demand {
+                sent_bytes: total.saturating_sub(counted),
+                hungry: self.hungry[a].load(Ordering::Relaxed),
+                held_bytes: self.held_bytes[a].load(Ordering::Relaxed),
+            }
+            .bps(app, elapsed_ns, self.interval_ns);
+        }
+        tree::allocate(
+            &self.policy,
+            &scratch.app_demand_bps,
+            &mut scratch.claims,
+            &mut scratch.given,
+            &mut scratch.rates_bps,
+        );
+        debug_assert!(
+            scratch.rates_bps.iter().all(|r| r.is_finite() && *r >= 0.0),
+            "rates are finite and non-negative: {:?}",
+            scratch.rates_bps
+        );
+        self.store_rates(&scratch.rates_bps);
+        self.last_update_ns.store(now_ns, Ordering::Relaxed);
+        self.epoch.fetch_add(1, Ordering::Release);
+        self.due_ns
+            .store(next_update_ns(now_ns, self.interval_ns), Ordering::Release);
+    }
+}
+
+/// Scratch space for a recomputation, kept by each shard, since any may claim one.
+#[derive(Debug)]
+struct Scratch {
+    app_demand_bps: Vec<f64>,
+    rates_bps: Vec<f64>,
+    claims: Vec<Claim>,
+    given: Vec<f64>,
+}
+
+/// One engine core's part of the parallel `valve` (FlowValve's parallel
+/// scheduling): the class tree of the tenants [`core_mask`] gives the core, with
+/// their token buckets, enforced here, and a bucket of the core's part of the
+/// link in front of it (the tree's root has none: a core alone on the link would
+/// lend it all). At each ΔT boundary its clock passes, the core adds what its apps
+/// sent to [`SharedRates`]'s counters and publishes whether they were hungry and
+/// what they hold, then tries to claim the recomputation; whenever the rates'
+/// epoch moved it takes its tenants', apps' and link part's θ. Per packet that
+/// is one load of the epoch; no lock anywhere.
+#[derive(Debug)]
+pub struct Shard {
+    shared: Arc<SharedRates>,
+    core: u16,
+    tree: Hierarchy,
+    /// Its part of the link, in [`fairnic::UNITS_PER_BYTE`] units like the tree's.
+    link: Bucket,
+    tenants: Vec<TenantId>,
+    apps: Vec<AppId>,
+    next_flush_ns: u64,
+    epoch: u64,
+    scratch: Scratch,
+}
+
+impl Shard {
+    /// The shard of engine core `core`, over `shared` (of the same policy).
+    pub fn new(core: u16, capacity: crate::Capacity, shared: Arc<SharedRates>) -> Self {
+        let policy = &shared.policy;
+        let layout = Layout::new(policy);
+        let tenants: Vec<TenantId> = (0..policy.tenants.len())
+            .filter(|&t| shared.core_of_tenant[t] == core)
+            .map(|t| TenantId(t as u16))
+            .collect();
+        let apps = tenants
+            .iter()
+            .flat_map(|&t| policy.tenant(t).apps.iter().copied())
+            .collect();
+        let widest = policy
+            .tenants
+            .iter()
+            .map(|t| t.apps.len())
+            .max()
+            .unwrap_or(0)
+            .max(policy.tenants.len());
+        let rate_bps = shared.core_rates_bps[usize::from(core)].load(Ordering::Relaxed);
+        let mut link = Bucket::new(rate_bps, shared.interval_ns);
+        link.cap = link_share_cap(policy, rate_bps, shared.interval_ns);
+        let mut shard = Shard {
+            core,
+            tree: class_tree(policy, capacity),
+            link,
+            tenants,
+            apps,
+            next_flush_ns: shared.interval_ns,
+            epoch: u64::MAX,
+            scratch: Scratch {
+                app_demand_bps: vec![0.0; policy.apps.len()],
+                rates_bps: vec![0.0; layout.fixed()],
+                claims: Vec::with_capacity(widest),
+                given: Vec::with_capacity(widest),
+            },
+            shared,
+        };
+        shard.adopt(0);
+        shard
+    }
+
+    /// At a ΔT boundary of its clock (whether it was one): adds what its apps sent to the shared
+    /// counters and publishes their demand. Relaxed: a count seen late counts in
+    /// the next interval, and is never lost.
+    #[inline]
+    fn flush(&mut self, now_ns: u64) -> bool {
+        if now_ns < self.next_flush_ns {
+            return false;
+        }
+        self.flush_now(now_ns);
+        true
+    }
+
+    #[cold]
+    fn flush_now(&mut self, now_ns: u64) {
+        let layout = self.tree.layout();
+        for &app in &self.apps {
+            let x = layout.app(app);
+            let sent = self.tree.take_sent_bytes(x);
+            if sent > 0 {
+                self.shared.sent_bytes[x].fetch_add(sent, Ordering::Relaxed);
+            }
+            let emptied = self.tree.take_app_emptied(app);
+            let hungry = self.tree.is_backlogged(x) && !emptied;
+            self.shared.hungry[app.index()].store(hungry, Ordering::Relaxed);
+            self.shared.held_bytes[app.index()]
+                .store(self.tree.app_buffered_bytes(app), Ordering::Relaxed);
+        }
+        self.tree.assert_counts();
+        self.next_flush_ns = next_update_ns(now_ns, self.shared.interval_ns);
+    }
+
+    /// Takes the rates of the last recomputation if they are new.
+    #[inline]
+    fn adopt(&mut self, now_ns: u64) {
+        let epoch = self.shared.epoch.load(Ordering::Acquire);
+        if epoch != self.epoch {
+            self.adopt_epoch(epoch, now_ns);
+        }
+    }
+
+    #[cold]
+    fn adopt_epoch(&mut self, epoch: u64, now_ns: u64) {
+        self.epoch = epoch;
+        let shared = &*self.shared;
+        let layout = self.tree.layout();
+        let nodes = self.tenants.iter().map(|&t| layout.tenant(t));
+        for x in nodes.chain(self.apps.iter().map(|&a| layout.app(a))) {
+            let rate_bps = shared.rates_bps[x].load(Ordering::Relaxed);
+            set_rate(
+                &mut self.tree,
+                &shared.policy,
+                x,
+                now_ns,
+                rate_bps,
+                shared.interval_ns,
+            );
+        }
+        let rate_bps = shared.core_rates_bps[usize::from(self.core)].load(Ordering::Relaxed);
+        self.link.refill(now_ns);
+        self.link.rate_bps = rate_bps;
+        self.link.cap = link_share_cap(&shared.policy, rate_bps, shared.interval_ns);
+        self.link.tokens = self.link.tokens.min(self.link.cap);
+    }
+
+    /// Brings the shard to `now_ns`: its counters flushed at a boundary, the
+    /// recomputation claimed if due, the latest rates taken.
+    #[inline]
+    fn advance(&mut self, now_ns: u64) {
+        if self.flush(now_ns) {
+            self.shared.try_recompute(now_ns, &mut self.scratch);
+        }
+        self.adopt(now_ns);
+    }
+
+    /// The recomputation claimed if due and the latest rates taken, whether this
+    /// core flushed or another.
+    fn catch_up(&mut self, now_ns: u64) {
+        self.shared.try_recompute(now_ns, &mut self.scratch);
+        self.adopt(now_ns);
+    }
+
+    /// When its part of the link has tokens again (it may go into debt by a packet).
+    fn link_ready_ns(&self, now_ns: u64) -> u64 {
+        let rate = self.link.rate_bps;
+        let earned = i128::from(rate) * i128::from(now_ns.saturating_sub(self.link.stamp_ns));
+        if self.link.tokens + earned >= 0 {
+            return now_ns;
+        }
+        // A debt is at most a packet, well within a u64, whose division is several
+        // times faster than an i128's on the path of every packet a core holds back.
+        let Ok(debt) = u64::try_from(-self.link.tokens) else {
+            return u64::MAX;
+        };
+        match debt.checked_div(rate) {
+            Some(wait) => self
+                .link
+                .stamp_ns
+                .saturating_add(wait + u64::from(debt % rate != 0)),
+            None => u64::MAX,
+        }
+    }
+}
+
+/// A core's part of the link holds what it earns in ΔT plus a TSO send, as an
+/// app's bucket does.
+fn link_share_cap(policy: &Policy, rate_bps: u64, interval_ns: u64) -> i128 {
+    let bytes = rate_burst_bytes(rate_bps, u64::MAX, policy.link.mtu_bytes, interval_ns);
+    i128::from(bytes) * fairnic::UNITS_PER_BYTE
+}
+
+impl Enforcer for Shard {
+    fn enqueue(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        self.tree.enqueue(now_ns, packet)
+    }
+
+    fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
+        self.advance(now_ns);
+        self.link.refill(now_ns);
+        if self.link.tokens < 0 {
+            return None;
+        }
+        let frame = self.tree.dequeue(now_ns)?;
+        self.link.charge(frame.bytes);
+        Some(frame)
+    }
+
+    fn next_ready_ns(&self, now_ns: u64) -> Option<u64> {
+        let tree = self.tree.next_ready_ns(now_ns)?;
+        // The next recomputation may give the core tokens sooner.
+        Some(
+            tree.max(self.link_ready_ns(now_ns))
+                .min(self.next_flush_ns.max(now_ns)),
+        )
+    }
+
+    fn backlog_packets(&self) -> usize {
+        self.tree.backlog_packets()
+    }
+
+    fn counters(&self) -> &[TenantCounters] {
+        self.tree.counters()
+    }
+
+    fn classes(&self) -> Option<usize> {
+        Some(self.tree.classes())
+    }
+}
+
+/// The parallel `valve` in one object, as the simulator runs it on
+/// `engine.cores` cores: a [`Shard`] per core that has tenants, each packet to
+/// its tenant's core, every shard brought to the same clock before the link takes
+/// a frame, and the link taking frames from the shards in turn (the NIC's round
+/// robin over the cores' transmit queues).
+pub struct Sharded {
+    shards: Vec<Shard>,
+    /// Index into `shards` of each tenant's core.
+    shard_of_tenant: Vec<usize>,
+    turn: usize,
+    counters: Vec<TenantCounters>,
+    apps: usize,
+}
+
+impl Sharded {
+    pub fn new(policy: &Policy, capacity: crate::Capacity) -> Self {
+        let shared = Arc::new(SharedRates::new(policy));
+        let mut cores: Vec<u16> = shared.core_of_tenant.clone();
+        cores.sort_unstable();
+        cores.dedup();
+        let shard_of_tenant = shared
+            .core_of_tenant
+            .iter()
+            .map(|c| cores.binary_search(c).expect("a tenant's core has a shard"))
+            .collect();
+        Sharded {
+            shards: cores
+                .iter()
+                .map(|&core| Shard::new(core, capacity, Arc::clone(&shared)))
+                .collect(),
+            shard_of_tenant,
+            turn: 0,
+            counters: vec![TenantCounters::default(); policy.tenants.len()],
+            apps: policy.apps.len(),
+        }
+    }
+}
+
+impl Enforcer for Sharded {
+    fn enqueue(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        let t = packet.tenant.index();
+        let shard = &mut self.shards[self.shard_of_tenant[t]];
+        let result = shard.enqueue(now_ns, packet);
+        self.counters[t] = shard.counters()[t].clone();
+        result
+    }
+
+    fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
+        // Every core flushes before any claims the recomputation, so that it
+        // counts them all, as cores running in real time would.
+        for shard in &mut self.shards {
+            shard.flush(now_ns);
+        }
+        for shard in &mut self.shards {
+            shard.catch_up(now_ns);
+        }
+        let n = self.shards.len();
+        for i in 0..n {
+            let k = (self.turn + i) % n;
+            if let Some(frame) = self.shards[k].dequeue(now_ns) {
+                self.turn = (k + 1) % n;
+                return Some(frame);
+            }
+        }
+        None
+    }
+
+    fn next_ready_ns(&self, now_ns: u64) -> Option<u64> {
+        self.shards
+            .iter()
+            .filter_map(|s| s.next_ready_ns(now_ns))
+            .min()
+    }
+
+    fn backlog_packets(&self) -> usize {
+        self.shards.iter().map(Shard::backlog_packets).sum()
+    }
+
+    fn counters(&self) -> &[TenantCounters] {
+        &self.counters
+    }
+
+    fn classes(&self) -> Option<usize> {
+        // Every shard's tree has every app; split classes are each on one core.
+        Some(
+            self.apps
+                + self
+                    .shards
+                    .iter()
+                    .map(|s| s.tree.classes() - self.apps)
+                    .sum::<usize>(),
+        )
+    }
+}
+
 /// What `approximation` says, in numbers.
 pub fn bounds(policy: &Policy) -> Vec<Bound> {
     // A class's bucket holds what it earns in ΔT plus a send: within an interval it
-    // runs that far ahead of its rate or behind it, and the sends step it.
+    // runs that far ahead of its rate or behind it, and the sends step it. On
+    // several cores a core's part of the link is another bucket of ΔT, refilled at
+    // rates that reach the cores one recomputation, ΔT, after the demand they
+    // follow (FlowValve's "propagation delay of token rate adjustment"): 2ΔT.
     let grain = Grain {
         sends: 2,
-        ideal_ns: update_interval_ns(policy.link.rate_bps),
+        ideal_ns: update_interval_ns(policy.link.rate_bps)
+            * u64::from(1 + u8::from(policy.engine.cores > 1)),
     };
     vec![
         Bound {
@@ -317,6 +860,14 @@ pub fn approximation(policy: &Policy) -> Approximation {
         // (crates/sched/tests/valve.rs); 1% leaves room for the update interval.
         share_error_max: Some(0.01),
     };
+    if policy.engine.cores > 1 {
+        out.approximate.push(format!(
+            "on {} engine cores: each tenant's subtree runs on one core ({} of them busy), behind that core's part of the link; the rates and the parts are recomputed every {:.1} ms from byte counters the cores add to, so unused tokens are lent across cores one interval late (within a core at once), and the error bounds allow 2 intervals instead of 1",
+            policy.engine.cores,
+            busy_cores(&core_mask(policy).iter().map(|m| m[0]).collect::<Vec<_>>()),
+            update_interval_ns(policy.link.rate_bps) as f64 / 1e6
+        ));
+    }
     if tree::has_priorities_beyond_levels(policy) {
         out.approximate.push(format!(
             "lending order for priorities above {}: they share the last of {} levels (their token rates still follow every level)",

@@ -58,8 +58,8 @@ fn one_thread_is_its_own_peer() {
 }
 
 #[test]
-fn fairnic_shards_and_the_hand_off_run_on_two_threads_beside_one() {
-    for enforcer in ["fairnic", "htb", "tonic"] {
+fn shards_and_the_hand_off_run_on_two_threads_beside_one() {
+    for enforcer in ["fairnic", "valve", "htb", "tonic"] {
         let result = run(&config(enforcer, 1000, 2)).unwrap();
         assert_eq!(result.threads, 2, "{enforcer}");
         assert_eq!(result.active_classes, 1008, "{enforcer}");

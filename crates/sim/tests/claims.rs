@@ -589,6 +589,13 @@ fn ideal_totals(case: &Case, run: &RunRecord, policy: &policy::Policy) -> Result
 }
 
 fn hold(case: &Case) -> Result<(), TestCaseError> {
+    hold_rows(case, sched::registry::built())
+}
+
+fn hold_rows<'a>(
+    case: &Case,
+    rows: impl Iterator<Item = &'a sched::EnforcerInfo>,
+) -> Result<(), TestCaseError> {
     let text = case.yaml();
     let scenario = parse_scenario(
         &text,
@@ -606,7 +613,7 @@ fn hold(case: &Case) -> Result<(), TestCaseError> {
     if let Some(path) = std::env::var_os("CLAIMS_LAST").filter(|_| survey()) {
         std::fs::write(path, &text).expect("CLAIMS_LAST is writable");
     }
-    for info in sched::registry::built() {
+    for info in rows {
         if !surveyed(info.name) {
             continue;
         }
@@ -695,6 +702,17 @@ proptest! {
     #[test]
     fn every_row_keeps_every_bound_check_states(case in case()) {
         hold(&case)?;
+    }
+
+    /// The parallel `valve` (a shard per engine core, rates recomputed from shared
+    /// counters every ΔT) against the bounds `check` states for each core count,
+    /// on the same scenario at 1, 2 and 4 engine cores.
+    #[test]
+    fn valve_keeps_its_bounds_on_one_two_and_four_cores(case in case()) {
+        for cores in [1, 2, 4] {
+            let case = Case { engine_cores: cores, ..case.clone() };
+            hold_rows(&case, sched::registry::find("valve").into_iter())?;
+        }
     }
 }
 
