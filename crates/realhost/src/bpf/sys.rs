@@ -20,6 +20,7 @@ const OBJ_GET: u32 = 7;
 const PROG_TEST_RUN: u32 = 10;
 const PROG_QUERY: u32 = 16;
 const LINK_CREATE: u32 = 28;
+const LINK_DETACH: u32 = 34;
 
 const PROG_TYPE_SCHED_CLS: u32 = 3;
 const ATTACH_TCX_EGRESS: u32 = 47;
@@ -446,6 +447,14 @@ impl Link {
     /// Keeps the program attached after this process ends, until `path` is removed.
     pub fn pin(&self, path: &Path) -> io::Result<()> {
         pin(self.fd.as_raw_fd(), path)
+    }
+
+    /// Detaches the program now (`BPF_LINK_DETACH`): removing a link's pin only
+    /// lets the kernel detach it later, from a work queue, once the last reference
+    /// is gone.
+    pub fn detach(&self) -> io::Result<()> {
+        let mut link_fd = self.fd.as_raw_fd() as u32;
+        bpf(LINK_DETACH, &mut link_fd).map(drop)
     }
 }
 
