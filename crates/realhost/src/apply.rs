@@ -397,6 +397,7 @@ fn configure_tonic(
     plan.tonic
         .attach_pinned(index, pins)
         .map_err(|e| e.to_string())?;
+    device::flush_route_caches()?;
     let attached = tcx_egress_programs(index).map_err(|e| e.to_string())?;
     if attached != programs {
         return Err(format!(

@@ -146,6 +146,27 @@ pub fn is_xps_off(masks: &[Xps]) -> bool {
     })
 }
 
+/// Makes every socket of this network namespace pick its Tx queue again at its
+/// next send: a connected socket keeps the queue its first frame left on
+/// (`sk_tx_queue_mapping`, used while the socket has frames in flight or, for
+/// UDP, always) until its route is checked and found stale, which a flush of the
+/// routing cache forces (it bumps the namespace's route generation). Without it a
+/// socket connected before `apply` keeps a queue the kernel chose, maybe in
+/// another tenant's pool.
+pub fn flush_route_caches() -> Result<(), String> {
+    for family in ["ipv4", "ipv6"] {
+        let path = format!("/proc/sys/net/{family}/route/flush");
+        match std::fs::write(&path, "1") {
+            // A namespace without IPv6 has nothing to flush.
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("cannot flush the routing cache ({path}): {e}"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Mounts a BPF filesystem at [`BPFFS`] unless one is there: whether it mounted
 /// one.
 pub fn ensure_bpffs() -> Result<bool, Error> {
