@@ -488,7 +488,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(LinkCreateAttr, relative_fd), 16);
         assert_eq!(std::mem::offset_of!(LinkCreateAttr, expected_revision), 24);
         assert_eq!(std::mem::offset_of!(ProgQueryAttr, prog_cnt), 24);
-        assert_eq!(std::mem::offset_of!(TestRunAttr, ctx_out), 48);
+        assert_eq!(std::mem::offset_of!(TestRunAttr, ctx_out), 56);
     }
 
     #[test]
