@@ -24,7 +24,8 @@ pub(crate) struct ApplyArgs {
     #[arg(long, value_name = "DEV")]
     dev: String,
     /// How the kernel holds the policy: `htb`, the classes and filters `nicsched tc`
-    /// prints.
+    /// prints; `tonic`, mq and a pfifo_fast per Tx queue with a BPF program at
+    /// DEV's egress that puts each tenant's frames on its pool of Tx queues.
     #[arg(long, value_name = "NAME", default_value = realhost::Mechanism::Htb.name(),
           value_parser = clap::builder::PossibleValuesParser::new(realhost::Mechanism::NAMES))]
     mechanism: String,
@@ -123,24 +124,56 @@ pub(crate) fn apply(args: ApplyArgs) -> Result<(), Failure> {
     let file = args.file.expect("clap requires FILE without --remove");
     let mechanism = realhost::Mechanism::from_name(&args.mechanism)
         .expect("clap takes only the names of built mechanisms");
-    let (policy, commands) = match mechanism {
-        realhost::Mechanism::Htb => compiled(&file, &args.dev)?,
+    let (policy, plan) = match mechanism {
+        realhost::Mechanism::Htb => {
+            let (policy, commands) = compiled(&file, &args.dev)?;
+            (policy, realhost::Plan::Htb { commands })
+        }
+        realhost::Mechanism::Tonic => {
+            let policy = load_policy_or_scenario(&file)?;
+            let plan = realhost::TonicPlan::new(&policy, &file.display().to_string(), &args.dev)
+                .map_err(failure)?;
+            (policy, realhost::Plan::Tonic(plan))
+        }
     };
-    let applied =
-        realhost::apply(&args.dev, &file.display().to_string(), &commands).map_err(failure)?;
-    let approximation = lab::htb_approximation(&policy);
+    let approximation = match &plan {
+        realhost::Plan::Htb { .. } => lab::htb_approximation(&policy),
+        realhost::Plan::Tonic(plan) => tonic_approximation(&policy, plan.tx_queues)?,
+    };
+    let applied = realhost::apply(&args.dev, &file.display().to_string(), plan).map_err(failure)?;
     if args.json {
         run::output::print_json(&serde_json::json!({
             "applied": applied,
             "approximation": approximation,
         }));
     } else {
+        let what = match &applied.tonic {
+            None => format!(
+                "{} classes, {} filters as the policy asks",
+                applied.classes, applied.filters
+            ),
+            Some(tonic) => format!(
+                "mq and {} pfifo_fast, pools {}, XPS off on {} Tx queues, the program at its tcx egress pinned in {}{}",
+                tonic.tx_queues,
+                tonic
+                    .pools
+                    .iter()
+                    .map(|p| format!("{} {}-{}", p.tenant, p.first_queue, p.last_queue))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                tonic.xps_cleared,
+                tonic.pins,
+                if tonic.mounted_bpffs {
+                    " (a BPF filesystem mounted at /sys/fs/bpf)"
+                } else {
+                    ""
+                }
+            ),
+        };
         println!(
-            "{}: {} applied and read back: {} classes, {} filters as the policy asks{}; `nicsched apply --remove --dev {}` puts it back (recorded in {})",
+            "{}: {} applied and read back: {what}{}; `nicsched apply --remove --dev {}` puts it back (recorded in {})",
             applied.dev,
             applied.mechanism.name(),
-            applied.classes,
-            applied.filters,
             if applied.replaced {
                 " (replacing the last apply)"
             } else {
@@ -157,6 +190,18 @@ pub(crate) fn apply(args: ApplyArgs) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// What tonic holds of `policy` on a device of `tx_queues` Tx queues: what `nicsched
+/// check -e tonic-band` says of the policy on a link of that many queues (the
+/// pools `check -e tonic` prints, and the priority band the program gives).
+fn tonic_approximation(
+    policy: &policy::Policy,
+    tx_queues: u16,
+) -> Result<sched::Approximation, Failure> {
+    let mut on_dev = policy.clone();
+    on_dev.link.queues = tx_queues;
+    sched::approximation("tonic-band", &on_dev).map_err(|e| Failure::runtime(e.to_string()))
 }
 
 pub(crate) fn watch(args: WatchArgs) -> Result<(), Failure> {

@@ -9,9 +9,16 @@
 //! below it, and putting back what was there before: the kernel's default qdisc, or
 //! the tree of the apply this one replaces.
 
+use std::path::{Path, PathBuf};
+
+use policy::Policy;
+use sched::multiqueue::{Pool, prioritised_apps, tonic_pools};
 use serde::Serialize;
 
-use crate::record::{self, Record};
+use crate::bpf::sys::{Link, Map, tcx_egress_programs};
+use crate::bpf::tonic::{self, Tonic};
+use crate::device::{self, Xps};
+use crate::record::{self, Prior, Record};
 use crate::{Error, Mechanism, tc};
 
 /// What `apply` did.
@@ -19,14 +26,38 @@ use crate::{Error, Mechanism, tc};
 pub struct Applied {
     pub dev: String,
     pub mechanism: Mechanism,
-    /// HTB classes read back and found as the policy asks.
+    /// HTB classes read back and found as the policy asks (0 for tonic).
     pub classes: usize,
-    /// u32 filters read back and found as the policy asks.
+    /// u32 filters read back and found as the policy asks (0 for tonic).
     pub filters: usize,
     /// Whether this apply replaced an earlier one on the device.
     pub replaced: bool,
     /// Where the device's prior state is recorded.
     pub record: String,
+    /// tonic: what was read back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tonic: Option<TonicApplied>,
+}
+
+/// What a tonic apply put on the device, read back.
+#[derive(Clone, Debug, Serialize)]
+pub struct TonicApplied {
+    pub tx_queues: u16,
+    /// Each tenant's pool, in the policy's order.
+    pub pools: Vec<PoolLine>,
+    /// Tx queues whose XPS masks were cleared (0 where the kernel has none).
+    pub xps_cleared: usize,
+    /// Where the program's link and counters are pinned.
+    pub pins: String,
+    /// Whether `apply` mounted the BPF filesystem at /sys/fs/bpf.
+    pub mounted_bpffs: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolLine {
+    pub tenant: String,
+    pub first_queue: u16,
+    pub last_queue: u16,
 }
 
 /// What `apply --remove` did.
@@ -38,16 +69,141 @@ pub struct Removed {
     pub qdiscs: Vec<serde_json::Value>,
 }
 
-/// Applies `commands` (the `tc -batch` of [`lab::tc_commands`] for `dev`) from the
-/// policy file `policy`, replacing nicsched's last apply on `dev` if there was one,
-/// and reads the result back. On any failure `dev` is left as it was before.
-pub fn apply(dev: &str, policy: &str, commands: &str) -> Result<Applied, Error> {
-    let mechanism = Mechanism::Htb;
+/// What `apply` puts on a device.
+pub enum Plan {
+    /// The `tc -batch` of [`lab::tc_commands`] for the device.
+    Htb {
+        commands: String,
+    },
+    Tonic(TonicPlan),
+}
+
+/// tonic on a device: `mq` and a `pfifo_fast` per Tx queue (`commands`, whose `#`
+/// lines say what the program does), and the program, loaded.
+pub struct TonicPlan {
+    pub commands: String,
+    /// The tenants' names, in the policy's order.
+    pub tenants: Vec<String>,
+    pub tx_queues: u16,
+    pub pools: Vec<Pool>,
+    tonic: Tonic,
+}
+
+/// tonic's `tc -batch` for `policy` (from the file `file`) on `dev`, `dev`'s Tx
+/// queues and the tenants' pools. Refuses (status 2) a tenant without
+/// `match.src`, a device tonic cannot use, and more tenants than Tx queues.
+pub fn tonic_commands(
+    policy: &Policy,
+    file: &str,
+    dev: &str,
+) -> Result<(String, u16, Vec<Pool>), Error> {
+    if let Some(tenant) = policy.tenants.iter().find(|t| t.match_src.is_none()) {
+        return Err(Error::Input(format!(
+            "{file}: error: tenant `{0}` has no `match.src`, and tonic's program tells a tenant's frames by their source address (hint: add `match: {{ src: CIDR }}` to tenant {0}, the addresses its traffic leaves from)",
+            tenant.name
+        )));
+    }
+    let queues = device::tonic_tx_queues(dev)?;
+    let weights: Vec<u32> = policy.tenants.iter().map(|t| t.weight).collect();
+    let pools = tonic_pools(&weights, queues).ok_or_else(|| {
+        Error::Input(format!(
+            "{file}: error: {} tenants, and --dev {dev} has {queues} Tx queues: tonic gives each tenant a pool of its own (hint: --mechanism htb)",
+            policy.tenants.len()
+        ))
+    })?;
+    let prioritised = prioritised_apps(policy);
+    let mut commands = format!("# nicsched tonic on {dev}: {queues} Tx queues\n");
+    for (tenant, pool) in policy.tenants.iter().zip(&pools) {
+        let src = tenant.match_src.expect("checked above");
+        commands.push_str(&format!(
+            "# tenant {} from {}/{}: queues {}-{}",
+            tenant.name,
+            src.addr,
+            src.prefix_len,
+            pool.start,
+            pool.start + pool.len - 1
+        ));
+        let high: Vec<String> = tenant
+            .apps
+            .iter()
+            .filter(|a| prioritised[a.index()])
+            .map(|&a| {
+                let app = policy.app(a);
+                format!("{} {:?} {:?}", app.name, app.match_proto, app.match_ports)
+            })
+            .collect();
+        if !high.is_empty() {
+            commands.push_str(&format!("; prioritised: {}", high.join(", ")));
+        }
+        commands.push('\n');
+    }
+    commands.push_str(&format!("qdisc add dev {dev} root handle 1: mq\n"));
+    for queue in 0..queues {
+        commands.push_str(&format!(
+            "qdisc replace dev {dev} parent 1:{:x} handle {:x}: pfifo_fast\n",
+            queue + 1,
+            queue + 2
+        ));
+    }
+    Ok((commands, queues, pools))
+}
+
+impl TonicPlan {
+    /// tonic for `policy` on `dev`: [`tonic_commands`], and the program loaded (the
+    /// kernel's verifier has taken it before the device is touched).
+    pub fn new(policy: &Policy, file: &str, dev: &str) -> Result<TonicPlan, Error> {
+        let (commands, tx_queues, pools) = tonic_commands(policy, file, dev)?;
+        let tonic = Tonic::load(policy, &pools, tx_queues, &prioritised_apps(policy))?;
+        Ok(TonicPlan {
+            commands,
+            tenants: policy.tenants.iter().map(|t| t.name.clone()).collect(),
+            tx_queues,
+            pools,
+            tonic,
+        })
+    }
+}
+
+impl Plan {
+    fn mechanism(&self) -> Mechanism {
+        match self {
+            Plan::Htb { .. } => Mechanism::Htb,
+            Plan::Tonic(_) => Mechanism::Tonic,
+        }
+    }
+
+    fn commands(&self) -> &str {
+        match self {
+            Plan::Htb { commands } => commands,
+            Plan::Tonic(plan) => &plan.commands,
+        }
+    }
+}
+
+fn ifindex(dev: &str) -> Result<u32, Error> {
+    datapath::sys::packet::ifindex(dev)
+        .map_err(|e| Error::Input(format!("--dev {dev}: {e} (hint: `ip link` lists them)")))
+}
+
+/// Applies `plan` from the policy file `policy` to `dev`, replacing nicsched's last
+/// apply on `dev` if there was one (of either mechanism), and reads the result
+/// back. On any failure `dev` is left as it was before.
+pub fn apply(dev: &str, policy: &str, plan: Plan) -> Result<Applied, Error> {
+    let mechanism = plan.mechanism();
     let current = tc::qdiscs(dev)?;
+    let index = ifindex(dev)?;
     let previous = record::read(dev)?;
-    let prior_qdiscs = match &previous {
-        Some(previous) => previous.prior_qdiscs.clone(),
-        None if tc::is_kernel_default(&current) => current,
+    let prior = match &previous {
+        Some(previous) => previous.prior(),
+        None if tc::is_kernel_default(&current) => Prior {
+            qdiscs: current,
+            xps: device::xps(dev)?,
+            tcx_egress: tcx_egress_programs(index).map_err(|e| {
+                Error::Failed(format!(
+                    "{dev}: cannot list the programs at its tcx egress (Linux 6.6 or later): {e}"
+                ))
+            })?,
+        },
         None => {
             return Err(Error::Input(format!(
                 "--dev {dev}: its qdiscs are not the kernel's default ({}), and nicsched restores only that on --remove (hint: put them back with `tc qdisc del dev {dev} root`, or apply on another device)",
@@ -55,9 +211,76 @@ pub fn apply(dev: &str, policy: &str, commands: &str) -> Result<Applied, Error> 
             )));
         }
     };
-    record::write(&Record::new(dev, mechanism, policy, prior_qdiscs, commands))?;
+    let mut record = Record::new(dev, mechanism, policy, prior, plan.commands());
+    let mut tonic_applied = None;
+    let mut mounted_bpffs = false;
+    if let Plan::Tonic(tonic) = &plan {
+        mounted_bpffs = device::ensure_bpffs()?;
+        record.pins = Some(device::pins(dev).display().to_string());
+        record.tx_queues = Some(tonic.tx_queues);
+    }
+    record::write(&record)?;
     let replaced = previous.is_some();
-    let outcome = configure(dev, commands).and_then(|()| verify(dev, commands));
+    // The last apply's program stays attached (held here) until this one is read
+    // back, so that a rollback gives it back its pins.
+    let retired = match previous.as_ref().and_then(|p| p.pins.as_deref()) {
+        Some(pins) => Some(Retired::unpin(Path::new(pins))?),
+        None => None,
+    };
+    let outcome = match &plan {
+        Plan::Htb { commands } => configure(dev, commands)
+            .and_then(|()| verify(dev, commands))
+            .and_then(|numbers| {
+                device::set_xps(dev, &record.prior_xps)?;
+                Ok(numbers)
+            }),
+        Plan::Tonic(tonic) => {
+            let pins = device::pins(dev);
+            let expected_programs = record.prior_tcx_egress
+                + 1
+                + u32::from(retired.as_ref().is_some_and(|r| r.link.is_some()));
+            configure_tonic(
+                dev,
+                index,
+                tonic,
+                &record.prior_xps,
+                &pins,
+                expected_programs,
+            )
+            .map(|xps_cleared| {
+                tonic_applied = Some(TonicApplied {
+                    tx_queues: tonic.tx_queues,
+                    pools: tonic
+                        .tenants
+                        .iter()
+                        .zip(&tonic.pools)
+                        .map(|(tenant, pool)| PoolLine {
+                            tenant: tenant.clone(),
+                            first_queue: pool.start,
+                            last_queue: pool.start + pool.len - 1,
+                        })
+                        .collect(),
+                    xps_cleared,
+                    pins: pins.display().to_string(),
+                    mounted_bpffs,
+                });
+                (0, 0)
+            })
+        }
+    };
+    let outcome = outcome.and_then(|numbers| {
+        if let Some(retired) = &retired {
+            retired.detach()?;
+        }
+        let programs = tcx_egress_programs(index).map_err(|e| e.to_string())?;
+        let want = record.prior_tcx_egress + u32::from(mechanism == Mechanism::Tonic);
+        if programs != want {
+            return Err(format!(
+                "read back: {programs} programs at its tcx egress, where {want} were expected"
+            ));
+        }
+        Ok(numbers)
+    });
     match outcome {
         Ok((classes, filters)) => Ok(Applied {
             dev: dev.to_string(),
@@ -66,9 +289,10 @@ pub fn apply(dev: &str, policy: &str, commands: &str) -> Result<Applied, Error> 
             filters,
             replaced,
             record: record::path(dev).display().to_string(),
+            tonic: tonic_applied,
         }),
         Err(failed) => {
-            let restored = roll_back(dev, previous.as_ref());
+            let restored = roll_back(dev, &record, previous.as_ref(), retired);
             Err(Error::Failed(match restored {
                 Ok(what) => format!("{dev}: {failed}; rolled back: {dev} has {what} again"),
                 Err(e) => format!(
@@ -77,6 +301,140 @@ pub fn apply(dev: &str, policy: &str, commands: &str) -> Result<Applied, Error> 
                 ),
             }))
         }
+    }
+}
+
+/// The program of the last tonic apply, its pins removed and its link held here:
+/// still attached until [`Retired::detach`], or pinned again by a rollback.
+struct Retired {
+    dir: PathBuf,
+    link: Option<Link>,
+    counters: Option<Map>,
+}
+
+impl Retired {
+    fn unpin(dir: &Path) -> Result<Retired, Error> {
+        let link_pin = dir.join(tonic::LINK_PIN);
+        let counters_pin = dir.join(tonic::COUNTERS_PIN);
+        // Absent pins (a BPF filesystem unmounted since) are nothing to retire.
+        let link = Link::open_pinned(&link_pin).ok();
+        let counters = Map::open_pinned(&counters_pin, 4, 16).ok();
+        for pin in [&link_pin, &counters_pin] {
+            remove_pin(pin).map_err(Error::Failed)?;
+        }
+        Ok(Retired {
+            dir: dir.to_path_buf(),
+            link,
+            counters,
+        })
+    }
+
+    fn detach(&self) -> Result<(), String> {
+        match &self.link {
+            Some(link) => link
+                .detach()
+                .map_err(|e| format!("cannot detach the last apply's program: {e}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Pins the link and counters back where they were.
+    fn repin(&self) -> Result<(), String> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
+        let pinned = |e: std::io::Error| format!("cannot pin again in {}: {e}", self.dir.display());
+        if let Some(counters) = &self.counters {
+            counters
+                .pin(&self.dir.join(tonic::COUNTERS_PIN))
+                .map_err(pinned)?;
+        }
+        if let Some(link) = &self.link {
+            link.pin(&self.dir.join(tonic::LINK_PIN)).map_err(pinned)?;
+        }
+        Ok(())
+    }
+}
+
+fn remove_pin(path: &Path) -> Result<(), String> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(format!("cannot remove {}: {e}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Detaches and unpins what a tonic apply pinned in `dir`, and removes `dir`.
+fn unpin_tonic(dir: &Path) -> Result<(), String> {
+    let retired = Retired::unpin(dir).map_err(|e| e.to_string())?;
+    retired.detach()?;
+    match std::fs::remove_dir(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(format!("cannot remove {}: {e}", dir.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// tonic's qdiscs, XPS off, the program attached and pinned in `pins`, all read
+/// back (`programs`: how many programs its tcx egress has then). The Tx queues
+/// whose XPS masks were cleared.
+fn configure_tonic(
+    dev: &str,
+    index: u32,
+    plan: &TonicPlan,
+    prior_xps: &[Xps],
+    pins: &Path,
+    programs: u32,
+) -> Result<usize, String> {
+    configure(dev, &plan.commands)?;
+    verify_tonic_qdiscs(dev, plan.tx_queues)?;
+    device::set_xps(dev, &device::xps_off(prior_xps))?;
+    let xps = device::xps(dev).map_err(|e| e.to_string())?;
+    if !device::is_xps_off(&xps) {
+        return Err(format!("read back: XPS masks still set: {xps:?}"));
+    }
+    std::fs::create_dir_all(pins).map_err(|e| format!("{}: {e}", pins.display()))?;
+    plan.tonic
+        .attach_pinned(index, pins)
+        .map_err(|e| e.to_string())?;
+    device::flush_route_caches()?;
+    let attached = tcx_egress_programs(index).map_err(|e| e.to_string())?;
+    if attached != programs {
+        return Err(format!(
+            "read back: {attached} programs at its tcx egress, where {programs} were expected"
+        ));
+    }
+    Ok(xps
+        .iter()
+        .filter(|x| x.cpus.is_some() || x.rxqs.is_some())
+        .count())
+}
+
+/// Reads `dev`'s qdiscs back: `mq` `1:` at the root and a `pfifo_fast` of handle
+/// N+2 under each class `1:N+1`, and nothing else on its egress.
+fn verify_tonic_qdiscs(dev: &str, queues: u16) -> Result<(), String> {
+    let qdiscs = tc::qdiscs(dev).map_err(|e| e.to_string())?;
+    let egress: Vec<&serde_json::Value> = qdiscs
+        .iter()
+        .filter(|q| !matches!(q["kind"].as_str(), Some("ingress" | "clsact")))
+        .collect();
+    let root_ok = egress
+        .iter()
+        .any(|q| q["kind"] == "mq" && q["handle"] == "1:" && q["root"] == true);
+    let leaves_ok = (0..queues).all(|queue| {
+        egress.iter().any(|q| {
+            q["kind"] == "pfifo_fast"
+                && q["handle"] == format!("{:x}:", queue + 2)
+                && q["parent"] == format!("1:{:x}", queue + 1)
+        })
+    });
+    if root_ok && leaves_ok && egress.len() == usize::from(queues) + 1 {
+        Ok(())
+    } else {
+        Err(format!(
+            "read back: its qdiscs are {}, where tonic asks for mq 1: and a pfifo_fast under each of its {queues} Tx queues",
+            kinds(&qdiscs)
+        ))
     }
 }
 
@@ -95,17 +453,50 @@ fn delete_root(dev: &str) -> Result<(), String> {
     }
 }
 
-/// Puts `dev` back as it was before this apply: the last apply's tree, or the
-/// kernel's default qdisc and no record. What it put back, in words.
-fn roll_back(dev: &str, previous: Option<&Record>) -> Result<String, String> {
+/// Puts `dev` back as it was before the apply `record` was: the last apply
+/// (`previous`: its tree, its program, its XPS masks), or what was there before
+/// nicsched and no record. What it put back, in words.
+fn roll_back(
+    dev: &str,
+    record: &Record,
+    previous: Option<&Record>,
+    retired: Option<Retired>,
+) -> Result<String, String> {
+    if let Some(pins) = &record.pins {
+        let pins = Path::new(pins);
+        let mine = pins.join(tonic::LINK_PIN);
+        // This apply's link, if it got as far as pinning it.
+        if let Ok(link) = Link::open_pinned(&mine) {
+            link.detach()
+                .map_err(|e| format!("cannot detach this apply's program: {e}"))?;
+        }
+        remove_pin(&mine)?;
+        remove_pin(&pins.join(tonic::COUNTERS_PIN))?;
+    }
     delete_root(dev)?;
     match previous {
         Some(previous) => {
             tc::batch(&previous.commands)?;
+            if previous.mechanism == Mechanism::Tonic {
+                device::set_xps(dev, &device::xps_off(&previous.prior_xps))?;
+            } else {
+                device::set_xps(dev, &previous.prior_xps)?;
+            }
+            if let Some(retired) = retired {
+                retired.repin()?;
+            }
             record::write(previous).map_err(|e| e.to_string())?;
-            Ok(format!("the tree of its last apply ({})", previous.policy))
+            Ok(format!(
+                "the {} of its last apply ({})",
+                previous.mechanism.name(),
+                previous.policy
+            ))
         }
         None => {
+            device::set_xps(dev, &record.prior_xps)?;
+            if let Some(pins) = &record.pins {
+                let _ = std::fs::remove_dir(pins);
+            }
             record::delete(dev).map_err(|e| e.to_string())?;
             Ok(format!(
                 "the kernel's default qdisc ({})",
@@ -270,21 +661,42 @@ fn verify(dev: &str, commands: &str) -> Result<(usize, usize), String> {
     Ok((want_classes.len(), want_filters.len()))
 }
 
-/// `nicsched apply --remove --dev DEV`: the qdiscs recorded before the first apply
-/// put back, checked, and the record deleted. A device nicsched has not configured
+/// `nicsched apply --remove --dev DEV`: the qdiscs, XPS masks and tcx programs
+/// recorded before the first apply put back (a tonic program detached, its pins
+/// removed), checked, and the record deleted. A device nicsched has not configured
 /// is bad input.
 pub fn remove(dev: &str) -> Result<Removed, Error> {
     let Some(record) = record::read(dev)? else {
         return Err(not_configured(dev));
     };
-    delete_root(dev).map_err(|e| Error::Failed(format!("{dev}: {e}")))?;
+    let failed = |e: String| Error::Failed(format!("{dev}: {e}"));
+    delete_root(dev).map_err(failed)?;
+    if let Some(pins) = &record.pins {
+        unpin_tonic(Path::new(pins)).map_err(failed)?;
+    }
+    device::set_xps(dev, &record.prior_xps).map_err(failed)?;
+    let kept = format!("kept {}, for another try", record::path(dev).display());
     let qdiscs = tc::qdiscs(dev)?;
     if qdiscs != record.prior_qdiscs {
         return Err(Error::Failed(format!(
-            "{dev}: after deleting nicsched's root qdisc the device has {}, not the {} recorded in {} (kept, for another try)",
+            "{dev}: after deleting nicsched's root qdisc the device has {}, not the {} recorded ({kept})",
             kinds(&qdiscs),
             kinds(&record.prior_qdiscs),
-            record::path(dev).display()
+        )));
+    }
+    let xps = device::xps(dev)?;
+    if xps != record.prior_xps {
+        return Err(Error::Failed(format!(
+            "{dev}: its XPS masks are {xps:?}, not the {:?} recorded ({kept})",
+            record.prior_xps
+        )));
+    }
+    let programs = tcx_egress_programs(ifindex(dev)?)
+        .map_err(|e| failed(format!("cannot list the programs at its tcx egress: {e}")))?;
+    if programs != record.prior_tcx_egress {
+        return Err(Error::Failed(format!(
+            "{dev}: {programs} programs at its tcx egress, not the {} recorded ({kept})",
+            record.prior_tcx_egress
         )));
     }
     record::delete(dev)?;

@@ -6,6 +6,8 @@
 //! for as long as the process runs (`nicsched enforce`). The contract is `realhost.md` of the shared spec; the
 //! operator's page is `docs/realhost.md`.
 //!
+//! - [`device`]: a device's type, Tx queues and XPS masks in sysfs, and the BPF
+//!   filesystem;
 //! - [`record`]: what a device held before nicsched touched it, kept in
 //!   `/run/nicsched/DEV.json` so that `--remove` puts it back;
 //! - [`tc`]: every `tc` the crate runs, and the reading of its output;
@@ -17,17 +19,20 @@
 //! - [`enforce`]: the engine on a device's egress, fail-open, with its live
 //!   figures and self-checks.
 //!
-//! Mechanisms: [`Mechanism::Htb`], the tree `nicsched tc` prints. TONIC's BPF
-//! mechanism is a second variant to come; nothing here assumes there is one only.
+//! Mechanisms: [`Mechanism::Htb`], the tree `nicsched tc` prints, and
+//! [`Mechanism::Tonic`], TONIC without a kernel module (`mq`, a `pfifo_fast` per
+//! Tx queue and [`bpf::tonic`]'s program pinned at the device's egress).
 
 pub mod apply;
 pub mod bpf;
+pub mod device;
 pub mod enforce;
 pub mod record;
 pub mod tc;
 pub mod watch;
+mod watch_tonic;
 
-pub use apply::{Applied, Removed, apply, remove};
+pub use apply::{Applied, Plan, Removed, TonicPlan, apply, remove, tonic_commands};
 pub use watch::{Sample, TenantLine, Watch};
 
 /// How the kernel is to hold the policy.
@@ -36,15 +41,19 @@ pub use watch::{Sample, TenantLine, Watch};
 pub enum Mechanism {
     /// HTB classes and u32 filters at the device's root (`nicsched tc`).
     Htb,
+    /// Tx queue pools and a priority band, set per frame by a BPF program at the
+    /// device's egress, under `mq` and `pfifo_fast`.
+    Tonic,
 }
 
 impl Mechanism {
     /// The names `--mechanism` takes: the mechanisms built.
-    pub const NAMES: &[&str] = &["htb"];
+    pub const NAMES: &[&str] = &["htb", "tonic"];
 
     pub fn from_name(name: &str) -> Option<Mechanism> {
         match name {
             "htb" => Some(Mechanism::Htb),
+            "tonic" => Some(Mechanism::Tonic),
             _ => None,
         }
     }
@@ -52,6 +61,7 @@ impl Mechanism {
     pub const fn name(self) -> &'static str {
         match self {
             Mechanism::Htb => "htb",
+            Mechanism::Tonic => "tonic",
         }
     }
 }

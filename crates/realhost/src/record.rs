@@ -26,8 +26,29 @@ pub struct Record {
     /// The device's qdiscs before nicsched's first apply, as `tc -j qdisc show`
     /// gives them less `refcnt` ([`crate::tc::qdiscs`]).
     pub prior_qdiscs: Vec<serde_json::Value>,
-    /// The `tc -batch` commands applied (or being applied).
+    /// The `tc -batch` commands applied (or being applied); for tonic, `#` lines
+    /// before them say what its program does (pools, prioritised apps).
     pub commands: String,
+    /// The device's XPS masks before nicsched's first apply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prior_xps: Vec<crate::device::Xps>,
+    /// Programs at the device's tcx egress before nicsched's first apply.
+    #[serde(default)]
+    pub prior_tcx_egress: u32,
+    /// tonic: the directory in the BPF filesystem where its link and counters
+    /// are pinned, and the device's Tx queues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pins: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_queues: Option<u16>,
+}
+
+/// What a device held before nicsched's first apply, kept by every later apply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prior {
+    pub qdiscs: Vec<serde_json::Value>,
+    pub xps: Vec<crate::device::Xps>,
+    pub tcx_egress: u32,
 }
 
 impl Record {
@@ -35,7 +56,7 @@ impl Record {
         dev: &str,
         mechanism: Mechanism,
         policy: &str,
-        prior_qdiscs: Vec<serde_json::Value>,
+        prior: Prior,
         commands: &str,
     ) -> Record {
         Record {
@@ -43,8 +64,20 @@ impl Record {
             dev: dev.to_string(),
             mechanism,
             policy: policy.to_string(),
-            prior_qdiscs,
+            prior_qdiscs: prior.qdiscs,
             commands: commands.to_string(),
+            prior_xps: prior.xps,
+            prior_tcx_egress: prior.tcx_egress,
+            pins: None,
+            tx_queues: None,
+        }
+    }
+
+    pub fn prior(&self) -> Prior {
+        Prior {
+            qdiscs: self.prior_qdiscs.clone(),
+            xps: self.prior_xps.clone(),
+            tcx_egress: self.prior_tcx_egress,
         }
     }
 }

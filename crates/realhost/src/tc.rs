@@ -79,6 +79,47 @@ pub fn qdiscs(dev: &str) -> Result<Vec<serde_json::Value>, Error> {
     Ok(qdiscs)
 }
 
+/// The counters of the qdisc under each Tx queue of an `mq` root (`1:N`, N from
+/// 1): as `tc -s -j qdisc show` gives them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// The Tx queue, from 0.
+    pub queue: usize,
+    pub bytes: u64,
+    pub packets: u64,
+    pub drops: u64,
+    /// Packets waiting.
+    pub qlen: u64,
+}
+
+/// `dev`'s per-Tx-queue qdisc counters under its `mq` root `1:`, by queue.
+pub fn queue_stats(dev: &str) -> Result<Vec<QueueStats>, Error> {
+    let shown = run(&["-s", "-j", "qdisc", "show", "dev", dev]).map_err(Error::Failed)?;
+    let qdiscs: Vec<serde_json::Value> = serde_json::from_str(&shown)
+        .map_err(|e| Error::Failed(format!("tc -s -j qdisc show dev {dev}: {e}")))?;
+    Ok(parse_queue_stats(&qdiscs))
+}
+
+fn parse_queue_stats(qdiscs: &[serde_json::Value]) -> Vec<QueueStats> {
+    let mut stats: Vec<QueueStats> = qdiscs
+        .iter()
+        .filter_map(|q| {
+            let minor = q["parent"].as_str()?.strip_prefix("1:")?;
+            let queue = usize::from_str_radix(minor, 16).ok()?.checked_sub(1)?;
+            let counter = |key: &str| q[key].as_u64().unwrap_or(0);
+            Some(QueueStats {
+                queue,
+                bytes: counter("bytes"),
+                packets: counter("packets"),
+                drops: counter("drops"),
+                qlen: counter("qlen"),
+            })
+        })
+        .collect();
+    stats.sort_by_key(|s| s.queue);
+    stats
+}
+
 /// Whether `qdiscs` are the kernel's own choice for the device's egress: every qdisc
 /// but ingress and clsact has handle `0:`, which only the kernel gives (a qdisc
 /// anyone adds gets a handle of its own, `8001:` if none is asked for), so deleting
@@ -285,6 +326,34 @@ mod tests {
                     prio: 3,
                     node: "a".into(),
                     flowid: "1:6".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn per_queue_counters_are_read_under_mq() {
+        let qdiscs: Vec<serde_json::Value> = serde_json::from_str(
+            r#"[{"kind":"mq","handle":"1:","root":true,"bytes":9,"packets":1,"drops":0,"qlen":0},{"kind":"pfifo_fast","handle":"b:","parent":"1:a","bytes":1514,"packets":1,"drops":2,"qlen":3},{"kind":"pfifo_fast","handle":"2:","parent":"1:1","bytes":70,"packets":1,"drops":0,"qlen":0}]"#,
+        )
+        .unwrap();
+        let stats = parse_queue_stats(&qdiscs);
+        assert_eq!(
+            stats,
+            vec![
+                QueueStats {
+                    queue: 0,
+                    bytes: 70,
+                    packets: 1,
+                    drops: 0,
+                    qlen: 0
+                },
+                QueueStats {
+                    queue: 9,
+                    bytes: 1514,
+                    packets: 1,
+                    drops: 2,
+                    qlen: 3
                 },
             ]
         );

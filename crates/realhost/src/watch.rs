@@ -61,6 +61,8 @@ pub struct Watch {
     last: Vec<Leaf>,
     last_at: Instant,
     started: Instant,
+    /// A tonic apply's reader, in place of the leaves'.
+    tonic: Option<crate::watch_tonic::TonicWatch>,
 }
 
 impl Watch {
@@ -71,6 +73,22 @@ impl Watch {
         let Some(record) = record::read(dev)? else {
             return Err(not_configured(dev));
         };
+        if record.mechanism == crate::Mechanism::Tonic {
+            return Ok(Watch {
+                dev: dev.to_string(),
+                mechanism: record.mechanism,
+                leaf_ids: Vec::new(),
+                last: Vec::new(),
+                last_at: Instant::now(),
+                started: Instant::now(),
+                tonic: Some(crate::watch_tonic::TonicWatch::start(
+                    policy.clone(),
+                    dev,
+                    &record,
+                )?),
+                policy,
+            });
+        }
         if record.commands != commands {
             return Err(Error::Input(format!(
                 "--dev {dev}: nicsched applied another policy there ({}) (hint: watch with that policy, or apply this one first)",
@@ -88,6 +106,7 @@ impl Watch {
             last: Vec::new(),
             last_at: Instant::now(),
             started: Instant::now(),
+            tonic: None,
         };
         watch.last = watch.read()?;
         watch.last_at = Instant::now();
@@ -127,6 +146,9 @@ impl Watch {
 
     /// The interval since the last sample (or the start), read now.
     pub fn sample(&mut self) -> Result<Sample, Error> {
+        if let Some(tonic) = &mut self.tonic {
+            return tonic.sample();
+        }
         let now_counters = self.read()?;
         let now = Instant::now();
         let seconds = now.duration_since(self.last_at).as_secs_f64().max(1e-9);

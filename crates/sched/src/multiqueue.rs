@@ -131,7 +131,7 @@ pub fn flow_hash(flow: u32) -> u32 {
 
 /// Apps a TONIC port number array would list: those at their tenant's most urgent
 /// priority, when the tenant has a less urgent app at all.
-fn prioritised_apps(policy: &Policy) -> Vec<bool> {
+pub fn prioritised_apps(policy: &Policy) -> Vec<bool> {
     let mut prioritised = vec![false; policy.apps.len()];
     for tenant in &policy.tenants {
         let priorities = tenant.apps.iter().map(|&a| policy.app(a).priority);

@@ -92,6 +92,8 @@ const EXIT: u8 = 0x90;
 const PSEUDO_MAP_FD: u8 = 1;
 /// `imm` of an atomic instruction: add, fetching nothing.
 const ATOMIC_ADD: i32 = 0x00;
+/// `BPF_FETCH`: the atomic instruction also puts the old value in its source.
+const ATOMIC_FETCH: i32 = 0x01;
 
 /// A place in the program that jumps name before it is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +119,15 @@ impl Asm {
             off,
             imm,
         });
+    }
+
+    /// Instructions so far (a map load takes two).
+    pub fn len(&self) -> usize {
+        self.insns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.insns.is_empty()
     }
 
     pub fn label(&mut self) -> Label {
@@ -163,6 +174,18 @@ impl Asm {
             src,
             off,
             ATOMIC_ADD,
+        );
+    }
+
+    /// `src = *(u64 *)(dst + off)`, then `*(u64 *)(dst + off) += ` the old `src`,
+    /// atomically: a position every CPU takes the next of.
+    pub fn atomic_fetch_add(&mut self, dst: Reg, off: i16, src: Reg) {
+        self.push(
+            CLASS_STX | MODE_ATOMIC | Size::DW as u8,
+            dst,
+            src,
+            off,
+            ATOMIC_ADD | ATOMIC_FETCH,
         );
     }
 
@@ -237,6 +260,8 @@ mod tests {
         asm.load(Size::W, Reg::R2, Reg::R1, 16);
         asm.store_imm(Size::W, Reg::R10, -24, 32);
         asm.atomic_add(Reg::R0, 8, Reg::R3);
+        asm.atomic_fetch_add(Reg::R8, 0, Reg::R1);
+        asm.alu_reg(Alu::Mod, Reg::R1, Reg::R2);
         asm.bind(done);
         asm.exit();
         let insns = asm.finish();
@@ -248,10 +273,12 @@ mod tests {
             raw,
             [
                 (0xb7, 0x00, 0, 7),      // r0 = 7
-                (0x15, 0x01, 3, 0x0008), // if r1 == 8 goto +3
+                (0x15, 0x01, 5, 0x0008), // if r1 == 8 goto +5
                 (0x61, 0x12, 16, 0),     // r2 = *(u32 *)(r1 + 16)
                 (0x62, 0x0a, -24, 32),   // *(u32 *)(r10 - 24) = 32
                 (0xdb, 0x30, 8, 0),      // lock *(u64 *)(r0 + 8) += r3
+                (0xdb, 0x18, 0, 1),      // r1 = atomic_fetch_add((u64 *)(r8 + 0), r1)
+                (0x9f, 0x21, 0, 0),      // r1 %= r2
                 (0x95, 0x00, 0, 0),      // exit
             ]
         );

@@ -5,12 +5,15 @@
 //! removed.
 //!
 //! - [`tenants`]: a frame's tenant by its source address, in the kernel;
+//! - [`tonic`]: TONIC's queue pools and priority band, in a program pinned at a
+//!   device's egress (`apply --mechanism tonic`);
 //! - [`Redirect`]: every tenant's frame taken from a device's egress to another
 //!   device (`nicsched enforce`'s engine reads them there).
 
 pub mod asm;
 pub mod sys;
 pub mod tenants;
+pub mod tonic;
 
 use crate::Error;
 use asm::{Alu, Asm, Helper, Reg};

@@ -17,8 +17,10 @@ const MAP_UPDATE_ELEM: u32 = 2;
 const PROG_LOAD: u32 = 5;
 const OBJ_PIN: u32 = 6;
 const OBJ_GET: u32 = 7;
+const PROG_TEST_RUN: u32 = 10;
 const PROG_QUERY: u32 = 16;
 const LINK_CREATE: u32 = 28;
+const LINK_DETACH: u32 = 34;
 
 const PROG_TYPE_SCHED_CLS: u32 = 3;
 const ATTACH_TCX_EGRESS: u32 = 47;
@@ -72,6 +74,22 @@ struct ProgLoadAttr {
     prog_name: [u8; 16],
     prog_ifindex: u32,
     expected_attach_type: u32,
+}
+
+#[repr(C)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
 }
 
 #[repr(C)]
@@ -342,6 +360,59 @@ impl Program {
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
+
+    /// Runs the program once on `frame` (an Ethernet frame, as a tc program sees
+    /// one) of skb->priority `priority`, without a device (`BPF_PROG_TEST_RUN`):
+    /// its return value, and the `priority` it left. Maps it updates are updated.
+    pub fn test_run(&self, frame: &[u8], priority: u32) -> io::Result<(i32, u32)> {
+        // `struct __sk_buff` as far as `hwtstamp`: the kernel takes only a context
+        // of its own size or less, zero but for the fields it lets a test set.
+        let mut context = [0u8; 192];
+        context[32..36].copy_from_slice(&priority.to_ne_bytes());
+        let mut out = vec![0u8; frame.len() + 256];
+        let mut attr = TestRunAttr {
+            prog_fd: self.fd.as_raw_fd() as u32,
+            retval: 0,
+            data_size_in: frame.len() as u32,
+            data_size_out: out.len() as u32,
+            data_in: frame.as_ptr() as u64,
+            data_out: out.as_mut_ptr() as u64,
+            repeat: 1,
+            duration: 0,
+            ctx_size_in: context.len() as u32,
+            ctx_size_out: context.len() as u32,
+            ctx_in: context.as_ptr() as u64,
+            ctx_out: context.as_mut_ptr() as u64,
+        };
+        bpf(PROG_TEST_RUN, &mut attr)?;
+        let priority = u32::from_ne_bytes(context[32..36].try_into().expect("4 bytes"));
+        Ok((attr.retval as i32, priority))
+    }
+}
+
+/// How many CPUs the kernel may ever bring up: a per-CPU map's value is one per
+/// possible CPU (`/sys/devices/system/cpu/possible`, `0-3` or `0,2-5`).
+pub fn possible_cpus() -> io::Result<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    parse_cpu_list(text.trim()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "/sys/devices/system/cpu/possible: `{}` is not a CPU list",
+                text.trim()
+            ),
+        )
+    })
+}
+
+/// The number of CPUs up to the highest one a list such as `0-3,6` names.
+fn parse_cpu_list(text: &str) -> Option<usize> {
+    text.split(',')
+        .map(|range| {
+            let last = range.rsplit('-').next()?;
+            last.trim().parse::<usize>().ok()
+        })
+        .try_fold(0, |most, last| Some(most.max(last? + 1)))
 }
 
 /// A program attached to a device through a BPF link: it stays attached while the
@@ -377,6 +448,14 @@ impl Link {
     pub fn pin(&self, path: &Path) -> io::Result<()> {
         pin(self.fd.as_raw_fd(), path)
     }
+
+    /// Detaches the program now (`BPF_LINK_DETACH`): removing a link's pin only
+    /// lets the kernel detach it later, from a work queue, once the last reference
+    /// is gone.
+    pub fn detach(&self) -> io::Result<()> {
+        let mut link_fd = self.fd.as_raw_fd() as u32;
+        bpf(LINK_DETACH, &mut link_fd).map(drop)
+    }
 }
 
 /// How many programs are attached at the egress of device `ifindex` through tcx.
@@ -409,6 +488,15 @@ mod tests {
         assert_eq!(std::mem::offset_of!(LinkCreateAttr, relative_fd), 16);
         assert_eq!(std::mem::offset_of!(LinkCreateAttr, expected_revision), 24);
         assert_eq!(std::mem::offset_of!(ProgQueryAttr, prog_cnt), 24);
+        assert_eq!(std::mem::offset_of!(TestRunAttr, ctx_out), 56);
+    }
+
+    #[test]
+    fn cpu_lists_count_up_to_the_highest_cpu() {
+        assert_eq!(parse_cpu_list("0-3"), Some(4));
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("0,2-5"), Some(6));
+        assert_eq!(parse_cpu_list("x"), None);
     }
 
     #[test]
