@@ -93,6 +93,17 @@ pub(crate) struct EnforceArgs {
     json: bool,
 }
 
+/// Refuses a policy with a tenant without `match.src` at that tenant's entry
+/// (FILE:LINE:COLUMN), as `nicsched tc` does.
+fn every_tenant_matched(file: &Path, policy: &policy::Policy) -> Result<(), Failure> {
+    realhost::enforce::unmatched(policy).map_err(|(index, why)| {
+        policy::tenant_error(file, index, why.clone(), None).map_or_else(
+            || Failure::input(format!("{}: error: {why}", file.display())),
+            Failure::from,
+        )
+    })
+}
+
 fn failure(error: realhost::Error) -> Failure {
     match error {
         realhost::Error::Input(message) => Failure::input(message),
@@ -131,6 +142,7 @@ pub(crate) fn apply(args: ApplyArgs) -> Result<(), Failure> {
         }
         realhost::Mechanism::Tonic => {
             let policy = load_policy_or_scenario(&file)?;
+            every_tenant_matched(&file, &policy)?;
             let plan = realhost::TonicPlan::new(&policy, &file.display().to_string(), &args.dev)
                 .map_err(failure)?;
             (policy, realhost::Plan::Tonic(plan))
@@ -182,6 +194,11 @@ pub(crate) fn apply(args: ApplyArgs) -> Result<(), Failure> {
             applied.dev,
             applied.record
         );
+        if applied.tonic.as_ref().is_some_and(|t| t.mounted_bpffs) {
+            eprintln!(
+                "warning: no BPF filesystem was mounted at /sys/fs/bpf, so apply mounted one: the program's pins live as long as this mount namespace, and `ip netns exec` makes one per command; where it ends, the program goes with it (mount bpffs where it lasts, as systemd does at boot)"
+            );
+        }
         for line in &approximation.approximate {
             eprintln!("  approximate: {line}");
         }
@@ -258,12 +275,7 @@ pub(crate) fn enforce(args: EnforceArgs) -> Result<(), Failure> {
 
 fn enforcing(args: EnforceArgs) -> Result<(), Failure> {
     let policy = load_policy_or_scenario(&args.file)?;
-    realhost::enforce::unmatched(&policy).map_err(|(index, why)| {
-        policy::tenant_error(&args.file, index, why.clone(), None).map_or_else(
-            || Failure::input(format!("{}: error: {why}", args.file.display())),
-            Failure::from,
-        )
-    })?;
+    every_tenant_matched(&args.file, &policy)?;
     let out = args
         .out
         .unwrap_or_else(|| PathBuf::from("results").join(format!("enforce-{}", args.dev)));

@@ -318,7 +318,7 @@ fn tonic_puts_each_tenant_on_its_pool_prioritises_its_app_and_remove_restores() 
     let refused = h.nicsched(&["apply", &unmatched, "--dev", &dev, "--mechanism", "tonic"]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert!(
-        stderr(&refused).contains("tenant `b` has no `match.src`"),
+        stderr(&refused).contains("unmatched.yaml:4:5: error: tenant `b` has no `match.src`"),
         "{}",
         stderr(&refused)
     );

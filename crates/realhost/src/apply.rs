@@ -97,12 +97,8 @@ pub fn tonic_commands(
     file: &str,
     dev: &str,
 ) -> Result<(String, u16, Vec<Pool>), Error> {
-    if let Some(tenant) = policy.tenants.iter().find(|t| t.match_src.is_none()) {
-        return Err(Error::Input(format!(
-            "{file}: error: tenant `{0}` has no `match.src`, and tonic's program tells a tenant's frames by their source address (hint: add `match: {{ src: CIDR }}` to tenant {0}, the addresses its traffic leaves from)",
-            tenant.name
-        )));
-    }
+    crate::enforce::unmatched(policy)
+        .map_err(|(_, why)| Error::Input(format!("{file}: error: {why}")))?;
     let queues = device::tonic_tx_queues(dev)?;
     let weights: Vec<u32> = policy.tenants.iter().map(|t| t.weight).collect();
     let pools = tonic_pools(&weights, queues).ok_or_else(|| {

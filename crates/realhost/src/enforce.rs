@@ -39,7 +39,7 @@ pub fn unmatched(policy: &Policy) -> Result<(), (usize, String)> {
         Some(index) => Err((
             index,
             format!(
-                "tenant `{0}` has no `match.src`, so the redirect cannot tell its frames from the host's own and `enforce` would shape nothing of it (hint: add `match: {{ src: CIDR }}` to tenant {0}, the addresses its traffic leaves from)",
+                "tenant `{0}` has no `match.src`, so nicsched's BPF program cannot tell its frames from the host's own and would shape nothing of it (hint: add `match: {{ src: CIDR }}` to tenant {0}, the addresses its traffic leaves from)",
                 policy.tenants[index].name
             ),
         )),
