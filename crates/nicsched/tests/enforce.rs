@@ -4,11 +4,14 @@
 //! weighted tenants at their ideal, measured by what the sink's TCP received from
 //! each address; then the process is killed with SIGKILL and the sink receives
 //! unshaped again, with nothing of nicsched left on the device (no tcx program, the
-//! same qdiscs, no tap). And the refusals, with status 2. Never the machine's own
+//! same qdiscs, no tap). Stopped with SIGTERM instead, it ends its `--json`
+//! stream with the summary it writes; every line and summary.json follow their
+//! schemas (docs/json.md). And the refusals, with status 2. Never the machine's own
 //! interfaces. Needs root, iproute2 and iperf3; without them it fails in CI and,
 //! elsewhere, says why and passes.
 
 mod common;
+mod schema;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
@@ -16,6 +19,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::Scratch;
+use schema::assert_valid;
 
 const NICSCHED: &str = env!("CARGO_BIN_EXE_nicsched");
 
@@ -157,6 +161,39 @@ impl Pair {
         bytes
     }
 
+    /// An iperf3 server per tenant in the sink, listening when this returns.
+    fn serve(&mut self, ports: &[&str]) {
+        let sink = self.sink.clone();
+        for port in ports {
+            self.spawn(&sink, &["iperf3", "-s", "-p", port]);
+        }
+        poll("the sink's iperf3 servers listening", 200, || {
+            let listening = self.sink(&["ss", "-ltn"]);
+            ports.iter().all(|p| listening.contains(&format!(":{p}")))
+        });
+    }
+
+    /// Each tenant sending TCP from its address to its server's port, for a minute.
+    fn send(&mut self, ports: &[&str]) {
+        let host = self.host.clone();
+        for (src, port) in SOURCES.iter().zip(ports) {
+            self.spawn(
+                &host,
+                &[
+                    "iperf3",
+                    "-c",
+                    "10.78.0.2",
+                    "-p",
+                    port,
+                    "-B",
+                    src,
+                    "-t",
+                    "60",
+                ],
+            );
+        }
+    }
+
     /// Starts `command` in `ns`, killed when the pair is dropped.
     fn spawn(&mut self, ns: &str, command: &[&str]) {
         let child = Command::new("ip")
@@ -220,16 +257,10 @@ fn holds_and_fails_open(enforcer: &str, tag: &str) {
     let scratch = Scratch::new(&format!("enforce-{enforcer}"));
     let policy = scratch.file("policy.yaml", POLICY);
     let mut pair = Pair::new(tag);
-    let (host, sink, dev) = (pair.host.clone(), pair.sink.clone(), pair.dev.clone());
+    let (host, dev) = (pair.host.clone(), pair.dev.clone());
     let prior = pair.qdiscs();
     let ports = ["5301", "5302", "5303"];
-    for port in ports {
-        pair.spawn(&sink, &["iperf3", "-s", "-p", port]);
-    }
-    poll("the sink's iperf3 servers listening", 200, || {
-        let listening = pair.sink(&["ss", "-ltn"]);
-        ports.iter().all(|p| listening.contains(&format!(":{p}")))
-    });
+    pair.serve(&ports);
 
     let out = scratch.0.join("out");
     let mut enforce = Command::new("ip")
@@ -241,9 +272,11 @@ fn holds_and_fails_open(enforcer: &str, tag: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(enforce.stdout.take().unwrap()).lines();
+    let mut lines = BufReader::new(enforce.stdout.take().unwrap())
+        .lines()
+        .map(|line| interval(&line.unwrap()));
     // Its first line comes once the redirect is attached.
-    let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let first = lines.next().unwrap();
     assert_eq!(first["tenants"].as_array().unwrap().len(), 3, "{first}");
 
     let second = pair.enforce(&[
@@ -262,42 +295,13 @@ fn holds_and_fails_open(enforcer: &str, tag: &str) {
         stderr(&second)
     );
 
-    for (src, port) in SOURCES.iter().zip(ports) {
-        pair.spawn(
-            &host,
-            &[
-                "iperf3",
-                "-c",
-                "10.78.0.2",
-                "-p",
-                port,
-                "-B",
-                src,
-                "-t",
-                "60",
-            ],
-        );
-    }
+    pair.send(&ports);
     // Until every tenant's frames leave on the device, then three more lines for
     // TCP to settle.
-    let mut sending = None;
-    for (k, line) in lines.by_ref().enumerate() {
-        let sample: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
-        let all = sample["tenants"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|t| t["throughput_bps"].as_f64().unwrap() > 0.0);
-        match sending {
-            None if all => sending = Some(k),
-            Some(at) if k >= at + 3 => break,
-            _ => {}
-        }
-        assert!(k < 30, "the tenants never all sent: {sample}");
-    }
+    until_all_sent(&mut lines, 3);
     let (start, start_at) = (pair.sink_bytes(), Instant::now());
     for _ in 0..5 {
-        lines.next().unwrap().unwrap();
+        lines.next().unwrap();
     }
     let (end, end_at) = (pair.sink_bytes(), Instant::now());
     let seconds = end_at.duration_since(start_at).as_secs_f64();
@@ -320,6 +324,12 @@ fn holds_and_fails_open(enforcer: &str, tag: &str) {
     enforce.kill().unwrap();
     let killed_at = Instant::now();
     enforce.wait().unwrap();
+    // What it printed before the kill: intervals, no summary.
+    lines.for_each(drop);
+    assert!(
+        !out.join("summary.json").exists(),
+        "a summary written though killed"
+    );
     let total = |b: [u64; 3]| b.iter().sum::<u64>();
     let mut last = (total(pair.sink_bytes()), Instant::now());
     let unshaped_at = loop {
@@ -349,6 +359,34 @@ fn holds_and_fails_open(enforcer: &str, tag: &str) {
     );
 }
 
+/// A line of `enforce --json` that is an interval's: it follows its schema.
+fn interval(line: &str) -> serde_json::Value {
+    let json: serde_json::Value =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_valid("enforce-line.schema.json", &json);
+    json
+}
+
+/// Reads intervals until one where every tenant's frames left on the device, then
+/// `more` lines.
+fn until_all_sent(lines: &mut impl Iterator<Item = serde_json::Value>, more: usize) {
+    let mut sending = None;
+    for (k, sample) in lines.enumerate() {
+        let all = sample["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["throughput_bps"].as_f64().unwrap() > 0.0);
+        match sending {
+            None if all => sending = Some(k),
+            Some(at) if k >= at + more => return,
+            _ => {}
+        }
+        assert!(k < 30, "the tenants never all sent: {sample}");
+    }
+    panic!("enforce ended before the tenants all sent");
+}
+
 #[test]
 fn valve_holds_caps_and_weights_of_mtu_frames_and_a_killed_enforce_leaves_nothing() {
     if !common::runnable("enforce -e valve", &["ip", "tc", "ethtool", "iperf3"]) {
@@ -363,6 +401,63 @@ fn wf2q_holds_tcp_large_sends_to_their_ideal_and_a_killed_enforce_leaves_nothing
         return;
     }
     holds_and_fails_open("wf2q", "w");
+}
+
+/// Stopped with SIGTERM while the tenants send, `enforce --json` detaches, ends
+/// with status 0 and prints the summary it wrote to OUT/summary.json as its last
+/// line: every line before it an interval's, and each following its schema.
+#[test]
+fn a_stopped_enforce_ends_its_json_lines_with_the_summary_it_wrote_each_to_its_schema() {
+    if !common::runnable("enforce --json", &["ip", "iperf3", "kill"]) {
+        return;
+    }
+    let _one = TRAFFIC.lock().unwrap_or_else(|e| e.into_inner());
+    let scratch = Scratch::new("enforce-json");
+    let policy = scratch.file("policy.yaml", POLICY);
+    let mut pair = Pair::new("j");
+    let ports = ["5311", "5312", "5313"];
+    pair.serve(&ports);
+    let out = scratch.0.join("out");
+    let mut enforce = Command::new("ip")
+        .args(["netns", "exec", &pair.host, NICSCHED, "enforce", &policy])
+        .args(["--dev", &pair.dev, "-e", "valve", "--link-rate", LINK_RATE])
+        .args(["--json", "--interval", "0.5", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(enforce.stdout.take().unwrap()).lines();
+    interval(&stdout.next().unwrap().unwrap());
+    pair.send(&ports);
+    until_all_sent(&mut stdout.by_ref().map(|line| interval(&line.unwrap())), 1);
+
+    // `ip netns exec` execs nicsched: the child is nicsched.
+    ok(&["kill", "-TERM", &enforce.id().to_string()]);
+    let rest: Vec<String> = stdout.map(Result::unwrap).collect();
+    let status = enforce.wait().unwrap();
+    let mut stderr_text = String::new();
+    std::io::Read::read_to_string(&mut enforce.stderr.take().unwrap(), &mut stderr_text).unwrap();
+    assert!(status.success(), "{status}: {stderr_text}");
+    let (summary, intervals) = rest.split_last().expect("no summary line");
+    for line in intervals {
+        interval(line);
+    }
+    let summary: serde_json::Value = serde_json::from_str(summary).unwrap();
+    assert_valid("enforce-summary.schema.json", &summary);
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(written, summary);
+    assert_eq!(summary["ok"], true, "{summary:#}");
+    let tenants = summary["tenants"].as_array().unwrap();
+    let names: Vec<&str> = tenants
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["capped", "gold", "bronze"]);
+    for tenant in tenants {
+        assert!(tenant["dev_bytes"].as_u64().unwrap() > 0, "{tenant}");
+    }
 }
 
 #[test]

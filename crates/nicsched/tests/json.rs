@@ -56,7 +56,7 @@ fn validated(schema: &str, args: &[&str]) -> Value {
 #[test]
 fn every_schema_is_a_draft_2020_12_schema_with_its_file_as_id() {
     let schemas = schemas();
-    assert!(schemas.len() >= 10, "{schemas:?}");
+    assert!(schemas.len() >= 12, "{schemas:?}");
     for (file, schema) in &schemas {
         assert!(
             jsonschema::meta::is_valid(schema),
@@ -646,7 +646,7 @@ fn examples_of(heading: &str) -> Vec<Value> {
         .unwrap();
     let section = doc
         .split("\n## ")
-        .find(|s| s.starts_with(heading))
+        .find(|s| s.lines().next() == Some(heading))
         .unwrap_or_else(|| panic!("json.md has no section `{heading}`"));
     section
         .split("```json\n")
@@ -709,4 +709,48 @@ fn the_apply_and_watch_examples_follow_their_schemas_which_are_strict() {
     let mut versioned = line;
     versioned["schema_version"] = 1.into();
     assert!(!errors("watch.schema.json", &versioned).is_empty());
+}
+
+/// `enforce` needs root and a device (crates/nicsched/tests/enforce.rs holds its
+/// real lines and summary.json to these schemas); here the documented examples,
+/// each taken from such output, are held to them; the schemas are strict, and
+/// neither takes the other's document, so a script tells them apart.
+#[test]
+fn the_enforce_examples_follow_their_schemas_which_are_strict_and_tell_line_from_summary() {
+    let examples = examples_of("enforce");
+    assert_eq!(examples.len(), 2, "{examples:?}");
+    let (line, summary) = (&examples[0], &examples[1]);
+    assert_valid("enforce-line.schema.json", line);
+    assert_valid("enforce-summary.schema.json", summary);
+    assert!(!errors("enforce-line.schema.json", summary).is_empty());
+    assert!(!errors("enforce-summary.schema.json", line).is_empty());
+    assert!(line.get("checks").is_none() && summary.get("checks").is_some());
+
+    let mut missing = line.clone();
+    missing["tenants"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("drops");
+    assert!(!errors("enforce-line.schema.json", &missing).is_empty());
+    let mut versioned = line.clone();
+    versioned["schema_version"] = 1.into();
+    assert!(!errors("enforce-line.schema.json", &versioned).is_empty());
+
+    let mut renamed = summary.clone();
+    let device = renamed["device"].as_object_mut().unwrap();
+    let packets = device.remove("tx_packets").unwrap();
+    device.insert("tx_frames".into(), packets);
+    assert!(!errors("enforce-summary.schema.json", &renamed).is_empty());
+    let mut uncounted = summary.clone();
+    uncounted["tenants"][1]
+        .as_object_mut()
+        .unwrap()
+        .remove("held_bytes");
+    assert!(!errors("enforce-summary.schema.json", &uncounted).is_empty());
+    let mut unchecked = summary.clone();
+    unchecked["checks"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("detail");
+    assert!(!errors("enforce-summary.schema.json", &unchecked).is_empty());
 }
