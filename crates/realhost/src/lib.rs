@@ -30,7 +30,6 @@ pub mod enforce;
 pub mod record;
 pub mod tc;
 pub mod watch;
-mod watch_tonic;
 
 pub use apply::{Applied, Plan, Removed, TonicPlan, apply, remove, tonic_commands};
 pub use watch::{Sample, TenantLine, Watch};

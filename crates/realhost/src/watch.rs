@@ -18,6 +18,9 @@ use serde::Serialize;
 use crate::apply::not_configured;
 use crate::{Error, Mechanism, record, tc};
 
+/// A tonic apply's reader: its program's counters and the per-queue qdiscs.
+mod tonic;
+
 /// One interval.
 #[derive(Clone, Debug, Serialize)]
 pub struct Sample {
@@ -62,7 +65,7 @@ pub struct Watch {
     last_at: Instant,
     started: Instant,
     /// A tonic apply's reader, in place of the leaves'.
-    tonic: Option<crate::watch_tonic::TonicWatch>,
+    tonic: Option<tonic::TonicWatch>,
 }
 
 impl Watch {
@@ -81,11 +84,7 @@ impl Watch {
                 last: Vec::new(),
                 last_at: Instant::now(),
                 started: Instant::now(),
-                tonic: Some(crate::watch_tonic::TonicWatch::start(
-                    policy.clone(),
-                    dev,
-                    &record,
-                )?),
+                tonic: Some(tonic::TonicWatch::start(policy.clone(), dev, &record)?),
                 policy,
             });
         }

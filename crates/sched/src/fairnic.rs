@@ -76,7 +76,7 @@
 //! leaves when the tokens cover it, or cover the whole burst when the packet is
 //! larger than the burst (a TSO send on a slow tenant), and is charged in full.
 //!
-//! The period P is [`crate::valve::update_interval_ns`]: the longer of 500 µs and the
+//! The period P is [`crate::update_interval_ns`]: the longer of 500 µs and the
 //! time 16 of the largest sends take at the link rate, for FlowValve's reason: a
 //! period must hold many packets, or allowances counted in whole packets swing
 //! between none and one packet per period.
@@ -740,7 +740,7 @@ fn lane_rates_bps(policy: &Policy, mask: &[Vec<u16>]) -> Vec<u64> {
 /// reserve, holding two periods of the link; each tenant's holding two periods of
 /// what its local buckets reserve and one largest send.
 fn overflow_pool(policy: &Policy) -> Pool {
-    let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
+    let period_ns = crate::update_interval_ns(policy.link.rate_bps);
     let mask = core_mask(policy);
     let reserved: Vec<u64> = lane_rates_bps(policy, &mask)
         .iter()
@@ -796,7 +796,7 @@ impl<P: Overflow> FairNic<P> {
         only_core: Option<u16>,
         pool: P,
     ) -> Self {
-        let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
+        let period_ns = crate::update_interval_ns(policy.link.rate_bps);
         let mask = core_mask(policy);
         let lane_rates = lane_rates_bps(policy, &mask);
         let cores_here = if only_core.is_some() {
@@ -1182,7 +1182,7 @@ pub fn share_error_allowed_bps(
     } else {
         SHARE_ERROR_MAX
     };
-    let period_s = crate::valve::update_interval_ns(policy.link.rate_bps) as f64 / 1e9;
+    let period_s = crate::update_interval_ns(policy.link.rate_bps) as f64 / 1e9;
     let grain_bits =
         f64::from(TSO_BYTES_MAX) * 8.0 + 2.0 * BURST_PERIODS as f64 * period_s * ideal_bps;
     // The pool is handed out in whole sends, a few a period at most rates: a
@@ -1215,7 +1215,7 @@ fn shares_follow_weights(policy: &Policy) -> bool {
 /// What `approximation` says, in numbers: [`share_error_allowed_bps`] with every
 /// tenant backlogged where [`shares_follow_weights`], and caps.
 pub fn bounds(policy: &Policy) -> Vec<crate::Bound> {
-    let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
+    let period_ns = crate::update_interval_ns(policy.link.rate_bps);
     let mut out = vec![crate::Bound::over_cap(
         crate::Subject::Tenant,
         2 * period_ns,
@@ -1238,7 +1238,7 @@ pub fn bounds(policy: &Policy) -> Vec<crate::Bound> {
 
 /// What `check` says for `fairnic`.
 pub fn approximation(policy: &Policy) -> Approximation {
-    let period_ns = crate::valve::update_interval_ns(policy.link.rate_bps);
+    let period_ns = crate::update_interval_ns(policy.link.rate_bps);
     // Whole milliseconds up: a bound over a longer interval holds too.
     let over = format_time((CLAIM_PERIODS * period_ns).div_ceil(1_000_000) * 1_000_000);
     let grain = format!(

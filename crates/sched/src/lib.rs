@@ -477,3 +477,12 @@ pub fn bounds(name: &str, policy: &Policy) -> Result<Vec<Bound>, BuildError> {
 fn row(name: &str) -> Result<&'static EnforcerInfo, BuildError> {
     registry::find(name).ok_or_else(|| BuildError::Unknown(name.to_string()))
 }
+
+/// Update interval ΔT of the token rates on a link of `link_rate_bps`, for
+/// `valve` (FlowValve's ΔT, [`valve`]'s module docs say why this long) and
+/// `fairnic`'s refill period, which follows it.
+pub fn update_interval_ns(link_rate_bps: u64) -> u64 {
+    const FLOOR_NS: u64 = 500_000;
+    const LARGEST_SENDS: u128 = 16 * 65_536 * 8 * 1_000_000_000;
+    FLOOR_NS.max((LARGEST_SENDS / u128::from(link_rate_bps.max(1))) as u64)
+}

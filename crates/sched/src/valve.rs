@@ -46,6 +46,7 @@
 
 use crate::fairnic::{self, Bucket};
 use crate::tree::{self, Claim, Hierarchy, Layout, NodeParams, Selection, SplitParams};
+use crate::update_interval_ns;
 use crate::{
     Approximation, Bound, Condition, Enforcer, Figure, Frame, Grain, Packet, Refusal, Subject,
     TenantCounters,
@@ -53,13 +54,6 @@ use crate::{
 use policy::{AppId, Policy, TenantId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-/// Update interval ΔT of the token rates on a link of `link_rate_bps`.
-pub fn update_interval_ns(link_rate_bps: u64) -> u64 {
-    const FLOOR_NS: u64 = 500_000;
-    const LARGEST_SENDS: u128 = 16 * 65_536 * 8 * 1_000_000_000;
-    FLOOR_NS.max((LARGEST_SENDS / u128::from(link_rate_bps.max(1))) as u64)
-}
 
 fn burst_bytes(rate_bps: u64, mtu_bytes: u32, interval_ns: u64) -> u64 {
     policy::wire::bytes_in(rate_bps, interval_ns) + u64::from(mtu_bytes)

@@ -13,9 +13,9 @@ use std::time::Instant;
 use policy::{Policy, TenantId};
 use sched::multiqueue::Pool;
 
+use super::{Sample, TenantLine};
 use crate::bpf::tonic::{Layout, PinnedCounters, open_counters};
 use crate::record::Record;
-use crate::watch::{Sample, TenantLine};
 use crate::{Error, tc};
 
 pub(crate) struct TonicWatch {
