@@ -218,7 +218,12 @@ fn tonic_approximation(
 ) -> Result<sched::Approximation, Failure> {
     let mut on_dev = policy.clone();
     on_dev.link.queues = tx_queues;
-    sched::approximation("tonic-band", &on_dev).map_err(|e| Failure::runtime(e.to_string()))
+    // The program puts a prioritised app in a band, as the row of this driver does.
+    let band = sched::ENFORCERS
+        .iter()
+        .find(|e| e.nic() == Some(sched::multiqueue::Driver::TonicBand))
+        .expect("the registry has the banded TONIC row");
+    sched::approximation(band.name, &on_dev).map_err(|e| Failure::runtime(e.to_string()))
 }
 
 pub(crate) fn watch(args: WatchArgs) -> Result<(), Failure> {

@@ -18,6 +18,11 @@ const NOT_ENFORCERS: &[(&str, &str, &str)] = &[
         "htb",
         "`apply --mechanism htb`, the kernel's HTB configured on a device (realhost::Mechanism::Htb), not sched's row",
     ),
+    (
+        "crates/realhost/src/lib.rs",
+        "tonic",
+        "`apply --mechanism tonic`, TONIC's queues and program on a device (realhost::Mechanism::Tonic), not sched's row",
+    ),
 ];
 
 /// One literal found: where, and what it says.
