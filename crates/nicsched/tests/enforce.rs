@@ -12,6 +12,7 @@
 
 mod common;
 mod schema;
+mod shell;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::Scratch;
 use schema::assert_valid;
+use shell::{ok, stderr};
 
 const NICSCHED: &str = env!("CARGO_BIN_EXE_nicsched");
 
@@ -218,23 +220,6 @@ impl Drop for Pair {
         }
         let _ = std::fs::remove_file(format!("/run/nicsched/{}.enforce", self.dev));
     }
-}
-
-fn ok(command: &[&str]) -> Output {
-    let output = Command::new(command[0])
-        .args(&command[1..])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Polls `done` every 50 ms, at most `tries` times.

@@ -9,12 +9,14 @@
 
 mod common;
 mod schema;
+mod shell;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::Scratch;
+use shell::{ok, stderr};
 
 const NICSCHED: &str = env!("CARGO_BIN_EXE_nicsched");
 
@@ -200,23 +202,6 @@ impl Drop for Pair {
         }
         let _ = std::fs::remove_file(self.record());
     }
-}
-
-fn ok(command: &[&str]) -> Output {
-    let output = Command::new(command[0])
-        .args(&command[1..])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Polls `done` every 50 ms, at most `tries` times.

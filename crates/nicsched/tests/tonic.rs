@@ -14,12 +14,14 @@
 
 mod common;
 mod schema;
+mod shell;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 
 use common::Scratch;
 use realhost::bpf::tonic::{Layout, open_counters};
+use shell::{ok, stderr};
 
 const NICSCHED: &str = env!("CARGO_BIN_EXE_nicsched");
 const QUEUES: usize = 8;
@@ -45,23 +47,6 @@ struct Host {
     /// Keeps the host's mount namespace (and the BPF filesystem in it) alive.
     keeper: Child,
     children: Vec<Child>,
-}
-
-fn ok(command: &[&str]) -> Output {
-    let output = Command::new(command[0])
-        .args(&command[1..])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 impl Host {
