@@ -279,6 +279,15 @@ pub fn start(request: &Request<'_>) -> Result<Enforcing, Error> {
             )));
         }
     };
+    if link_rate_bps != policy.link.rate_bps {
+        // Not refused: a rate below the policy's is how an operator tries a
+        // policy on a slower device. But the figures compare against the policy.
+        tracing::warn!(
+            "the engine paces at {}, the policy's link.rate is {}: the enforcer and each line's ideal are built for the policy's rate (hint: write link.rate as the rate DEV sends at, or give that as --link-rate)",
+            policy::format_rate(link_rate_bps as f64),
+            policy::format_rate(policy.link.rate_bps as f64)
+        );
+    }
     let (lock, _) = lock(dev)?;
     let tap_name = format!("nse{dev_index}");
     let tap = Tap::create(&tap_name, dev).map_err(|e| match e.raw_os_error() {
