@@ -372,3 +372,35 @@ fn names_are_unique_and_build_and_check_find_every_row() {
         format!("unknown enforcer `cbq` (known: {known})")
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// `check`'s "worst-case tenant share error with every tenant backlogged" is a
+    /// sentence the claims oracle (crates/sim/tests/claims.rs) holds only through
+    /// a bound: every row that prints one states a bound on tenants' mean error
+    /// with every tenant backlogged, at least as wide.
+    #[test]
+    fn every_stated_share_error_is_a_bound_the_oracle_holds(policy in policy_strategy()) {
+        for info in sched::registry::built() {
+            let Ok(said) = sched::approximation(info.name, &policy) else {
+                continue;
+            };
+            let Some(error) = said.share_error_max else {
+                continue;
+            };
+            let bounds = sched::bounds(info.name, &policy).unwrap();
+            let held = bounds.iter().any(|b| {
+                b.subject == sched::Subject::Tenant
+                    && matches!(b.figure, sched::Figure::RelErrorMean { .. })
+                    && matches!(
+                        b.condition,
+                        sched::Condition::EveryTenantBacklogged
+                            | sched::Condition::EveryTenantBackloggedOnEveryCore
+                    )
+                    && b.max >= error
+            });
+            prop_assert!(held, "{} states {:.2}% but bounds {:?}", info.name, error * 100.0, bounds);
+        }
+    }
+}
