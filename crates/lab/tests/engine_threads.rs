@@ -94,7 +94,10 @@ fn run(enforcer: &str, threads: usize) -> (Vec<f64>, f64) {
     let jain = report::jain_index(&normalised);
     eprintln!(
         "{enforcer} on {threads} thread(s): per tenant {:?} Mbit/s, Jain {jain:.3}",
-        means.iter().map(|m| (m / 1e5).round() / 10.0).collect::<Vec<_>>()
+        means
+            .iter()
+            .map(|m| (m / 1e5).round() / 10.0)
+            .collect::<Vec<_>>()
     );
     let total: f64 = means.iter().sum();
     assert!(
