@@ -48,6 +48,7 @@
 use crate::classify::{Classifier, Malformed, ParsedFrame, parse};
 use crate::cores::{CoreSetup, CoreSpent, Shared};
 use crate::host_side::HostSide;
+use crate::link::LinkClock;
 use crate::sys::packet::{BATCH, PacketSocket, Poller, RxFrame, RxRing, VNET_HDR_BYTES};
 use crate::sys::tap::Tap;
 use policy::wire::serialisation_ns;
@@ -196,6 +197,13 @@ impl Published {
 enum Intake {
     /// One port per tenant ([`EngineConfig::ports`]): a frame's tenant is its port's.
     Ports(Vec<RxRing>),
+    /// The ports of this thread's tenants, one engine thread of several
+    /// ([`ShardPart`]); `back`: a socket that sends on every tenant's port, by
+    /// tenant, for the frames from the uplink, where this thread reads it.
+    Shard {
+        rings: Vec<(TenantId, RxRing)>,
+        back: Vec<PacketSocket>,
+    },
     /// One device that carries every tenant's frames ([`Engine::on_egress`]): a
     /// frame's tenant is told by its source address.
     Egress(Tap),
@@ -205,9 +213,44 @@ impl Intake {
     fn fds(&self) -> Vec<std::os::fd::RawFd> {
         match self {
             Intake::Ports(ports) => ports.iter().map(|p| p.socket().raw_fd()).collect(),
+            Intake::Shard { rings, .. } => rings.iter().map(|(_, r)| r.socket().raw_fd()).collect(),
             Intake::Egress(tap) => vec![tap.raw_fd()],
         }
     }
+}
+
+/// Where a frame from the uplink goes back to its tenant: the tenants' own ports'
+/// sockets, or on an engine thread of several, sockets of its own on every port.
+enum Back<'a> {
+    Rings(&'a [RxRing]),
+    Senders(&'a [PacketSocket]),
+}
+
+impl Back<'_> {
+    fn ports(&self) -> usize {
+        match self {
+            Back::Rings(rings) => rings.len(),
+            Back::Senders(senders) => senders.len(),
+        }
+    }
+
+    fn socket(&self, tenant: usize) -> &PacketSocket {
+        match self {
+            Back::Rings(rings) => rings[tenant].socket(),
+            Back::Senders(senders) => &senders[tenant],
+        }
+    }
+}
+
+/// What one engine thread of several handles ([`crate::shards`]): its tenants'
+/// ports, and the uplink's return path on one of them.
+#[derive(Clone, Debug)]
+pub struct ShardPart {
+    /// The tenants whose ports this thread reads, and whose frames its enforcer
+    /// shard takes.
+    pub tenants: Vec<TenantId>,
+    /// Whether it reads the uplink and sends what comes back to the tenants' ports.
+    pub reads_uplink: bool,
 }
 
 /// The uplink: read for the frames that come back to the tenants (the lab), or
@@ -296,10 +339,48 @@ pub struct EngineStats {
     pub run_ns: u64,
     /// CPU time of the transmit threads together ([`EngineConfig::transmit_threads`]).
     pub transmit_cpu_ns: u64,
+    /// CPU time of the engine's other threads when it runs on several
+    /// ([`crate::shards`]): all but the one that called it.
+    pub shard_cpu_ns: u64,
     /// What the engine's cores did, when the run has them.
     pub cores: Option<CoreStats>,
     /// What a host's engine counted per traffic, in a run across hosts.
     pub hosts: Option<crate::host_side::HostCounts>,
+}
+
+impl EngineStats {
+    /// Adds `other`'s counts of frames, bytes, loops and CPU time to these: the
+    /// counts of two rounds, or of two threads of one engine. The times that are
+    /// not counts (`run_ns`), the classes, the cores and the host side are the
+    /// caller's to combine.
+    pub fn add_counts(&mut self, other: &EngineStats) {
+        fn add(into: &mut [u64], from: &[u64]) {
+            into.iter_mut().zip(from).for_each(|(a, b)| *a += b);
+        }
+        self.rx_frames += other.rx_frames;
+        self.tx_frames += other.tx_frames;
+        self.tx_bytes += other.tx_bytes;
+        for (into, from) in self.frames.iter_mut().zip(&other.frames) {
+            *into = into.merged(from);
+        }
+        self.return_frames += other.return_frames;
+        self.return_malformed += other.return_malformed;
+        add(&mut self.buffer_drops, &other.buffer_drops);
+        add(&mut self.refused, &other.refused);
+        self.send_busy += other.send_busy;
+        for (into, from) in self.ledgers.iter_mut().zip(&other.ledgers) {
+            into.offered_bytes += from.offered_bytes;
+            into.refused_bytes += from.refused_bytes;
+            into.sent_bytes += from.sent_bytes;
+            into.held_bytes += from.held_bytes;
+        }
+        add(&mut self.uplink_bytes, &other.uplink_bytes);
+        self.loops += other.loops;
+        self.held_waits += other.held_waits;
+        self.lost_link_ns += other.lost_link_ns;
+        self.transmit_cpu_ns += other.transmit_cpu_ns;
+        self.shard_cpu_ns += other.shard_cpu_ns;
+    }
 }
 
 /// The engine's cores over a run ([`crate::cores`]).
@@ -449,8 +530,9 @@ const LIVE_DROPS_EVERY_NS: u64 = 10_000_000;
 struct Link {
     /// `None`: unpaced, the link is never busy.
     rate_bps: Option<u64>,
-    /// When the frame last handed to the link has left it.
-    free_ns: u64,
+    /// When the frame last handed to the link has left it, shared with the
+    /// engine's other threads.
+    clock: Arc<LinkClock>,
     /// Whether the enforcer had a frame ready when the link was last busy: the
     /// link time lost to the loop's lateness is counted from then.
     ready_when_free: bool,
@@ -459,10 +541,10 @@ struct Link {
 }
 
 impl Link {
-    fn new(rate_bps: Option<u64>) -> Link {
+    fn new(rate_bps: Option<u64>, clock: Arc<LinkClock>) -> Link {
         Link {
             rate_bps,
-            free_ns: 0,
+            clock,
             ready_when_free: false,
             tx: VecDeque::with_capacity(BATCH),
         }
@@ -507,6 +589,10 @@ pub struct Engine {
     /// The device to read every tenant's frames from instead of a port each, on
     /// a real host's egress; taken when the engine runs.
     egress: Option<Tap>,
+    /// Its part, when it is one thread of several.
+    shard: Option<ShardPart>,
+    /// The link's clock, shared with the other threads of its engine.
+    link: Arc<LinkClock>,
 }
 
 impl Engine {
@@ -549,6 +635,8 @@ impl Engine {
             app_refused_bytes: vec![0; policy.apps.len()],
             unclassified: 0,
             egress: None,
+            shard: None,
+            link: Arc::new(LinkClock::new()),
         })
     }
 
@@ -564,6 +652,18 @@ impl Engine {
     /// not read. `EngineConfig::ports` are not opened.
     pub fn on_egress(mut self, tap: Tap) -> Engine {
         self.egress = Some(tap);
+        self
+    }
+
+    /// Makes this engine one thread of several ([`crate::shards`]): it reads only
+    /// `part`'s tenants' ports, its enforcer is their shard, and it sends on the
+    /// uplink with a socket of its own, on the link's time shared through `link`.
+    /// Its counts are of its tenants alone; each thread publishes its tenants'
+    /// drops. Not on an egress or across hosts, which have one thread.
+    pub fn as_shard(mut self, part: ShardPart, link: Arc<LinkClock>) -> Engine {
+        debug_assert!(self.egress.is_none() && self.hosts.is_none());
+        self.shard = Some(part);
+        self.link = link;
         self
     }
 
@@ -583,8 +683,18 @@ impl Engine {
 
     fn publish_drops(&self) {
         if let Some(live) = &self.live_drops {
-            for (t, published) in live.iter().enumerate() {
-                published.store(self.drops(t), Ordering::Relaxed);
+            // Of several threads, each stores its own tenants' drops alone.
+            match &self.shard {
+                Some(part) => {
+                    for t in &part.tenants {
+                        live[t.index()].store(self.drops(t.index()), Ordering::Relaxed);
+                    }
+                }
+                None => {
+                    for (t, published) in live.iter().enumerate() {
+                        published.store(self.drops(t), Ordering::Relaxed);
+                    }
+                }
             }
         }
         if let Some(published) = &self.published {
@@ -633,7 +743,7 @@ impl Engine {
             .map(|_| PacketSocket::open_sender(&self.config.uplink))
             .collect::<std::io::Result<Vec<_>>>()?;
         ready();
-        self.clock = Instant::now();
+        self.clock = self.link.origin();
         if let Some(side) = &mut self.hosts {
             side.start(self.clock, self.config.buffer.slab_slots);
         }
@@ -724,6 +834,9 @@ impl Engine {
             return Ok((Intake::Egress(tap), Uplink::SendOnly(sender)));
         }
         let ring_bytes = ring_bytes_per_port(self.config.ports.len() + 1);
+        if let Some(part) = &self.shard {
+            return self.open_shard(part, ring_bytes);
+        }
         let ports = self
             .config
             .ports
@@ -732,6 +845,38 @@ impl Engine {
             .collect::<std::io::Result<Vec<_>>>()?;
         let uplink = RxRing::open_vnet(&self.config.uplink, ring_bytes, RCVBUF_BYTES)?;
         Ok((Intake::Ports(ports), Uplink::Both(uplink)))
+    }
+
+    /// One thread's part of the ports, the uplink to read or to send on alone,
+    /// and, where it reads the uplink, a socket to send back on each port.
+    fn open_shard(&self, part: &ShardPart, ring_bytes: usize) -> std::io::Result<(Intake, Uplink)> {
+        let ports = &self.config.ports;
+        let rings = part
+            .tenants
+            .iter()
+            .map(|&t| {
+                Ok((
+                    t,
+                    RxRing::open_vnet(&ports[t.index()], ring_bytes, RCVBUF_BYTES)?,
+                ))
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        if !part.reads_uplink {
+            let sender = PacketSocket::open_sender(&self.config.uplink)?;
+            return Ok((
+                Intake::Shard {
+                    rings,
+                    back: Vec::new(),
+                },
+                Uplink::SendOnly(sender),
+            ));
+        }
+        let back = ports
+            .iter()
+            .map(|p| PacketSocket::open_sender(p))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let uplink = RxRing::open_vnet(&self.config.uplink, ring_bytes, RCVBUF_BYTES)?;
+        Ok((Intake::Shard { rings, back }, Uplink::Both(uplink)))
     }
 
     /// What wakes the engine: every port, the uplink, the cores' processed
@@ -769,7 +914,7 @@ impl Engine {
         return_poller: &mut Poller,
         mut threads: Option<&mut TxThreads>,
     ) -> std::io::Result<()> {
-        let mut link = Link::new(self.config.link_rate_bps);
+        let mut link = Link::new(self.config.link_rate_bps, Arc::clone(&self.link));
         let mut drops_published_ns = 0;
         while !stop.load(Ordering::Relaxed) {
             let now_ns = self.clock.elapsed().as_nanos() as u64;
@@ -780,8 +925,14 @@ impl Engine {
                 &mut drops_published_ns,
             )?;
             self.read_tenants(now_ns, shared, intake)?;
-            if let (Uplink::Both(uplink), Intake::Ports(ports)) = (&mut *uplink, &mut *intake) {
-                self.read_uplink(now_ns, uplink, ports)?;
+            match (&mut *uplink, &*intake) {
+                (Uplink::Both(uplink), Intake::Ports(ports)) => {
+                    self.read_uplink(now_ns, uplink, Back::Rings(ports))?;
+                }
+                (Uplink::Both(uplink), Intake::Shard { back, .. }) => {
+                    self.read_uplink(now_ns, uplink, Back::Senders(back))?;
+                }
+                _ => {}
             }
             self.transmit(now_ns, &mut link, uplink.sender(), threads.as_deref_mut())?;
             self.wait(now_ns, &mut link, poller, return_poller)?;
@@ -843,6 +994,15 @@ impl Engine {
                     }
                 }
             }
+            Intake::Shard { rings, .. } => {
+                for (tenant, ring) in rings {
+                    let tenant = *tenant;
+                    let room = self.port_reads[tenant.index()];
+                    if room > 0 {
+                        ring.recv(room, |frame| self.on_tenant_frame(tenant, frame, now_ns))?;
+                    }
+                }
+            }
             Intake::Egress(tap) => {
                 tap.recv(BATCH, |frame| {
                     let ethernet = frame.bytes.get(VNET_HDR_BYTES..).unwrap_or_default();
@@ -867,14 +1027,14 @@ impl Engine {
         &mut self,
         now_ns: u64,
         uplink: &mut RxRing,
-        ports: &mut [RxRing],
+        back: Back<'_>,
     ) -> std::io::Result<()> {
         let mut returned = Ok(());
         uplink.recv(BATCH, |frame| {
             if returned.is_ok() {
-                returned = match &mut self.hosts {
-                    Some(side) => side.arrive(frame, ports, now_ns),
-                    None => self.on_sink_frame(frame, ports),
+                returned = match (&mut self.hosts, &back) {
+                    (Some(side), Back::Rings(ports)) => side.arrive(frame, ports, now_ns),
+                    _ => self.on_sink_frame(frame, &back),
                 };
             }
         })?;
@@ -893,7 +1053,7 @@ impl Engine {
     ) -> std::io::Result<()> {
         loop {
             let mut dry = false;
-            while link.tx.len() < BATCH && link.free_ns <= now_ns + TX_AHEAD_NS {
+            while link.tx.len() < BATCH && link.clock.free_ns() <= now_ns + TX_AHEAD_NS {
                 let Some(frame) = self.enforcer.dequeue(now_ns) else {
                     dry = true;
                     break;
@@ -908,7 +1068,7 @@ impl Engine {
             } else if !self.flush(uplink, &mut link.tx)? {
                 return Ok(());
             }
-            if dry || link.free_ns > now_ns + TX_AHEAD_NS {
+            if dry || link.clock.free_ns() > now_ns + TX_AHEAD_NS {
                 return Ok(());
             }
         }
@@ -923,14 +1083,17 @@ impl Engine {
         }
         self.stats.tx_bytes += u64::from(frame.bytes);
         self.stats.ledgers[t].sent_bytes += u64::from(frame.bytes);
-        // Unpaced, `free_ns` stays 0: the link is always free.
+        // Unpaced, the link stays free at 0: it is always free.
         if let Some(rate) = link.rate_bps {
             let caught_up_ns = now_ns.saturating_sub(CATCH_UP_NS);
-            if std::mem::take(&mut link.ready_when_free) && caught_up_ns > link.free_ns {
-                self.stats.lost_link_ns += caught_up_ns - link.free_ns;
+            let free_ns = link
+                .clock
+                .hold(caught_up_ns, serialisation_ns(frame.bytes, rate));
+            // Of several threads, the one that takes the link after the gap
+            // counts it, once.
+            if std::mem::take(&mut link.ready_when_free) && caught_up_ns > free_ns {
+                self.stats.lost_link_ns += caught_up_ns - free_ns;
             }
-            let start_ns = link.free_ns.max(caught_up_ns);
-            link.free_ns = start_ns + serialisation_ns(frame.bytes, rate);
         }
         if frame.last {
             link.tx.push_back(frame.packet);
@@ -948,17 +1111,18 @@ impl Engine {
         return_poller: &mut Poller,
     ) -> std::io::Result<()> {
         let backlogged = self.enforcer.backlog_packets() > 0;
-        let link_busy = link.free_ns > now_ns + WAKE_AHEAD_NS;
+        let free_ns = link.clock.free_ns();
+        let link_busy = free_ns > now_ns + WAKE_AHEAD_NS;
         link.ready_when_free = !link.tx.is_empty()
             || (backlogged
-                && link.free_ns > now_ns
+                && free_ns > now_ns
                 && self.enforcer.next_ready_ns(now_ns) == Some(now_ns));
         let epoch_ns = self.hosts.as_mut().and_then(|s| s.wait_ns(now_ns));
         let wait_ns = if !link.tx.is_empty() {
             20_000
         } else if backlogged {
             if link_busy {
-                link.free_ns - now_ns - WAKE_AHEAD_NS
+                free_ns - now_ns - WAKE_AHEAD_NS
             } else {
                 self.stats.held_waits += 1;
                 self.enforcer
@@ -1065,12 +1229,19 @@ impl Engine {
     /// Adds what the kernel dropped at each tenant's port since the last count (its
     /// count is 32 bits wide, so the loop reads it now and then).
     fn count_port_drops(&mut self, intake: &Intake) -> std::io::Result<()> {
-        // A tap's drops are the device's own count (`tx_dropped`).
-        let Intake::Ports(ports) = intake else {
-            return Ok(());
-        };
-        for (t, port) in ports.iter().enumerate() {
-            self.stats.frames[t].lost_at_port += port.socket().take_drops()?;
+        match intake {
+            Intake::Ports(ports) => {
+                for (t, port) in ports.iter().enumerate() {
+                    self.stats.frames[t].lost_at_port += port.socket().take_drops()?;
+                }
+            }
+            Intake::Shard { rings, .. } => {
+                for (tenant, ring) in rings {
+                    self.stats.frames[tenant.index()].lost_at_port += ring.socket().take_drops()?;
+                }
+            }
+            // A tap's drops are the device's own count (`tx_dropped`).
+            Intake::Egress(_) => {}
         }
         Ok(())
     }
@@ -1305,7 +1476,7 @@ impl Engine {
         }
     }
 
-    fn on_sink_frame(&mut self, frame: RxFrame<'_>, ports: &[RxRing]) -> std::io::Result<()> {
+    fn on_sink_frame(&mut self, frame: RxFrame<'_>, back: &Back<'_>) -> std::io::Result<()> {
         let RxFrame {
             bytes: buf, len, ..
         } = frame;
@@ -1320,11 +1491,11 @@ impl Engine {
             .expect("14 bytes or more");
         match self.config.tenant_macs.iter().position(|&m| m == dst) {
             Some(t) => {
-                ports[t].socket().send(frame)?;
+                back.socket(t).send(frame)?;
             }
             None => {
-                for port in ports {
-                    port.socket().send(frame)?;
+                for t in 0..back.ports() {
+                    back.socket(t).send(frame)?;
                 }
             }
         }

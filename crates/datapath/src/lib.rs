@@ -16,12 +16,18 @@
 //!   cost before the enforcer sees it;
 //! - [`host_side`]: what a host's engine does across hosts: the ingress link's
 //!   queue and each VM's policer, PicNIC's feedback over UDP, counts per traffic;
+//! - [`link`]: the emulated link's clock, which every engine thread sending on it
+//!   shares without a lock;
 //! - [`engine`]: the forwarding loop around an [`sched::Enforcer`], paced at the
 //!   link rate, with its buffer standing for the host's qdiscs
-//!   ([`engine::HostBuffer`]) and its counts ([`engine::EngineStats`]).
+//!   ([`engine::HostBuffer`]) and its counts ([`engine::EngineStats`]);
+//! - [`shards`]: the engine on several threads, each with its tenants' ports and
+//!   its shard of an enforcer that runs per core.
 
 pub mod classify;
 pub mod cores;
 pub mod engine;
 pub mod host_side;
+pub mod link;
+pub mod shards;
 pub mod sys;

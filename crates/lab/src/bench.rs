@@ -231,57 +231,14 @@ impl PathResult {
         self.round_loss_free_frames_per_s
             .extend(round.round_loss_free_frames_per_s);
         self.engine = match (self.engine, round.engine) {
-            (Some(a), Some(b)) => Some(EngineStats {
-                rx_frames: a.rx_frames + b.rx_frames,
-                tx_frames: a.tx_frames + b.tx_frames,
-                tx_bytes: a.tx_bytes + b.tx_bytes,
-                frames: a
-                    .frames
-                    .iter()
-                    .zip(&b.frames)
-                    .map(|(x, y)| x.merged(y))
-                    .collect(),
-                return_frames: a.return_frames + b.return_frames,
-                return_malformed: a.return_malformed + b.return_malformed,
-                buffer_drops: a
-                    .buffer_drops
-                    .iter()
-                    .zip(&b.buffer_drops)
-                    .map(|(x, y)| x + y)
-                    .collect(),
-                refused: a
-                    .refused
-                    .iter()
-                    .zip(&b.refused)
-                    .map(|(x, y)| x + y)
-                    .collect(),
-                send_busy: a.send_busy + b.send_busy,
-                ledgers: a
-                    .ledgers
-                    .iter()
-                    .zip(&b.ledgers)
-                    .map(|(x, y)| report::TenantLedger {
-                        offered_bytes: x.offered_bytes + y.offered_bytes,
-                        refused_bytes: x.refused_bytes + y.refused_bytes,
-                        sent_bytes: x.sent_bytes + y.sent_bytes,
-                        held_bytes: x.held_bytes + y.held_bytes,
-                    })
-                    .collect(),
-                uplink_bytes: a
-                    .uplink_bytes
-                    .iter()
-                    .zip(&b.uplink_bytes)
-                    .map(|(x, y)| x + y)
-                    .collect(),
-                loops: a.loops + b.loops,
-                held_waits: a.held_waits + b.held_waits,
-                lost_link_ns: a.lost_link_ns + b.lost_link_ns,
-                run_ns: a.run_ns + b.run_ns,
-                transmit_cpu_ns: a.transmit_cpu_ns + b.transmit_cpu_ns,
-                cores: None,
-                hosts: None,
-                split_classes: a.split_classes.max(b.split_classes),
-            }),
+            (Some(mut a), Some(b)) => {
+                a.add_counts(&b);
+                a.run_ns += b.run_ns;
+                a.split_classes = a.split_classes.max(b.split_classes);
+                a.cores = None;
+                a.hosts = None;
+                Some(a)
+            }
             (a, b) => a.or(b),
         };
         self
@@ -828,6 +785,8 @@ fn spawn_engine(
     if PathKind::of(path) != PathKind::Engine {
         return Ok(engine);
     }
+    let sharded = crate::shards::ShardPlan::new(path, policy, options.engine_threads, false)
+        .map_err(LabError::Unsupported)?;
     let config = EngineConfig {
         ports: plan.tenants.iter().map(|t| t.port.clone()).collect(),
         tenant_macs: plan.tenants.iter().map(|t| t.mac).collect(),
@@ -848,11 +807,19 @@ fn spawn_engine(
         "nicsched-engine",
         plan.engine_ns.clone(),
         move |ready| {
-            let built = sched::build_with(&name, &policy, config.buffer.capacity)
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
             let cpu_ns = sys::clock::thread_cpu_ns();
-            let stats = Engine::new(config, classifier, &policy, built)?.run(&stop, ready)?;
-            let cpu_ns = sys::clock::thread_cpu_ns() - cpu_ns + stats.transmit_cpu_ns;
+            let stats = match &sharded {
+                Some(sharded) => {
+                    crate::shards::run(sharded, config, classifier, None, &stop, ready)?
+                }
+                None => {
+                    let built = sched::build_with(&name, &policy, config.buffer.capacity)
+                        .map_err(|e| std::io::Error::other(e.to_string()))?;
+                    Engine::new(config, classifier, &policy, built)?.run(&stop, ready)?
+                }
+            };
+            let cpu_ns =
+                sys::clock::thread_cpu_ns() - cpu_ns + stats.transmit_cpu_ns + stats.shard_cpu_ns;
             Ok((stats, cpu_ns))
         },
     )?);

@@ -43,7 +43,7 @@ mod topology;
 mod traffic;
 
 // The datapath's modules, under the names the lab's own modules use.
-use datapath::{classify, cores, engine, host_side, sys};
+use datapath::{classify, cores, engine, host_side, shards, sys};
 
 pub use bench::{
     BENCH_LINK_RATE_BPS, BenchOptions, BenchReport, KERNEL_FORWARDING, PAYLOAD_BYTES_MAX, PathKind,
@@ -113,8 +113,10 @@ pub struct LabOptions {
     /// scenario's traffic: an adversarial tenant's, to see the engine hold them to
     /// the policy. Refused under `linux-htb`, whose kernel path is not nicsched's.
     pub crafted: Vec<CraftedFrames>,
-    /// Threads of the engine: one receives, schedules and paces, the rest send
-    /// ([`engine::EngineConfig::transmit_threads`]).
+    /// Threads of the engine. Under an enforcer that runs per core, each
+    /// receives, classifies, schedules and sends its tenants' frames
+    /// ([`datapath::shards`]); under any other, one receives, schedules and paces,
+    /// the rest send ([`engine::EngineConfig::transmit_threads`]).
     pub engine_threads: usize,
 }
 
@@ -919,6 +921,8 @@ fn spawn_engine(
         .collect();
     let frames: Vec<_> = plans.iter().map(|p| p.frames.clone()).collect();
     let cores = cores::CoreSetup::for_run(policy, enforcer, &costs_ns, &frames);
+    let sharded = shards::ShardPlan::new(enforcer, policy, options.engine_threads, cores.is_some())
+        .map_err(LabError::Unsupported)?;
     let mut buffer = engine::HostBuffer::new(enforcer, policy, options.qdisc)?;
     // Frames waiting for a core hold their slots too.
     buffer.slab_slots += cores.as_ref().map_or(0, |c| c.queued_max(policy));
@@ -933,6 +937,9 @@ fn spawn_engine(
     };
     let (name, policy) = (enforcer.to_string(), policy.clone());
     spawn_worker("nicsched-engine", plan.engine_ns.clone(), move |ready| {
+        if let Some(sharded) = &sharded {
+            return shards::run(sharded, config, classifier, Some(drops), &stop, ready);
+        }
         let built = sched::build_with(&name, &policy, config.buffer.capacity)
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         engine::Engine::new(config, classifier, &policy, built)?

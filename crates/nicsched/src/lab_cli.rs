@@ -44,10 +44,16 @@ pub(crate) struct LabArgs {
     /// follows the enforcer, not the CPU scheduler.
     #[arg(long)]
     no_realtime: bool,
-    /// Threads of the engine: one receives, schedules and paces; the others
-    /// send its frames on the uplink, each flow's on one of them (where the
-    /// sink's receive is run, in the send). More than one pays where the engine
-    /// has cores of its own.
+    /// Threads of the engine. Under `valve` and `fairnic` (the enforcers that
+    /// run per core) each thread receives, classifies, schedules and sends its
+    /// own tenants' frames, tenants spread over threads by the enforcer's core
+    /// mask for `engine.cores` N (as `nicsched sim` with `engine: { cores: N }`),
+    /// the link's pacing shared without a lock. The others cannot be split by
+    /// tenant (`wf2q` orders every tenant by one virtual time; `htb`'s borrowing
+    /// and `wheel`'s one timing wheel need one view of all tenants): one thread
+    /// receives, schedules and paces, the rest send its frames on the uplink,
+    /// each flow's on one of them. More than one pays where the engine has cores
+    /// of its own.
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=ENGINE_THREADS_MAX))]
     engine_threads: u16,
@@ -110,8 +116,10 @@ pub(crate) struct LabBenchArgs {
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u32).range(0..=16))]
     search_steps: u32,
-    /// Threads of the engine on every engine path (as `nicsched lab
-    /// --engine-threads`).
+    /// Threads of the engine on every engine path, as `nicsched lab
+    /// --engine-threads`: `valve` and `fairnic` get a thread per shard, each
+    /// receiving and scheduling its tenants; the others one scheduling thread
+    /// and N-1 that send.
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=ENGINE_THREADS_MAX))]
     engine_threads: u16,
