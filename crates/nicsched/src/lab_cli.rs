@@ -48,9 +48,9 @@ pub(crate) struct LabArgs {
     /// run per core) each thread receives, classifies, schedules and sends its
     /// own tenants' frames, tenants spread over threads by the enforcer's core
     /// mask for `engine.cores` N (as `nicsched sim` with `engine: { cores: N }`),
-    /// the link's pacing shared without a lock. The others cannot be split by
-    /// tenant (`wf2q` orders every tenant by one virtual time; `htb`'s borrowing
-    /// and `wheel`'s one timing wheel need one view of all tenants): one thread
+    /// the link's pacing shared without a lock. The others are not split by
+    /// tenant (`wf2q` orders every tenant by one virtual time, `htb`'s borrowing
+    /// needs one view of all tenants, `wheel` has no per-core form yet): one thread
     /// receives, schedules and paces, the rest send its frames on the uplink,
     /// each flow's on one of them. More than one pays where the engine has cores
     /// of its own.
