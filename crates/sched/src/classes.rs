@@ -172,25 +172,27 @@ impl Classes {
         let mut touched = 0u64;
         for packet in packets {
             let Some((word, mixed)) = self.split_word(packet) else {
+                found.push(Some(ClassId(packet.app.0)));
                 continue;
             };
-            let (cached, _) = self.recent[Self::recent_index(mixed)];
-            if cached != word {
-                touched ^= self.split.slots[self.split.slot_of(mixed)].word();
+            match self.recent[Self::recent_index(mixed)] {
+                (cached, class) if cached == word => found.push(Some(ClassId(class))),
+                _ => {
+                    touched ^= self.split.slots[self.split.slot_of(mixed)].word();
+                    found.push(None);
+                }
             }
         }
         // The loads above only warm the cache; their values are kept so that they
         // are not optimised away.
         std::hint::black_box(touched);
-        found.extend(packets.iter().map(|packet| {
-            let Some((word, mixed)) = self.split_word(packet) else {
-                return Some(ClassId(packet.app.0));
-            };
-            match self.recent[Self::recent_index(mixed)] {
-                (cached, class) if cached == word => Some(ClassId(class)),
-                _ => self.split.find(word, mixed).ok(),
+        for (packet, class) in packets.iter().zip(found.iter_mut()) {
+            if class.is_none()
+                && let Some((word, mixed)) = self.split_word(packet)
+            {
+                *class = self.split.find(word, mixed).ok();
             }
-        }));
+        }
     }
 
     fn recent_index(mixed: u64) -> usize {

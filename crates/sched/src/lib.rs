@@ -88,11 +88,18 @@ pub trait Enforcer {
         out: &mut Vec<Frame>,
     ) -> u64 {
         let mut at = now_ns;
+        // Frames of a burst are mostly of one length: its serialisation time is
+        // kept rather than divided again for each.
+        let mut serialised = (0, 0);
         for _ in 0..max {
             let Some(frame) = self.dequeue(at) else {
                 break;
             };
-            at += policy::wire::serialisation_ns(frame.bytes, link_rate_bps);
+            if serialised.0 != frame.bytes {
+                let ns = policy::wire::serialisation_ns(frame.bytes, link_rate_bps);
+                serialised = (frame.bytes, ns);
+            }
+            at += serialised.1;
             out.push(frame);
         }
         at

@@ -437,13 +437,15 @@ impl Enforcer for Wheel {
         }
         // Only warms the cache; kept so that the loads are not optimised away.
         std::hint::black_box(touched);
-        let admitted = packets
-            .iter()
-            .zip(&found)
-            .enumerate()
-            .try_for_each(|(i, (&packet, &class))| {
-                self.admit(now_ns, packet, class).map_err(|(_, why)| (i, why))
-            });
+        let admitted =
+            packets
+                .iter()
+                .zip(&found)
+                .enumerate()
+                .try_for_each(|(i, (&packet, &class))| {
+                    self.admit(now_ns, packet, class)
+                        .map_err(|(_, why)| (i, why))
+                });
         self.burst_classes = found;
         admitted
     }
