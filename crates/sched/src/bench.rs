@@ -11,6 +11,14 @@
 //! queued: when one of its packets leaves, the harness enqueues the next, as a
 //! backlogged sender refills its socket.
 //!
+//! ## Bursts
+//!
+//! The harness works in bursts of [`BURST`] as DPDK's rte_sched does (and the peer
+//! it is compared with): it takes up to [`BURST`] frames with
+//! [`Enforcer::dequeue_burst`], then hands the refills of the classes that sent
+//! back in one [`Enforcer::enqueue_burst`] at the time the link frees up after
+//! the burst. A pair is one departure and its refill.
+//!
 //! ## Threads
 //!
 //! With [`BenchConfig::threads`] N above 1, the same load is driven from N threads,
@@ -32,7 +40,7 @@
 //! [`SharedRates`]: crate::valve::SharedRates
 
 use crate::registry::{self, CoreMask, Shards, Threads};
-use crate::{Enforcer, Packet};
+use crate::{Enforcer, Frame, Packet};
 use policy::{AppId, Link, Policy, Split, SplitBy, TenantId};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Barrier;
@@ -56,8 +64,11 @@ const BACKLOG_PACKETS: u32 = 2;
 pub const THREADS_MAX: usize = 256;
 /// Pairs between two reads of the wall clock.
 const PAIRS_PER_CLOCK_READ: u64 = 4096;
+/// Frames the harness dequeues at once and refills it enqueues at once: rte_sched's
+/// burst (its examples and the peer dequeue 32 and enqueue 32).
+pub const BURST: usize = 32;
 /// Packets in one batch of the hand-off, as the lab's engine reads and sends frames.
-const HANDOFF_BATCH: usize = 32;
+const HANDOFF_BATCH: usize = BURST;
 /// Batches each producer may have waiting for the enforcer's thread before it
 /// waits, as the lab's engine may for a transmit thread.
 const HANDOFF_BATCHES_QUEUED: usize = 8;
@@ -179,10 +190,6 @@ fn capacity_for(classes: u32) -> crate::Capacity {
     }
 }
 
-fn serialisation_ns(bytes: u32) -> u64 {
-    policy::wire::serialisation_ns(bytes, LINK_RATE_BPS)
-}
-
 fn classes_rounded(classes: u32) -> u32 {
     classes.max(TENANTS).div_ceil(TENANTS) * TENANTS
 }
@@ -192,6 +199,9 @@ fn classes_rounded(classes: u32) -> u32 {
 pub struct Harness {
     enforcer: Box<dyn Enforcer>,
     now_ns: u64,
+    /// The frames of the burst being sent and the refills they call for.
+    frames: Vec<Frame>,
+    refills: Vec<Packet>,
     pub classes: u32,
     pub active_classes: u32,
 }
@@ -227,16 +237,32 @@ impl Harness {
         Ok(Harness {
             enforcer,
             now_ns: 0,
+            frames: Vec::with_capacity(BURST),
+            refills: Vec::with_capacity(BURST),
             classes,
             active_classes: active.len() as u32,
         })
     }
 
-    /// Runs `pairs` enqueue+dequeue pairs.
+    /// Runs `pairs` enqueue+dequeue pairs, in bursts of up to [`BURST`].
     pub fn pairs(&mut self, pairs: u64) -> Result<(), String> {
         let mut done = 0;
         while done < pairs {
-            done += step(self.enforcer.as_mut(), &mut self.now_ns)?;
+            let max = usize::try_from(pairs - done).map_or(BURST, |left| left.min(BURST));
+            depart(
+                self.enforcer.as_mut(),
+                &mut self.now_ns,
+                max,
+                &mut self.frames,
+            )?;
+            self.refills.extend(
+                self.frames
+                    .drain(..)
+                    .filter(|frame| frame.last)
+                    .map(|frame| packet_of(frame.packet.flow, frame.packet.handle)),
+            );
+            done += self.refills.len() as u64;
+            refill(self.enforcer.as_mut(), &mut self.refills, self.now_ns)?;
         }
         Ok(())
     }
@@ -448,6 +474,7 @@ fn enforce(
     let mut spare: Vec<Vec<Packet>> = Vec::new();
     let enforcer = harness.enforcer.as_mut();
     let now_ns = &mut harness.now_ns;
+    let frames = &mut harness.frames;
     let started = Instant::now();
     let mut pairs = 0u64;
     let mut next_clock_read = PAIRS_PER_CLOCK_READ;
@@ -462,15 +489,13 @@ fn enforce(
             refill(enforcer, &mut packets, *now_ns)?;
             spare.push(packets);
         }
-        let mut dequeued = 0;
-        while dequeued < batch && enforcer.backlog_packets() > 0 {
-            dequeued += 1;
-            let Some(packet) = depart(enforcer, now_ns)? else {
-                continue;
-            };
+        if enforcer.backlog_packets() > 0 {
+            depart(enforcer, now_ns, batch, frames)?;
+        }
+        for frame in frames.drain(..).filter(|frame| frame.last) {
             pairs += 1;
-            let producer = packet.flow as usize % producers;
-            filling[producer].push(packet);
+            let producer = frame.packet.flow as usize % producers;
+            filling[producer].push(frame.packet);
             if filling[producer].len() == batch {
                 hand_over(
                     &mut filling[producer],
@@ -496,18 +521,20 @@ fn enforce(
     Ok((pairs, started.elapsed().as_secs_f64()))
 }
 
-/// Enqueues the packets a producer handed over, leaving its buffer empty.
+/// Enqueues refills in one burst, leaving their buffer empty.
 fn refill(
     enforcer: &mut dyn Enforcer,
     packets: &mut Vec<Packet>,
     now_ns: u64,
 ) -> Result<(), String> {
-    for packet in packets.drain(..) {
-        let class = packet.flow;
-        enforcer
-            .enqueue(now_ns, packet)
-            .map_err(|(_, why)| format!("refill of class {class} refused: {why:?}"))?;
+    let admitted = enforcer.enqueue_burst(now_ns, packets);
+    if let Err((i, why)) = admitted {
+        return Err(format!(
+            "refill of class {} refused: {why:?}",
+            packets[i].flow
+        ));
     }
+    packets.clear();
     Ok(())
 }
 
@@ -523,36 +550,26 @@ fn hand_over(
         .map_err(|_| "a producer stopped".to_string())
 }
 
-/// One dequeue and the refill of the class that sent; 1 pair, or 0 when the
-/// enforcer held everything back (the virtual clock then jumps to its next time).
-fn step(enforcer: &mut dyn Enforcer, now_ns: &mut u64) -> Result<u64, String> {
-    let Some(packet) = depart(enforcer, now_ns)? else {
-        return Ok(0);
-    };
-    let class = packet.flow;
-    enforcer
-        .enqueue(*now_ns, packet_of(class, packet.handle))
-        .map_err(|(_, why)| format!("refill of class {class} refused: {why:?}"))?;
-    Ok(1)
-}
-
-/// One dequeue: the packet whose last frame left, or `None` when a frame of a
-/// longer packet left or the enforcer held everything back (the virtual clock then
-/// jumps to its next time).
-fn depart(enforcer: &mut dyn Enforcer, now_ns: &mut u64) -> Result<Option<Packet>, String> {
-    match enforcer.dequeue(*now_ns) {
-        Some(frame) => {
-            *now_ns += serialisation_ns(frame.bytes);
-            Ok(frame.last.then_some(frame.packet))
-        }
-        None => {
-            let next = enforcer
-                .next_ready_ns(*now_ns)
-                .ok_or("the enforcer holds packets but names no time to send them")?;
-            *now_ns = next.max(*now_ns + 1);
-            Ok(None)
-        }
+/// One burst of up to `max` frames onto the benchmark's link, appended to
+/// `frames`, the virtual clock moving past them; when the enforcer held everything
+/// back, none, and the clock jumps to its next time.
+fn depart(
+    enforcer: &mut dyn Enforcer,
+    now_ns: &mut u64,
+    max: usize,
+    frames: &mut Vec<Frame>,
+) -> Result<(), String> {
+    let sent_before = frames.len();
+    let free_ns = enforcer.dequeue_burst(*now_ns, LINK_RATE_BPS, max, frames);
+    if frames.len() > sent_before {
+        *now_ns = free_ns;
+        return Ok(());
     }
+    let next = enforcer
+        .next_ready_ns(*now_ns)
+        .ok_or("the enforcer holds packets but names no time to send them")?;
+    *now_ns = next.max(*now_ns + 1);
+    Ok(())
 }
 
 /// A global allocator that counts live heap bytes, for [`bytes_per_class`]: a
@@ -618,6 +635,7 @@ pub fn bytes_per_class(
 ) -> Result<f64, String> {
     let classes = classes_rounded(classes);
     let policy = policy_for(classes, classes);
+    let mut frames = Vec::with_capacity(PROBE_PACKETS);
     let before = allocated();
     let capacity = crate::Capacity {
         packets: PROBE_PACKETS,
@@ -630,15 +648,14 @@ pub fn bytes_per_class(
         built
             .enqueue(now_ns, packet_of(class, u64::from(class)))
             .map_err(|(_, why)| format!("class {class} of {classes} refused: {why:?}"))?;
-        while let Some(frame) = built.dequeue(now_ns) {
-            now_ns += serialisation_ns(frame.bytes);
-        }
+        now_ns = built.dequeue_burst(now_ns, LINK_RATE_BPS, usize::MAX, &mut frames);
         // An enforcer that holds packets for tokens (fairnic's buckets start empty)
         // is waited for once the probe's packets are all held, or the next class
         // would be refused.
         while built.backlog_packets() >= PROBE_PACKETS {
-            depart(built.as_mut(), &mut now_ns)?;
+            depart(built.as_mut(), &mut now_ns, 1, &mut frames)?;
         }
+        frames.clear();
     }
     let after = allocated();
     drop(built);

@@ -139,19 +139,60 @@ impl Classes {
     /// bound on classes is reached.
     #[inline]
     pub fn classify(&mut self, packet: &Packet) -> Option<ClassId> {
-        let app = packet.app;
-        let key = match self.split_by[app.index()] {
-            None => return Some(ClassId(app.0)),
-            Some(SplitBy::Destination) => packet.destination,
-            Some(SplitBy::Flow) => packet.flow,
+        let Some((word, mixed)) = self.split_word(packet) else {
+            return Some(ClassId(packet.app.0));
         };
-        let word = u64::from(app.0) << 32 | u64::from(key);
-        let mixed = mix(word);
         let (cached, class) = self.recent[Self::recent_index(mixed)];
         if cached == word {
             return Some(ClassId(class));
         }
-        self.classify_split(app, key, word, mixed)
+        self.classify_split(word, mixed)
+    }
+
+    /// The split key word of `packet` and its hash; `None` for an app without split.
+    #[inline]
+    fn split_word(&self, packet: &Packet) -> Option<(u64, u64)> {
+        let key = match self.split_by[packet.app.index()]? {
+            SplitBy::Destination => packet.destination,
+            SplitBy::Flow => packet.flow,
+        };
+        let word = u64::from(packet.app.0) << 32 | u64::from(key);
+        Some((word, mix(word)))
+    }
+
+    /// The classes of a burst of packets, looked up together: `found[i]` is the
+    /// class [`Classes::classify`] would give `packets[i]`, or `None` where its
+    /// split key has no class yet (classify makes it, in order, when the packet is
+    /// offered). It first computes every packet's slots (its recent-departures
+    /// entry and, where that misses, its split table slot) and touches them, so
+    /// the burst's cache misses overlap instead of following one another, then
+    /// resolves each. Nothing changes: a burst refused part way makes no class.
+    pub fn lookup_burst(&self, packets: &[Packet], found: &mut Vec<Option<ClassId>>) {
+        found.clear();
+        let mut touched = 0u64;
+        for packet in packets {
+            let Some((word, mixed)) = self.split_word(packet) else {
+                found.push(Some(ClassId(packet.app.0)));
+                continue;
+            };
+            match self.recent[Self::recent_index(mixed)] {
+                (cached, class) if cached == word => found.push(Some(ClassId(class))),
+                _ => {
+                    touched ^= self.split.slots[self.split.slot_of(mixed)].word();
+                    found.push(None);
+                }
+            }
+        }
+        // The loads above only warm the cache; their values are kept so that they
+        // are not optimised away.
+        std::hint::black_box(touched);
+        for (packet, class) in packets.iter().zip(found.iter_mut()) {
+            if class.is_none()
+                && let Some((word, mixed)) = self.split_word(packet)
+            {
+                *class = self.split.find(word, mixed).ok();
+            }
+        }
     }
 
     fn recent_index(mixed: u64) -> usize {
@@ -162,23 +203,14 @@ impl Classes {
     /// class (a backlogged sender's refill) is found in the recent-departures cache.
     #[inline]
     pub fn departed(&mut self, packet: &Packet, class: ClassId) {
-        let key = match self.split_by[packet.app.index()] {
-            None => return,
-            Some(SplitBy::Destination) => packet.destination,
-            Some(SplitBy::Flow) => packet.flow,
+        let Some((word, mixed)) = self.split_word(packet) else {
+            return;
         };
-        let word = u64::from(packet.app.0) << 32 | u64::from(key);
-        debug_assert_eq!(self.split.find(word, mix(word)), Ok(class));
-        self.recent[Self::recent_index(mix(word))] = (word, class.0);
+        debug_assert_eq!(self.split.find(word, mixed), Ok(class));
+        self.recent[Self::recent_index(mixed)] = (word, class.0);
     }
 
-    fn classify_split(
-        &mut self,
-        app: policy::AppId,
-        key: u32,
-        word: u64,
-        mixed: u64,
-    ) -> Option<ClassId> {
+    fn classify_split(&mut self, word: u64, mixed: u64) -> Option<ClassId> {
         let empty_slot = match self.split.find(word, mixed) {
             Ok(class) => return Some(class),
             Err(slot) => slot,
@@ -189,8 +221,8 @@ impl Classes {
         let class = ClassId(self.len as u32);
         self.len += 1;
         self.split.slots[empty_slot] = Slot {
-            app: app.0,
-            key,
+            app: (word >> 32) as u32,
+            key: word as u32,
             class: class.0,
         };
         Some(class)

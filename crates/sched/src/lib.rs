@@ -55,6 +55,56 @@ pub trait Enforcer {
     /// The next frame to put on the link at `now_ns`, if the enforcer releases one.
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame>;
 
+    /// Offers `packets` at `now_ns` in order, exactly as calling [`Enforcer::enqueue`]
+    /// on each would, and stops at the first refusal: `Err((i, why))` says that
+    /// `packets[..i]` were admitted, `packets[i]` was refused for `why` (counted as
+    /// `enqueue` counts it) and `packets[i + 1..]` were not offered, so the caller
+    /// decides what becomes of them (a socket stops sending; a NIC's receive burst
+    /// goes on with [`enqueue_all`]). Nothing held, counted or classified differs
+    /// from the calls one by one, which is this default; an enforcer overrides it
+    /// only to be faster (`wheel` touches the class records of the whole burst
+    /// before it admits any packet).
+    fn enqueue_burst(&mut self, now_ns: u64, packets: &[Packet]) -> Result<(), (usize, Refusal)> {
+        for (i, &packet) in packets.iter().enumerate() {
+            self.enqueue(now_ns, packet).map_err(|(_, why)| (i, why))?;
+        }
+        Ok(())
+    }
+
+    /// Takes up to `max` frames onto a link of `link_rate_bps`, appending them to
+    /// `out`, exactly as calling [`Enforcer::dequeue`] one by one would: frame i is
+    /// asked for at `now_ns` plus the serialisation time
+    /// ([`policy::wire::serialisation_ns`]) of the frames before it, as a link
+    /// sending them back to back would free up, and the burst ends at the first
+    /// `None`. Returns the time at which the link is free after the burst
+    /// (`now_ns` when nothing left). The frames of one burst are all taken before
+    /// any packet arrives, so a caller that hands over arrivals between frames
+    /// (the simulator) dequeues one by one.
+    fn dequeue_burst(
+        &mut self,
+        now_ns: u64,
+        link_rate_bps: u64,
+        max: usize,
+        out: &mut Vec<Frame>,
+    ) -> u64 {
+        let mut at = now_ns;
+        // Frames of a burst are mostly of one length: its serialisation time is
+        // kept rather than divided again for each.
+        let mut serialised = (0, 0);
+        for _ in 0..max {
+            let Some(frame) = self.dequeue(at) else {
+                break;
+            };
+            if serialised.0 != frame.bytes {
+                let ns = policy::wire::serialisation_ns(frame.bytes, link_rate_bps);
+                serialised = (frame.bytes, ns);
+            }
+            at += serialised.1;
+            out.push(frame);
+        }
+        at
+    }
+
     /// When `dequeue` returned `None` although packets are held (a shaper waiting
     /// for tokens), the earliest time worth asking again; `None` when nothing waits
     /// for time.
@@ -96,6 +146,22 @@ pub trait Enforcer {
     /// for enforcers without per-class state (the multiqueue NIC model).
     fn classes(&self) -> Option<usize> {
         None
+    }
+}
+
+/// Offers every packet of `packets` at `now_ns` in order, going on past refusals
+/// (a NIC's receive burst, whose packets come from many senders): each refused
+/// packet is appended to `refused` with its reason, in order. The same as
+/// [`Enforcer::enqueue`] on each packet.
+pub fn enqueue_all(
+    enforcer: &mut dyn Enforcer,
+    now_ns: u64,
+    mut packets: &[Packet],
+    refused: &mut Vec<(Packet, Refusal)>,
+) {
+    while let Err((i, why)) = enforcer.enqueue_burst(now_ns, packets) {
+        refused.push((packets[i], why));
+        packets = &packets[i + 1..];
     }
 }
 

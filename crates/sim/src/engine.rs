@@ -212,6 +212,8 @@ pub struct Engine<'a> {
     vms: Vec<Vm>,
     /// Completions a packet's fate made due, reused so that no packet allocates.
     due: Vec<(Post, Fate)>,
+    /// The sends of the burst being handed to the enforcer, kept to reuse its buffer.
+    burst: Vec<Packet>,
 }
 
 /// Every traffic's senders, one per flow, each on a core of its tenant, and the
@@ -392,6 +394,7 @@ impl<'a> Engine<'a> {
             cpu: engine_cores(scenario, enforcer_name, &host),
             vms: vms(policy, &host),
             due: Vec::new(),
+            burst: Vec::new(),
             enforcer,
             host,
         }
@@ -664,6 +667,10 @@ impl<'a> Engine<'a> {
             if !s.active || s.in_flight >= s.tsq_sends || s.retry_pending || s.waiting {
                 return;
             }
+            if self.cpu.is_none() && self.on_wire.is_some() {
+                self.post_burst(now, sender);
+                return;
+            }
             match self.post(now, sender, 0) {
                 Posted::Admitted => self.senders[sender as usize].in_flight += 1,
                 Posted::Refused => {
@@ -682,6 +689,55 @@ impl<'a> Engine<'a> {
                 }
             }
         }
+    }
+
+    /// Posts every send `sender`'s socket may have in flight and hands them to the
+    /// enforcer as one burst ([`sched::Enforcer::enqueue_burst`]), as
+    /// [`Engine::fill_bulk`]'s sends one by one would be: with a frame on the wire
+    /// and no engine cores in between, nothing is dequeued between them, and the
+    /// socket stops at the first refused send, whose followers are taken back
+    /// from the ring unseen.
+    fn post_burst(&mut self, now: u64, sender: u32) {
+        let s = &self.senders[sender as usize];
+        let (tenant, bytes, room) = (s.tenant, s.send_bytes, s.tsq_sends - s.in_flight);
+        let mut burst = std::mem::take(&mut self.burst);
+        let mut ring_full = false;
+        for _ in 0..room {
+            let post = Post {
+                sender,
+                issued_ns: 0,
+            };
+            let Some(descriptor) = self.vms[tenant.index()].ring.post(now, post) else {
+                ring_full = true;
+                break;
+            };
+            burst.push(self.packet(now, sender, bytes, handle_of(tenant, descriptor)));
+        }
+        let refused = self.enforcer.enqueue_burst(now, &burst).err();
+        let admitted = refused.map_or(burst.len(), |(i, _)| i);
+        let offered = refused.map_or(admitted, |_| admitted + 1);
+        self.offered_bytes[tenant.index()] += u64::from(bytes) * offered as u64;
+        if admitted > 0 {
+            self.vms[tenant.index()].held_changed(now, admitted as i64);
+        }
+        self.senders[sender as usize].in_flight += admitted as u32;
+        if refused.is_some() {
+            for packet in burst[offered..].iter().rev() {
+                let (_, descriptor) = descriptor_of(packet.handle);
+                self.vms[tenant.index()].ring.unpost(descriptor);
+            }
+            self.done(now, burst[admitted].handle, Fate::Refused);
+            let s = &mut self.senders[sender as usize];
+            if s.in_flight == 0 {
+                s.retry_pending = true;
+                self.events
+                    .schedule(now + self.host.refused_retry_ns, Event::Retry { sender });
+            }
+        } else if ring_full {
+            self.wait(now, tenant, sender, 0);
+        }
+        burst.clear();
+        self.burst = burst;
     }
 
     /// An rpc's response goes out; a refused one waits for buffer space like a
@@ -886,10 +942,10 @@ impl<'a> Engine<'a> {
         self.start_cores(now);
     }
 
-    /// Hands one send to the enforcer; true when admitted.
-    fn hand_to_enforcer(&mut self, now: u64, sender: u32, bytes: u32, handle: u64) -> bool {
+    /// The packet of `sender`'s send of `bytes` arriving at `now`.
+    fn packet(&self, now: u64, sender: u32, bytes: u32, handle: u64) -> Packet {
         let s = &self.senders[sender as usize];
-        let packet = Packet {
+        Packet {
             len_bytes: bytes,
             tenant: s.tenant,
             app: s.app,
@@ -898,8 +954,13 @@ impl<'a> Engine<'a> {
             core: s.core,
             arrival_ns: now,
             handle,
-        };
-        self.offered_bytes[s.tenant.index()] += u64::from(bytes);
+        }
+    }
+
+    /// Hands one send to the enforcer; true when admitted.
+    fn hand_to_enforcer(&mut self, now: u64, sender: u32, bytes: u32, handle: u64) -> bool {
+        let packet = self.packet(now, sender, bytes, handle);
+        self.offered_bytes[packet.tenant.index()] += u64::from(bytes);
         let admitted = self.enforcer.enqueue(now, packet).is_ok();
         if admitted {
             self.vms[packet.tenant.index()].held_changed(now, 1);

@@ -111,6 +111,27 @@ impl TxRing {
         Some(descriptor)
     }
 
+    /// Takes back the newest post, whose send never reached the engine (it came
+    /// after a refused send of the same burst): the ring is as it was before that
+    /// post, and the next post takes the same descriptor. Posts are taken back
+    /// newest first.
+    pub fn unpost(&mut self, descriptor: u32) {
+        if self.used == self.descriptors {
+            // Only the post that filled the ring started its full time.
+            self.full_since_ns = None;
+        }
+        self.used -= 1;
+        self.free.push(descriptor);
+        if self.order == Completions::InOrder {
+            let newest = self.posted.pop_back();
+            debug_assert_eq!(
+                newest,
+                Some(descriptor),
+                "posts are taken back newest first"
+            );
+        }
+    }
+
     pub fn post_of(&self, descriptor: u32) -> Post {
         self.slots[descriptor as usize].post
     }
@@ -249,6 +270,33 @@ mod tests {
             assert_eq!(ring.full_ns(100), 30);
             assert_eq!(ring.post(40, post(2)), Some(d[0]));
             assert_eq!(ring.full_ns(100), 30 + 60);
+        }
+    }
+
+    #[test]
+    fn a_post_taken_back_leaves_the_ring_as_before_it() {
+        for order in [Completions::InOrder, Completions::OutOfOrder] {
+            // Two rings: one posts three and takes back the last two, the other
+            // posts one; from then on they give the same descriptors and times.
+            let mut burst = TxRing::new(order, 3);
+            let mut single = TxRing::new(order, 3);
+            let d = posted(&mut burst, 3);
+            assert_eq!(burst.post(5, post(9)), None);
+            burst.unpost(d[2]);
+            burst.unpost(d[1]);
+            assert_eq!(posted(&mut single, 1), vec![d[0]]);
+            let mut due = (Vec::new(), Vec::new());
+            burst.done(20, d[0], Fate::Refused, &mut due.0);
+            single.done(20, d[0], Fate::Refused, &mut due.1);
+            assert_eq!(due.0, due.1);
+            for ring in [&mut burst, &mut single] {
+                assert_eq!(ring.post(10, post(1)), Some(1));
+                assert_eq!(ring.post(10, post(2)), Some(2));
+                assert_eq!(ring.post(20, post(3)), Some(0));
+                // Full from 10 to 20 and from 20 on; the full time the taken-back
+                // post started at 0 is gone.
+                assert_eq!(ring.full_ns(50), 40);
+            }
         }
     }
 

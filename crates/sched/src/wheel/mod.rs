@@ -211,6 +211,8 @@ pub struct Wheel {
     /// counted once a VM-to-VM limit is set; a flow holding nothing has no
     /// entry, so there are never more entries than packets held.
     flow_held_bytes: HashMap<u32, u64>,
+    /// The classes of the burst being enqueued, kept to reuse its buffer.
+    burst_classes: Vec<Option<ClassId>>,
     apps: usize,
     mtu_bytes: u32,
 }
@@ -258,6 +260,7 @@ impl Wheel {
             destination_limit: Vec::new(),
             destination_packet_limit: Vec::new(),
             flow_held_bytes: HashMap::new(),
+            burst_classes: Vec::new(),
             apps,
             mtu_bytes: policy.link.mtu_bytes.max(1),
         })
@@ -354,15 +357,20 @@ impl Wheel {
         self.accounting.refuse(packet.tenant, packet.len_bytes);
         Err((packet, Refusal::QueueFull))
     }
-}
 
-impl Enforcer for Wheel {
-    fn enqueue(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+    /// [`Enforcer::enqueue`] of a packet whose class a burst lookup found
+    /// (`None`: not found, so classified here, in order, as a new key is).
+    fn admit(
+        &mut self,
+        now_ns: u64,
+        packet: Packet,
+        found: Option<ClassId>,
+    ) -> Result<(), (Packet, Refusal)> {
         debug_assert!(
             self.counts_agree(),
             "every held packet waits on the wheel once"
         );
-        let Some(ClassId(class)) = self.classes.classify(&packet) else {
+        let Some(ClassId(class)) = found.or_else(|| self.classes.classify(&packet)) else {
             return self.refuse(packet);
         };
         if self.slab.is_full() || self.beyond_horizon(now_ns, &packet) {
@@ -403,6 +411,43 @@ impl Enforcer for Wheel {
             "every held packet waits on the wheel once"
         );
         Ok(())
+    }
+}
+
+impl Enforcer for Wheel {
+    fn enqueue(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+        self.admit(now_ns, packet, None)
+    }
+
+    /// The burst's classes are looked up together ([`Classes::lookup_burst`]) and
+    /// the next free times of those found touched together, so that their cache
+    /// misses overlap; then each packet is admitted in order as `enqueue` would.
+    fn enqueue_burst(&mut self, now_ns: u64, packets: &[Packet]) -> Result<(), (usize, Refusal)> {
+        let mut found = std::mem::take(&mut self.burst_classes);
+        self.classes.lookup_burst(packets, &mut found);
+        let mut touched = 0u128;
+        for class in found.iter().flatten() {
+            if let Some(free_fx) = class
+                .index()
+                .checked_sub(self.apps)
+                .and_then(|split| self.split_free_fx.get(split))
+            {
+                touched ^= free_fx;
+            }
+        }
+        // Only warms the cache; kept so that the loads are not optimised away.
+        std::hint::black_box(touched);
+        let admitted =
+            packets
+                .iter()
+                .zip(&found)
+                .enumerate()
+                .try_for_each(|(i, (&packet, &class))| {
+                    self.admit(now_ns, packet, class)
+                        .map_err(|(_, why)| (i, why))
+                });
+        self.burst_classes = found;
+        admitted
     }
 
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
