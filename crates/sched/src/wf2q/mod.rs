@@ -220,12 +220,14 @@
 //! - Fills ([`fill`]): each backlogged child is on one side, and the children at
 //!   their limit take no more than the node's capacity.
 
+mod buckets;
 pub(crate) mod fill;
 
 use crate::classes::{ClassId, Classes};
 use crate::slab::{self, List, Slab};
-use crate::wheel::timing::{Links, WheelSlots};
+use crate::wheel::timing::Links;
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
+use buckets::{Buckets, Sorted};
 use fill::{Demand, Fill};
 use policy::{Policy, format_rate, format_size};
 
@@ -360,20 +362,25 @@ struct Band {
     /// tag when none of its classes is eligible (WF2Q+'s V = max(V + W, min S)).
     v: u64,
     /// Eligible classes, filed by F in ticks of 2^[`F_TICK_BITS`].
-    eligible: WheelSlots,
+    eligible: Buckets,
     /// Eligible classes of prioritised apps, served before `eligible`.
-    urgent: WheelSlots,
+    urgent: Buckets,
     /// Backlogged classes waiting for V, filed by S in byte-time ticks.
-    ineligible: WheelSlots,
+    ineligible: Sorted,
 }
 
 impl Band {
-    fn new() -> Self {
+    /// A band, with an urgent queue if any of its apps is prioritised.
+    fn new(urgent: bool) -> Self {
         Band {
             v: 0,
-            eligible: WheelSlots::new(),
-            urgent: WheelSlots::new(),
-            ineligible: WheelSlots::new(),
+            eligible: Buckets::new(),
+            urgent: if urgent {
+                Buckets::new()
+            } else {
+                Buckets::unused()
+            },
+            ineligible: Sorted::new(),
         }
     }
 
@@ -431,7 +438,7 @@ pub struct Wf2q {
     head_start_v: Vec<u64>,
     /// Classes held back by a cap, filed by the real time they may go at, in
     /// byte-time ticks.
-    parked: WheelSlots,
+    parked: Sorted,
     /// V units per ns at the link's rate, 32.32 fixed point: T = now · speed.
     speed_fx: u128,
     /// Bumped whenever the backlogged set changes, invalidating the rates cached
@@ -601,6 +608,14 @@ impl Wf2q {
         let classes = Classes::new(policy, config.classes_max);
         let speed_fx = (u128::from(link_bps) << (V_FRAC_BITS + SPEED_FRAC_BITS)) / 8_000_000_000;
         let levels = fills.len();
+        let bands =
+            (0..priorities.len())
+                .map(|band| {
+                    Band::new(policy.apps.iter().zip(&app_urgent).any(|(a, &urgent)| {
+                        urgent && tenant_band[a.tenant.index()] as usize == band
+                    }))
+                })
+                .collect();
         Ok(Wf2q {
             link_bps,
             class: Vec::with_capacity(classes.capacity()),
@@ -644,9 +659,9 @@ impl Wf2q {
             band_weight,
             fills,
             cap_fills,
-            bands: priorities.iter().map(|_| Band::new()).collect(),
+            bands,
             head_start_v: vec![0; config.packets_max],
-            parked: WheelSlots::new(),
+            parked: Sorted::new(),
             speed_fx,
             epoch: 1,
             v_per_byte: vec![(0, 0.0); policy.apps.len()],
@@ -1020,7 +1035,7 @@ impl Wf2q {
     fn pick<const LEVELS: bool>(&mut self, band: usize, t: u64) -> Option<usize> {
         loop {
             let v = self.bands[band].v;
-            while let Some((class, _)) = self.bands[band].ineligible.pop_expired(
+            while let Some(class) = self.bands[band].ineligible.pop_expired(
                 &mut ByStart {
                     class: &mut self.class,
                     head_start_v: &self.head_start_v,
@@ -1051,7 +1066,7 @@ impl Wf2q {
                 continue;
             };
             // Every eligible tick has expired at u64::MAX.
-            let (class, _) = wheel
+            let class = wheel
                 .pop_expired(
                     &mut ByFinish {
                         class: &mut self.class,
@@ -1129,7 +1144,7 @@ impl Wf2q {
     #[inline]
     fn dequeue_with<const LEVELS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
         let t = self.t_at(now_ns);
-        while let Some((class, _)) = self.parked.pop_expired(
+        while let Some(class) = self.parked.pop_expired(
             &mut ByCap {
                 class: &mut self.class,
             },
@@ -1464,8 +1479,8 @@ mod invariants {
     }
 
     #[test]
-    #[should_panic(expected = "no item leaves before its tick")]
-    fn a_start_tag_moved_while_its_class_waits_trips_the_wheel() {
+    #[should_panic(expected = "no class is eligible before S <= V")]
+    fn a_start_tag_moved_while_its_class_waits_trips_eligibility() {
         let mut wf2q = two_tenants();
         for tenant in [0, 0, 1, 1] {
             wf2q.enqueue(0, packet(tenant)).unwrap();
@@ -1476,7 +1491,7 @@ mod invariants {
         let head = wf2q.class[0].fifo.head as usize;
         assert_eq!(wf2q.head_start_v[head], 32 << V_FRAC_BITS);
         wf2q.head_start_v[head] = 1 << 40;
-        // b's packet takes V to 32 byte-times, where the wheel hands a back.
+        // b's packet takes V to 32 byte-times, where the queue hands a back.
         assert!(wf2q.dequeue(0).is_some());
         wf2q.dequeue(0);
     }
