@@ -438,7 +438,7 @@ pub struct Wf2q {
     head_start_v: Vec<u64>,
     /// Classes held back by a cap, filed by the real time they may go at, in
     /// byte-time ticks.
-    parked: Sorted,
+    parked: Buckets,
     /// V units per ns at the link's rate, 32.32 fixed point: T = now · speed.
     speed_fx: u128,
     /// Bumped whenever the backlogged set changes, invalidating the rates cached
@@ -661,7 +661,7 @@ impl Wf2q {
             cap_fills,
             bands,
             head_start_v: vec![0; config.packets_max],
-            parked: Sorted::new(),
+            parked: Buckets::new(),
             speed_fx,
             epoch: 1,
             v_per_byte: vec![(0, 0.0); policy.apps.len()],
