@@ -257,7 +257,10 @@ impl Buckets {
 /// popped at: by tick, ties in filing order. A tie between the run and the buckets
 /// goes to the run: the run's last tick only grows (it is kept when the run
 /// empties), so every class of a tick filed on the run was filed before any of that
-/// tick filed in the buckets.
+/// tick filed in the buckets. That needs every tick filed beyond every tick popped
+/// at, which holds for S > V; not for the parked classes, whose cap tags an enqueue
+/// may file behind the clock of the last dequeue, where a wheel files them at its
+/// own tick (measured: the run there changed `senic/table3-n1-100Mbit`'s schedule).
 pub(crate) struct Sorted {
     run_head: u32,
     run_tail: u32,

@@ -150,8 +150,9 @@
 //!
 //! ## Data structures and cost
 //!
-//! Backlogged classes wait in one of the hierarchical timing wheels
-//! ([`WheelSlots`], shared with the `wheel` enforcer), per band: *ineligible* filed
+//! Backlogged classes wait in one of the hierarchical timing wheels ([`Buckets`]:
+//! the `wheel` enforcer's levels and order, FFS bitmaps, a bucket whose classes
+//! share one tick moved down as one list), per band: *ineligible* filed
 //! by S rounded up to a byte-time (so no class is eligible before S <= V, and none
 //! later than one byte-time after), *eligible* filed by F in ticks of 2^6
 //! byte-times ([`F_TICK_BITS`]), *urgent* likewise for prioritised apps; and one
@@ -167,7 +168,10 @@
 //! less than a minimum-size packet at R, and in exchange an item cascades one
 //! level fewer. A class whose F lies below the last one served is filed at the
 //! wheel's current tick, which keeps the order among those still waiting exact. All
-//! are O(1) per packet plus at most 10 cascades per item; a binary heap keyed by F
+//! are O(1) per packet plus at most 10 cascades per item, except that ineligible
+//! classes filed in order of S (each S at least the last so filed, as S = F of
+//! classes served by F mostly is) wait on a plain list in front of the wheel
+//! ([`Sorted`]), in the same order and with no cascade; a binary heap keyed by F
 //! was measured first and spent half its time popping when classes of equal rates
 //! became eligible together (50 k at a time at 100 k classes).
 //!
@@ -307,7 +311,7 @@ const _: () = assert!(std::mem::size_of::<ClassState>() == 32);
 /// class is filed at from the tag it orders by, so no record keeps a tick. That is
 /// sound because a class waits on one wheel at a time and its tag does not change
 /// while it waits, and because a wheel moves only items filed above its current
-/// tick (`WheelSlots` files a tick already passed at the current one, on its lowest
+/// tick (`Buckets` files a tick already passed at the current one, on its lowest
 /// level, which it never cascades).
 macro_rules! wheel_view {
     ($(#[$doc:meta])* $name:ident { $($extra:ident: $ty:ty),* }, |$view:ident, $state:ident| $tick:expr) => {
