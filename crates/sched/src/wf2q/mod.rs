@@ -150,8 +150,9 @@
 //!
 //! ## Data structures and cost
 //!
-//! Backlogged classes wait in one of the hierarchical timing wheels
-//! ([`WheelSlots`], shared with the `wheel` enforcer), per band: *ineligible* filed
+//! Backlogged classes wait in one of the hierarchical timing wheels ([`Buckets`]:
+//! the `wheel` enforcer's levels and order, FFS bitmaps, a bucket whose classes
+//! share one tick moved down as one list), per band: *ineligible* filed
 //! by S rounded up to a byte-time (so no class is eligible before S <= V, and none
 //! later than one byte-time after), *eligible* filed by F in ticks of 2^6
 //! byte-times ([`F_TICK_BITS`]), *urgent* likewise for prioritised apps; and one
@@ -167,7 +168,10 @@
 //! less than a minimum-size packet at R, and in exchange an item cascades one
 //! level fewer. A class whose F lies below the last one served is filed at the
 //! wheel's current tick, which keeps the order among those still waiting exact. All
-//! are O(1) per packet plus at most 10 cascades per item; a binary heap keyed by F
+//! are O(1) per packet plus at most 10 cascades per item, except that ineligible
+//! classes filed in order of S (each S at least the last so filed, as S = F of
+//! classes served by F mostly is) wait on a plain list in front of the wheel
+//! ([`Sorted`]), in the same order and with no cascade; a binary heap keyed by F
 //! was measured first and spent half its time popping when classes of equal rates
 //! became eligible together (50 k at a time at 100 k classes).
 //!
@@ -220,12 +224,14 @@
 //! - Fills ([`fill`]): each backlogged child is on one side, and the children at
 //!   their limit take no more than the node's capacity.
 
+mod buckets;
 pub(crate) mod fill;
 
 use crate::classes::{ClassId, Classes};
 use crate::slab::{self, List, Slab};
-use crate::wheel::timing::{Links, WheelSlots};
+use crate::wheel::timing::Links;
 use crate::{Accounting, Approximation, Enforcer, Frame, Packet, Refusal, TenantCounters};
+use buckets::{Buckets, Sorted};
 use fill::{Demand, Fill};
 use policy::{Policy, format_rate, format_size};
 
@@ -305,7 +311,7 @@ const _: () = assert!(std::mem::size_of::<ClassState>() == 32);
 /// class is filed at from the tag it orders by, so no record keeps a tick. That is
 /// sound because a class waits on one wheel at a time and its tag does not change
 /// while it waits, and because a wheel moves only items filed above its current
-/// tick (`WheelSlots` files a tick already passed at the current one, on its lowest
+/// tick (`Buckets` files a tick already passed at the current one, on its lowest
 /// level, which it never cascades).
 macro_rules! wheel_view {
     ($(#[$doc:meta])* $name:ident { $($extra:ident: $ty:ty),* }, |$view:ident, $state:ident| $tick:expr) => {
@@ -360,20 +366,25 @@ struct Band {
     /// tag when none of its classes is eligible (WF2Q+'s V = max(V + W, min S)).
     v: u64,
     /// Eligible classes, filed by F in ticks of 2^[`F_TICK_BITS`].
-    eligible: WheelSlots,
+    eligible: Buckets,
     /// Eligible classes of prioritised apps, served before `eligible`.
-    urgent: WheelSlots,
+    urgent: Buckets,
     /// Backlogged classes waiting for V, filed by S in byte-time ticks.
-    ineligible: WheelSlots,
+    ineligible: Sorted,
 }
 
 impl Band {
-    fn new() -> Self {
+    /// A band, with an urgent queue if any of its apps is prioritised.
+    fn new(urgent: bool) -> Self {
         Band {
             v: 0,
-            eligible: WheelSlots::new(),
-            urgent: WheelSlots::new(),
-            ineligible: WheelSlots::new(),
+            eligible: Buckets::new(),
+            urgent: if urgent {
+                Buckets::new()
+            } else {
+                Buckets::unused()
+            },
+            ineligible: Sorted::new(),
         }
     }
 
@@ -431,7 +442,7 @@ pub struct Wf2q {
     head_start_v: Vec<u64>,
     /// Classes held back by a cap, filed by the real time they may go at, in
     /// byte-time ticks.
-    parked: WheelSlots,
+    parked: Buckets,
     /// V units per ns at the link's rate, 32.32 fixed point: T = now · speed.
     speed_fx: u128,
     /// Bumped whenever the backlogged set changes, invalidating the rates cached
@@ -601,6 +612,14 @@ impl Wf2q {
         let classes = Classes::new(policy, config.classes_max);
         let speed_fx = (u128::from(link_bps) << (V_FRAC_BITS + SPEED_FRAC_BITS)) / 8_000_000_000;
         let levels = fills.len();
+        let bands =
+            (0..priorities.len())
+                .map(|band| {
+                    Band::new(policy.apps.iter().zip(&app_urgent).any(|(a, &urgent)| {
+                        urgent && tenant_band[a.tenant.index()] as usize == band
+                    }))
+                })
+                .collect();
         Ok(Wf2q {
             link_bps,
             class: Vec::with_capacity(classes.capacity()),
@@ -644,9 +663,9 @@ impl Wf2q {
             band_weight,
             fills,
             cap_fills,
-            bands: priorities.iter().map(|_| Band::new()).collect(),
+            bands,
             head_start_v: vec![0; config.packets_max],
-            parked: WheelSlots::new(),
+            parked: Buckets::new(),
             speed_fx,
             epoch: 1,
             v_per_byte: vec![(0, 0.0); policy.apps.len()],
@@ -1020,7 +1039,7 @@ impl Wf2q {
     fn pick<const LEVELS: bool>(&mut self, band: usize, t: u64) -> Option<usize> {
         loop {
             let v = self.bands[band].v;
-            while let Some((class, _)) = self.bands[band].ineligible.pop_expired(
+            while let Some(class) = self.bands[band].ineligible.pop_expired(
                 &mut ByStart {
                     class: &mut self.class,
                     head_start_v: &self.head_start_v,
@@ -1051,7 +1070,7 @@ impl Wf2q {
                 continue;
             };
             // Every eligible tick has expired at u64::MAX.
-            let (class, _) = wheel
+            let class = wheel
                 .pop_expired(
                     &mut ByFinish {
                         class: &mut self.class,
@@ -1129,7 +1148,7 @@ impl Wf2q {
     #[inline]
     fn dequeue_with<const LEVELS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
         let t = self.t_at(now_ns);
-        while let Some((class, _)) = self.parked.pop_expired(
+        while let Some(class) = self.parked.pop_expired(
             &mut ByCap {
                 class: &mut self.class,
             },
@@ -1464,8 +1483,8 @@ mod invariants {
     }
 
     #[test]
-    #[should_panic(expected = "no item leaves before its tick")]
-    fn a_start_tag_moved_while_its_class_waits_trips_the_wheel() {
+    #[should_panic(expected = "no class is eligible before S <= V")]
+    fn a_start_tag_moved_while_its_class_waits_trips_eligibility() {
         let mut wf2q = two_tenants();
         for tenant in [0, 0, 1, 1] {
             wf2q.enqueue(0, packet(tenant)).unwrap();
@@ -1476,7 +1495,7 @@ mod invariants {
         let head = wf2q.class[0].fifo.head as usize;
         assert_eq!(wf2q.head_start_v[head], 32 << V_FRAC_BITS);
         wf2q.head_start_v[head] = 1 << 40;
-        // b's packet takes V to 32 byte-times, where the wheel hands a back.
+        // b's packet takes V to 32 byte-times, where the queue hands a back.
         assert!(wf2q.dequeue(0).is_some());
         wf2q.dequeue(0);
     }
