@@ -379,6 +379,7 @@ pub(crate) fn bench(
         "ns_per_pair": result.ns_per_pair,
         "bytes_per_class": bytes_per_class,
         "threads": result.threads,
+        "burst": result.burst,
         "pairs_per_sec_1_thread": result.pairs_per_sec_1_thread,
         "speedup": result.speedup,
     });

@@ -47,6 +47,7 @@ fn enforcers(c: &mut Criterion) {
                     active_fraction: active,
                     seconds: 0.0,
                     threads: 1,
+                    burst: 1,
                 };
                 let mut harness = match Harness::new(&config) {
                     Ok(h) => h,

@@ -13,11 +13,13 @@
 //!
 //! ## Bursts
 //!
-//! The harness works in bursts of [`BURST`] as DPDK's rte_sched does (and the peer
-//! it is compared with): it takes up to [`BURST`] frames with
-//! [`Enforcer::dequeue_burst`], then hands the refills of the classes that sent
-//! back in one [`Enforcer::enqueue_burst`] at the time the link frees up after
-//! the burst. A pair is one departure and its refill.
+//! With [`BenchConfig::burst`] B above 1 the harness works in bursts, as DPDK's
+//! rte_sched does (the peer dequeues and enqueues 32 at a time): it takes up to B
+//! frames with [`Enforcer::dequeue_burst`], then hands the refills of the classes
+//! that sent back in one [`Enforcer::enqueue_burst`] at the time the link frees up
+//! after the burst. With B = 1 (the default) each departure is refilled at once
+//! by `dequeue` and `enqueue`, as a backlogged sender's socket is. A pair is one
+//! departure and its refill; docs/results/bench.md has what bursts cost.
 //!
 //! ## Threads
 //!
@@ -64,11 +66,12 @@ const BACKLOG_PACKETS: u32 = 2;
 pub const THREADS_MAX: usize = 256;
 /// Pairs between two reads of the wall clock.
 const PAIRS_PER_CLOCK_READ: u64 = 4096;
-/// Frames the harness dequeues at once and refills it enqueues at once: rte_sched's
-/// burst (its examples and the peer dequeue 32 and enqueue 32).
-pub const BURST: usize = 32;
+/// rte_sched's burst: its examples and the peer dequeue 32 and enqueue 32.
+pub const RTE_SCHED_BURST: usize = 32;
+/// Most frames [`BenchConfig::burst`] may ask for.
+pub const BURST_MAX: usize = 4096;
 /// Packets in one batch of the hand-off, as the lab's engine reads and sends frames.
-const HANDOFF_BATCH: usize = BURST;
+const HANDOFF_BATCH: usize = RTE_SCHED_BURST;
 /// Batches each producer may have waiting for the enforcer's thread before it
 /// waits, as the lab's engine may for a transmit thread.
 const HANDOFF_BATCHES_QUEUED: usize = 8;
@@ -82,6 +85,9 @@ pub struct BenchConfig {
     pub seconds: f64,
     /// Threads driving the enforcer (1: the one-thread harness, see the module docs).
     pub threads: usize,
+    /// Frames the one-thread harness and each shard dequeue at once, and refills
+    /// they enqueue at once (1: one pair at a time; see the module docs).
+    pub burst: usize,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -95,6 +101,8 @@ pub struct BenchResult {
     pub ns_per_pair: f64,
     /// `pairs`, `seconds` and the rates above are of this many threads together.
     pub threads: usize,
+    /// Frames dequeued at once ([`BenchConfig::burst`]).
+    pub burst: usize,
     /// The one-thread harness in the same run: `pairs_per_sec` itself when
     /// `threads` is 1.
     pub pairs_per_sec_1_thread: f64,
@@ -199,6 +207,7 @@ fn classes_rounded(classes: u32) -> u32 {
 pub struct Harness {
     enforcer: Box<dyn Enforcer>,
     now_ns: u64,
+    burst: usize,
     /// The frames of the burst being sent and the refills they call for.
     frames: Vec<Frame>,
     refills: Vec<Packet>,
@@ -213,7 +222,7 @@ impl Harness {
         let policy = policy_for(classes, active.len() as u32);
         let enforcer = crate::build_with(&config.enforcer, &policy, capacity_for(classes))
             .map_err(|e| e.to_string())?;
-        Harness::backlogged(enforcer, &config.enforcer, classes, &active)
+        Harness::backlogged(enforcer, &config.enforcer, classes, &active, config.burst)
     }
 
     /// `enforcer` with `active` (of `classes`) backlogged.
@@ -222,6 +231,7 @@ impl Harness {
         name: &str,
         classes: u32,
         active: &[u32],
+        burst: usize,
     ) -> Result<Self, String> {
         for &class in active {
             for _ in 0..BACKLOG_PACKETS {
@@ -237,18 +247,26 @@ impl Harness {
         Ok(Harness {
             enforcer,
             now_ns: 0,
-            frames: Vec::with_capacity(BURST),
-            refills: Vec::with_capacity(BURST),
+            burst: burst.max(1),
+            frames: Vec::with_capacity(burst),
+            refills: Vec::with_capacity(burst),
             classes,
             active_classes: active.len() as u32,
         })
     }
 
-    /// Runs `pairs` enqueue+dequeue pairs, in bursts of up to [`BURST`].
+    /// Runs `pairs` enqueue+dequeue pairs, in bursts of up to its burst.
     pub fn pairs(&mut self, pairs: u64) -> Result<(), String> {
+        if self.burst == 1 {
+            let mut done = 0;
+            while done < pairs {
+                done += step(self.enforcer.as_mut(), &mut self.now_ns)?;
+            }
+            return Ok(());
+        }
         let mut done = 0;
         while done < pairs {
-            let max = usize::try_from(pairs - done).map_or(BURST, |left| left.min(BURST));
+            let max = usize::try_from(pairs - done).map_or(self.burst, |left| left.min(self.burst));
             depart(
                 self.enforcer.as_mut(),
                 &mut self.now_ns,
@@ -281,6 +299,12 @@ impl Harness {
 
 /// Refuses a thread count the benchmark cannot run, before anything is built.
 pub fn check_threads(config: &BenchConfig) -> Result<(), String> {
+    if !(1..=BURST_MAX).contains(&config.burst) {
+        return Err(format!(
+            "a burst of {}: the benchmark takes 1 to {BURST_MAX} frames at once",
+            config.burst
+        ));
+    }
     if !(1..=THREADS_MAX).contains(&config.threads) {
         return Err(format!(
             "{} threads: the benchmark runs 1 to {THREADS_MAX}",
@@ -320,6 +344,7 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
         pairs_per_sec,
         ns_per_pair: seconds * 1e9 / pairs.max(1) as f64,
         threads: config.threads,
+        burst: config.burst,
         pairs_per_sec_1_thread: one_thread,
         speedup: pairs_per_sec / one_thread,
     })
@@ -393,6 +418,7 @@ fn run_shards(
                         &config.enforcer,
                         classes,
                         mine,
+                        config.burst,
                     );
                     ready.wait();
                     harness?.pairs_for(budget)
@@ -550,6 +576,34 @@ fn hand_over(
         .map_err(|_| "a producer stopped".to_string())
 }
 
+/// One dequeue and the refill of the class that sent; 1 pair, or 0 when a frame
+/// of a longer packet left or the enforcer held everything back (the virtual clock
+/// then jumps to its next time).
+fn step(enforcer: &mut dyn Enforcer, now_ns: &mut u64) -> Result<u64, String> {
+    let Some(frame) = enforcer.dequeue(*now_ns) else {
+        wait_for(enforcer, now_ns)?;
+        return Ok(0);
+    };
+    *now_ns += policy::wire::serialisation_ns(frame.bytes, LINK_RATE_BPS);
+    if !frame.last {
+        return Ok(0);
+    }
+    let class = frame.packet.flow;
+    enforcer
+        .enqueue(*now_ns, packet_of(class, frame.packet.handle))
+        .map_err(|(_, why)| format!("refill of class {class} refused: {why:?}"))?;
+    Ok(1)
+}
+
+/// The enforcer held everything back: the virtual clock jumps to its next time.
+fn wait_for(enforcer: &dyn Enforcer, now_ns: &mut u64) -> Result<(), String> {
+    let next = enforcer
+        .next_ready_ns(*now_ns)
+        .ok_or("the enforcer holds packets but names no time to send them")?;
+    *now_ns = next.max(*now_ns + 1);
+    Ok(())
+}
+
 /// One burst of up to `max` frames onto the benchmark's link, appended to
 /// `frames`, the virtual clock moving past them; when the enforcer held everything
 /// back, none, and the clock jumps to its next time.
@@ -565,11 +619,7 @@ fn depart(
         *now_ns = free_ns;
         return Ok(());
     }
-    let next = enforcer
-        .next_ready_ns(*now_ns)
-        .ok_or("the enforcer holds packets but names no time to send them")?;
-    *now_ns = next.max(*now_ns + 1);
-    Ok(())
+    wait_for(enforcer, now_ns)
 }
 
 /// A global allocator that counts live heap bytes, for [`bytes_per_class`]: a

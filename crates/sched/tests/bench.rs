@@ -20,6 +20,7 @@ fn a_short_tonic_run_counts_pairs_and_its_rates_agree() {
         active_fraction: 1.0,
         seconds: 0.05,
         threads: 1,
+        burst: 1,
     })
     .unwrap();
     assert_eq!(result.enforcer, "tonic");
@@ -46,6 +47,7 @@ fn config(enforcer: &str, classes: u32, threads: usize) -> BenchConfig {
         active_fraction: 1.0,
         seconds: 0.05,
         threads,
+        burst: 1,
     }
 }
 
@@ -107,6 +109,7 @@ fn a_sparse_run_keeps_one_percent_of_the_classes_backlogged() {
         active_fraction: 0.01,
         seconds: 0.02,
         threads: 1,
+        burst: 1,
     })
     .unwrap();
     assert_eq!(result.classes, 10_000);
@@ -122,6 +125,7 @@ fn an_unknown_enforcer_is_an_error_not_a_measurement() {
         active_fraction: 1.0,
         seconds: 0.01,
         threads: 1,
+        burst: 1,
     })
     .unwrap_err();
     assert!(error.contains("nosuch"), "{error}");
@@ -269,4 +273,31 @@ fn the_real_rte_sched_peer_runs_when_built() {
     // Fewer queues than one pipe holds is refused, with the reason.
     let error = run_peer(&peer, 2, 1.0, 0.1).unwrap_err();
     assert!(error.contains("--queues"), "{error}");
+}
+
+#[test]
+fn bursts_run_every_enforcer_and_a_burst_out_of_range_is_refused() {
+    for info in sched::registry::built() {
+        for burst in [1, sched::bench::RTE_SCHED_BURST] {
+            let config = BenchConfig {
+                burst,
+                ..config(info.name, 256, 1)
+            };
+            let mut harness = sched::bench::Harness::new(&config).unwrap();
+            harness
+                .pairs(2_000)
+                .unwrap_or_else(|e| panic!("{} in bursts of {burst}: {e}", info.name));
+            let result = run(&config).unwrap();
+            assert_eq!(result.burst, burst);
+            assert!(result.pairs > 0, "{result:?}");
+        }
+    }
+    for burst in [0, sched::bench::BURST_MAX + 1] {
+        let why = check_threads(&BenchConfig {
+            burst,
+            ..config("wf2q", 256, 1)
+        })
+        .unwrap_err();
+        assert!(why.contains("1 to 4096 frames"), "{why}");
+    }
 }
