@@ -1551,6 +1551,55 @@ mod size {
     }
 }
 
+#[cfg(test)]
+mod events {
+    use super::Events;
+    use std::collections::BTreeSet;
+
+    /// Events leave in order of time, and of arrival within a time, as from one
+    /// ordered set, whether they fit a run or go to the wheel: waits of two sizes
+    /// (a leaf's long one, a fixed node's short one) with jitter, ties included.
+    #[test]
+    fn events_leave_by_time_then_arrival() {
+        let mut events = Events::default();
+        let mut reference = BTreeSet::new();
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut random = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let (mut now_ns, mut seq, mut popped) = (0u64, 0u64, 0);
+        for _ in 0..200_000 {
+            if random(2) == 0 {
+                let wait_ns = match random(3) {
+                    0 => 120_000 + random(4) * 1000,
+                    1 => 1_900 + random(50),
+                    _ => 1 + random(5_000_000),
+                };
+                let node = random(1000) as u32;
+                events.push(now_ns + wait_ns, node);
+                reference.insert((now_ns + wait_ns, seq, node));
+                seq += 1;
+            } else {
+                now_ns += random(3_000);
+                while let Some((at_ns, node)) = events.pop_due(now_ns) {
+                    let first = reference.pop_first().expect("an event the reference holds");
+                    assert_eq!((at_ns, node), (first.0, first.2));
+                    popped += 1;
+                }
+                assert!(reference.first().is_none_or(|e| e.0 > now_ns));
+                assert_eq!(events.next_at_ns(), reference.first().map(|e| e.0));
+            }
+        }
+        assert!(
+            popped > 50_000 && !events.slots.is_empty(),
+            "runs and wheel both used"
+        );
+    }
+}
+
 #[cfg(all(test, debug_assertions))]
 mod invariants {
     use super::*;
