@@ -333,7 +333,10 @@ fn bench_threads_reports_the_speedup_over_one_thread_and_refuses_what_it_cannot_
         );
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(json["threads"], 2, "{json}");
-        assert_eq!(json["burst"], 1, "one pair at a time unless --burst: {json}");
+        assert_eq!(
+            json["burst"], 1,
+            "one pair at a time unless --burst: {json}"
+        );
         let one = json["pairs_per_sec_1_thread"].as_f64().unwrap();
         let many = json["pairs_per_sec"].as_f64().unwrap();
         assert!(one > 0.0 && many > 0.0, "{json}");
