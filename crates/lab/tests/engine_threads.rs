@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{assert_nothing_left, our_namespaces};
+use common::{assert_nothing_left, our_namespaces, tenant_means};
 use lab::LabOptions;
 use std::path::Path;
 use std::sync::Mutex;
@@ -45,24 +45,6 @@ traffic:
         .expect("valid scenario")
 }
 
-/// Per tenant, mean throughput over the steady intervals after the first second.
-fn tenant_means(record: &report::RunRecord) -> Vec<f64> {
-    (0..record.tenants.len())
-        .map(|t| {
-            let steady: Vec<_> = record
-                .intervals
-                .iter()
-                .filter(|i| i.steady && i.start_ns >= 1_000_000_000 && i.tenant_active(t))
-                .collect();
-            steady
-                .iter()
-                .map(|i| record.tenant_throughput_bps(i, t))
-                .sum::<f64>()
-                / steady.len().max(1) as f64
-        })
-        .collect()
-}
-
 /// Runs the scenario on `threads` engine threads; every self-check must pass.
 /// Returns each tenant's mean throughput and the Jain index of the tenants'
 /// throughputs against their ideals.
@@ -83,7 +65,7 @@ fn run(enforcer: &str, threads: usize) -> (Vec<f64>, f64) {
     for c in &record.checks {
         assert!(c.ok, "{enforcer} on {threads} thread(s): {c:?}");
     }
-    let means = tenant_means(&record);
+    let means: Vec<f64> = tenant_means(&record).iter().map(|&(got, _)| got).collect();
     // Silver is capped at 40 Mbit/s; gold and bronze share the rest 3:1.
     let ideal = [
         (LINK_BPS - CAP_BPS) * 0.75,

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{assert_nothing_left, our_namespaces};
+use common::{assert_nothing_left, our_namespaces, tenant_means};
 use lab::{LabError, LabOptions, Tools};
 use policy::Scenario;
 use std::path::Path;
@@ -52,29 +52,8 @@ traffic:
     )
 }
 
-/// Per tenant: mean throughput and mean ideal over the steady intervals after the first second.
-fn tenant_means(record: &report::RunRecord) -> Vec<(f64, f64)> {
-    (0..record.tenants.len())
-        .map(|t| {
-            let steady: Vec<_> = record
-                .intervals
-                .iter()
-                .filter(|i| i.steady && i.start_ns >= 1_000_000_000 && i.tenant_active(t))
-                .collect();
-            let n = steady.len().max(1) as f64;
-            let got = steady
-                .iter()
-                .map(|i| record.tenant_throughput_bps(i, t))
-                .sum::<f64>()
-                / n;
-            let ideal = steady.iter().map(|i| i.tenant_ideal_bps(t)).sum::<f64>() / n;
-            (got, ideal)
-        })
-        .collect()
-}
-
 /// Runs `scenario` under `enforcer`, checks the record and that nothing is left
-/// behind, and returns it with the per-tenant means of [`tenant_means`].
+/// behind, and returns it with the per-tenant means of [`common::tenant_means`].
 fn run_lab(scenario: &Scenario, enforcer: &str) -> (report::RunRecord, Vec<(f64, f64)>) {
     let before = our_namespaces();
     let record = lab::run(scenario, enforcer, &LabOptions::default(), &mut |_| {})

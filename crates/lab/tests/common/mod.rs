@@ -84,3 +84,24 @@ pub fn assert_nothing_left(before: &[String]) {
         );
     }
 }
+
+/// Per tenant: mean throughput and mean ideal over the steady intervals after the first second.
+pub fn tenant_means(record: &report::RunRecord) -> Vec<(f64, f64)> {
+    (0..record.tenants.len())
+        .map(|t| {
+            let steady: Vec<_> = record
+                .intervals
+                .iter()
+                .filter(|i| i.steady && i.start_ns >= 1_000_000_000 && i.tenant_active(t))
+                .collect();
+            let n = steady.len().max(1) as f64;
+            let got = steady
+                .iter()
+                .map(|i| record.tenant_throughput_bps(i, t))
+                .sum::<f64>()
+                / n;
+            let ideal = steady.iter().map(|i| i.tenant_ideal_bps(t)).sum::<f64>() / n;
+            (got, ideal)
+        })
+        .collect()
+}
