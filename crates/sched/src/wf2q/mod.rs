@@ -470,6 +470,9 @@ pub struct Wf2q {
     /// app that holds none most of the time (udp, rpc) sent beside a sibling that
     /// took the whole cap: 52 Mbit/s under a 40.6 Mbit/s cap.
     tenant_cap_t: Vec<u64>,
+    /// Per capped tenant: real-time units a byte at its `max_rate`, fixed for the
+    /// run, so that a packet pays no division for its tenant's tag.
+    tenant_cap_t_per_byte: Vec<Option<f64>>,
 }
 
 /// A class's byte cost at `per_byte` units a byte, rounded up so that a class never
@@ -685,6 +688,11 @@ impl Wf2q {
             level_start_v: vec![0; levels],
             level_start_t: vec![0; levels],
             tenant_cap_t: vec![0; policy.tenants.len()],
+            tenant_cap_t_per_byte: policy
+                .tenants
+                .iter()
+                .map(|t| t.max_rate_bps.map(|max| per_byte(link_bps, max as f64)))
+                .collect(),
         })
     }
 
@@ -1131,8 +1139,8 @@ impl Wf2q {
             *start = (*start).max(t.saturating_sub(CAP_CREDIT_BYTES << V_FRAC_BITS)) + cost;
             debug_assert!(*start > previous, "each packet moves its cap's tag on");
             let tenant = usize::from(self.app_tenant[app]);
-            if let Some(max) = self.tenant_max_bps[tenant] {
-                let tenant_cost = self::cost(packet.len_bytes, per_byte(self.link_bps, max as f64));
+            if let Some(t_per_byte) = self.tenant_cap_t_per_byte[tenant] {
+                let tenant_cost = self::cost(packet.len_bytes, t_per_byte);
                 let start = &mut self.tenant_cap_t[tenant];
                 *start =
                     (*start).max(t.saturating_sub(CAP_CREDIT_BYTES << V_FRAC_BITS)) + tenant_cost;
