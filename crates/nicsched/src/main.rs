@@ -235,12 +235,12 @@ enum Command {
     ///
     /// With `--threads N`, the same load is then driven from N threads for as long
     /// again, and the speedup over the one-thread rate of the same run is reported.
-    /// `fairnic` runs as FairNIC's distributed tokens: one engine core per thread,
-    /// each with its own tenants' queues and local buckets, sharing only the
-    /// overflow pool through atomics. Every other enforcer is single-threaded, as the
-    /// lab's engine thread is: N producer threads prepare packets and hand them over
-    /// in batches to the enforcer's own thread, which enqueues and dequeues (N + 1
-    /// threads in all).
+    /// `valve` and `fairnic` run one shard per thread, as on N engine cores: each
+    /// thread serves its own tenants' queues with local state, and the shards share
+    /// only what they must through atomics (valve's rates, fairnic's overflow pool).
+    /// Every other enforcer is single-threaded, as the lab's engine thread is: N
+    /// producer threads prepare packets and hand them over in batches to the
+    /// enforcer's own thread, which enqueues and dequeues (N + 1 threads in all).
     Bench {
         /// Enforcer to measure.
         #[arg(long = "enforcer", short = 'e', value_name = "NAME")]
@@ -259,8 +259,9 @@ enum Command {
         #[arg(long, value_name = "PEER")]
         vs: Option<String>,
         /// Threads driving the enforcer after the one-thread measurement (1: only
-        /// that measurement). fairnic needs a backlogged class on every engine core:
-        /// at most 16 threads (one per tenant of the tree).
+        /// that measurement). valve and fairnic need a backlogged class on every
+        /// engine core: at most 16 threads (one per tenant of the tree), fewer with
+        /// a small --active.
         #[arg(long, value_name = "N", default_value_t = 1,
               value_parser = clap::value_parser!(u16).range(1..=sched::bench::THREADS_MAX as i64))]
         threads: u16,
@@ -503,11 +504,24 @@ mod tests {
         let check = help_of("check");
         let one_host = sched::registry::defaults(sched::registry::World::OneHost).join(", ");
         assert!(check.contains(&format!("Default: {one_host}.")), "{check}");
+        let per_core = sched::ENFORCERS
+            .iter()
+            .filter(|e| matches!(e.threads(), Some(sched::registry::Threads::PerCore { .. })))
+            .map(|e| format!("`{}`", e.name))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        let bench = help_of("bench");
+        let sharded = format!("{per_core} run one shard per thread");
+        assert!(bench.contains(&sharded), "{sharded} in {bench}");
+        let sharded = format!("Under {per_core} (the enforcers that run per core)");
+        assert!(lab.contains(&sharded), "{sharded} in {lab}");
         let defaults = lab::default_enforcers().collect::<Vec<_>>().join(", ");
         let lab_bench = help_of("lab-bench");
         assert!(
             lab_bench.contains(&format!("Default: {defaults}.")),
             "{defaults} in {lab_bench}"
         );
+        let sharded = format!("{per_core} get a thread per shard");
+        assert!(lab_bench.contains(&sharded), "{sharded} in {lab_bench}");
     }
 }
