@@ -331,6 +331,7 @@ pub(crate) fn lab_bench(
 pub(crate) fn bench(
     config: &sched::bench::BenchConfig,
     vs: Option<&str>,
+    rounds: u32,
     json: bool,
 ) -> Result<(), Failure> {
     let (enforcer, active) = (config.enforcer.as_str(), config.active_fraction);
@@ -361,14 +362,36 @@ pub(crate) fn bench(
     let bytes_per_class =
         sched::bench::bytes_per_class(enforcer, config.classes, &sched::bench::live_heap_bytes)
             .map_err(Failure::runtime)?;
-    let result = sched::bench::run(config).map_err(Failure::runtime)?;
-    let peer_result = match &peer {
-        Some(path) => Some(
-            sched::bench::run_peer(path, result.classes, active, config.seconds)
-                .map_err(Failure::runtime)?,
-        ),
-        None => None,
-    };
+    let parts = 1 + u64::from(peer.is_some());
+    let bar = ProgressBar::new(u64::from(rounds) * parts);
+    bar.set_style(
+        ProgressStyle::with_template("[{bar:30}] round {pos}/{len}  {msg:<9} {elapsed}")
+            .expect("constant template")
+            .progress_chars("=> "),
+    );
+    if rounds == 1 {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let mut results = Vec::new();
+    let mut peer_results = Vec::new();
+    for _ in 0..rounds {
+        bar.set_message(enforcer.to_string());
+        results.push(sched::bench::run(config).map_err(Failure::runtime)?);
+        bar.inc(1);
+        if let Some(path) = &peer {
+            bar.set_message("rte_sched");
+            let classes = results[0].classes;
+            peer_results.push(
+                sched::bench::run_peer(path, classes, active, config.seconds)
+                    .map_err(Failure::runtime)?,
+            );
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let result = sched::bench::add_rounds(&results).expect("at least one round");
+    let rates = || results.iter().map(|r| r.pairs_per_sec);
+    let (lowest, highest) = sched::bench::spread(rates()).unwrap_or_default();
     let mut out = serde_json::json!({
         "enforcer": result.enforcer,
         "classes": result.classes,
@@ -382,48 +405,92 @@ pub(crate) fn bench(
         "burst": result.burst,
         "pairs_per_sec_1_thread": result.pairs_per_sec_1_thread,
         "speedup": result.speedup,
+        "rounds": rounds,
+        "rounds_pairs_per_sec": rates().collect::<Vec<_>>(),
     });
-    if let Some(p) = &peer_result {
+    // Each round of the peer ran as long as the others: their mean is the rate
+    // of all of them together.
+    let peer_rate = (!peer_results.is_empty()).then(|| {
+        peer_results.iter().map(|p| p.pairs_per_sec).sum::<f64>() / peer_results.len() as f64
+    });
+    let round_ratios = || {
+        results
+            .iter()
+            .zip(&peer_results)
+            .map(|(r, p)| r.pairs_per_sec / p.pairs_per_sec)
+    };
+    if let (Some(p), Some(peer_rate)) = (peer_results.first(), peer_rate) {
+        let (ratio_lowest, ratio_highest) =
+            sched::bench::spread(round_ratios()).unwrap_or_default();
         out["peer"] = "rte_sched".into();
-        out["peer_pairs_per_sec"] = p.pairs_per_sec.into();
-        out["peer_ns_per_pair"] = p.ns_per_pair.into();
+        out["peer_pairs_per_sec"] = peer_rate.into();
+        out["peer_ns_per_pair"] = (1e9 / peer_rate).into();
         out["peer_queues"] = p.queues.into();
-        out["ratio"] = (result.pairs_per_sec / p.pairs_per_sec).into();
+        out["peer_rounds_pairs_per_sec"] = peer_results
+            .iter()
+            .map(|p| p.pairs_per_sec)
+            .collect::<Vec<_>>()
+            .into();
+        out["ratio"] = (result.pairs_per_sec / peer_rate).into();
+        out["ratio_lowest"] = ratio_lowest.into();
+        out["ratio_highest"] = ratio_highest.into();
     }
     if json {
         println!("{out}");
-    } else if result.threads > 1 {
+        return Ok(());
+    }
+    let of_rounds = |lowest: f64, highest: f64| {
+        if rounds == 1 {
+            String::new()
+        } else {
+            format!(
+                ", {rounds} rounds from {:.2} to {:.2}",
+                lowest / 1e6,
+                highest / 1e6
+            )
+        }
+    };
+    if result.threads > 1 {
         println!(
-            "{}: {} classes ({} backlogged): {:.2} M pairs/s on {} threads, {:.2}x the {:.2} M pairs/s of one thread, {:.0} bytes per class",
+            "{}: {} classes ({} backlogged): {:.2} M pairs/s on {} threads{}, {:.2}x the {:.2} M pairs/s of one thread, {:.0} bytes per class",
             result.enforcer,
             result.classes,
             result.active_classes,
             result.pairs_per_sec / 1e6,
             result.threads,
+            of_rounds(lowest, highest),
             result.speedup,
             result.pairs_per_sec_1_thread / 1e6,
             bytes_per_class
         );
-    } else {
+        return Ok(());
+    }
+    println!(
+        "{}: {} classes ({} backlogged): {:.2} M pairs/s ({:.1} ns per enqueue+dequeue){}, {:.0} bytes per class",
+        result.enforcer,
+        result.classes,
+        result.active_classes,
+        result.pairs_per_sec / 1e6,
+        result.ns_per_pair,
+        of_rounds(lowest, highest),
+        bytes_per_class
+    );
+    if let (Some(p), Some(peer_rate)) = (peer_results.first(), peer_rate) {
+        let rates = peer_results.iter().map(|p| p.pairs_per_sec);
+        let (peer_lowest, peer_highest) = sched::bench::spread(rates).unwrap_or_default();
+        let ratios = match sched::bench::spread(round_ratios()) {
+            Some((lo, hi)) if rounds > 1 => format!(" (rounds from {lo:.2}x to {hi:.2}x)"),
+            _ => String::new(),
+        };
         println!(
-            "{}: {} classes ({} backlogged): {:.2} M pairs/s ({:.1} ns per enqueue+dequeue), {:.0} bytes per class",
+            "rte_sched: {} queues: {:.2} M pairs/s ({:.1} ns){}; {} / rte_sched = {:.2}x{ratios}",
+            p.queues,
+            peer_rate / 1e6,
+            1e9 / peer_rate,
+            of_rounds(peer_lowest, peer_highest),
             result.enforcer,
-            result.classes,
-            result.active_classes,
-            result.pairs_per_sec / 1e6,
-            result.ns_per_pair,
-            bytes_per_class
+            result.pairs_per_sec / peer_rate
         );
-        if let Some(p) = &peer_result {
-            println!(
-                "rte_sched: {} queues: {:.2} M pairs/s ({:.1} ns); {} / rte_sched = {:.2}x",
-                p.queues,
-                p.pairs_per_sec / 1e6,
-                p.ns_per_pair,
-                result.enforcer,
-                result.pairs_per_sec / p.pairs_per_sec
-            );
-        }
     }
     Ok(())
 }

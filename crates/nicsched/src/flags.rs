@@ -14,7 +14,8 @@ pub(crate) const ENGINE_THREADS_MAX: i64 = 64;
 
 /// `--seconds` of `bench` and `lab-bench`: a measurement, not a soak test.
 pub(crate) const MEASURED_SECONDS_MAX: f64 = 600.0;
-pub(crate) const LAB_BENCH_ROUNDS_MAX: i64 = 100;
+/// `--rounds` of `bench` and `lab-bench`.
+pub(crate) const BENCH_ROUNDS_MAX: i64 = 100;
 
 pub(crate) fn lab_link_rate(text: &str) -> Result<u64, String> {
     let bps = policy::parse_rate(text)?;

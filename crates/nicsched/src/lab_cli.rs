@@ -98,7 +98,7 @@ pub(crate) struct LabBenchArgs {
     /// the table then shows each path's lowest and highest round. On a machine
     /// shared with other work, 3 or more make the paths' ratios trustworthy.
     #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=LAB_BENCH_ROUNDS_MAX))]
+          value_parser = clap::value_parser!(u32).range(1..=BENCH_ROUNDS_MAX))]
     rounds: u32,
     /// UDP payload of each datagram, in bytes (64 B payload = 106 B frames).
     #[arg(long, value_name = "BYTES", default_value_t = 64,

@@ -272,6 +272,14 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 1,
               value_parser = clap::value_parser!(u16).range(1..=sched::bench::BURST_MAX as i64))]
         burst: u16,
+        /// Measure this many times, round after round (the enforcer, then its
+        /// `--vs` peer, in each), adding up the counts; the lines then give each
+        /// one's lowest and highest round, and the ratio's. On a machine shared
+        /// with other work, 3 or more make a ratio trustworthy: one round of each
+        /// may catch a neighbour's load on one side only.
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u16).range(1..=BENCH_ROUNDS_MAX))]
+        rounds: u16,
         /// Print one JSON object instead of a sentence.
         #[arg(long)]
         json: bool,
@@ -429,6 +437,7 @@ fn main() -> ExitCode {
             vs,
             threads,
             burst,
+            rounds,
             json,
         } => commands::bench(
             &sched::bench::BenchConfig {
@@ -440,6 +449,7 @@ fn main() -> ExitCode {
                 burst: usize::from(burst),
             },
             vs.as_deref(),
+            u32::from(rounds),
             json,
         ),
         Command::Compare {

@@ -356,7 +356,33 @@ fn bench_threads_reports_the_speedup_over_one_thread_and_refuses_what_it_cannot_
         (Some(1), Some(1.0))
     );
 
+    // Rounds add up: the pairs of all of them, and each one's rate kept.
+    let out = nicsched(
+        &[
+            &["bench", "-e", "htb", "--rounds", "3", "--json"][..],
+            &short,
+        ]
+        .concat(),
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rates = json["rounds_pairs_per_sec"].as_array().unwrap();
+    assert_eq!(
+        (json["rounds"].as_u64(), rates.len()),
+        (Some(3), 3),
+        "{json}"
+    );
+    assert!(json["seconds"].as_f64().unwrap() >= 3.0 * 0.05, "{json}");
+    let rate = json["pairs"].as_f64().unwrap() / json["seconds"].as_f64().unwrap();
+    assert!(
+        (json["pairs_per_sec"].as_f64().unwrap() - rate).abs() <= rate * 1e-9,
+        "{json}"
+    );
+    let out = nicsched(&[&["bench", "-e", "htb", "--rounds", "2"][..], &short].concat());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(", 2 rounds from "), "{text}");
+
     for (args, says) in [
+        (&["--rounds", "0"][..], "--rounds"),
         (&["--threads", "0"][..], "--threads"),
         (&["--threads", "257"][..], "--threads"),
         (&["--threads", "32"][..], "engine core 1 serves none"),
@@ -1024,4 +1050,55 @@ fn explain_gives_a_scenarios_ideal_phase_by_phase_for_its_traffic() {
     assert!(text[from_0..from_1].contains("1Gbit  100.0%"), "{text}");
     assert!(text[from_1..].contains("750Mbit   75.0%"), "{text}");
     assert!(text[from_1..].contains("250Mbit   25.0%"), "{text}");
+}
+
+#[test]
+fn bench_rounds_against_rte_sched_alternate_and_give_the_ratios_range() {
+    let Some(_) = sched::bench::peer_binary() else {
+        let in_ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        assert!(
+            !in_ci,
+            "the rte_sched peer is not built (scripts/setup.sh builds it), and CI runs every test"
+        );
+        eprintln!("skipped: the rte_sched peer is not built (run scripts/setup.sh)");
+        return;
+    };
+    let args = [
+        "bench",
+        "-e",
+        "wheel",
+        "--classes",
+        "64",
+        "--seconds",
+        "0.05",
+        "--rounds",
+        "2",
+        "--vs",
+        "rte_sched",
+    ];
+    let out = nicsched(&[&args[..], &["--json"]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let peer = json["peer_rounds_pairs_per_sec"].as_array().unwrap();
+    assert_eq!(peer.len(), 2, "one peer run per round: {json}");
+    let mean = peer.iter().map(|p| p.as_f64().unwrap()).sum::<f64>() / 2.0;
+    assert_eq!(json["peer_pairs_per_sec"].as_f64(), Some(mean), "{json}");
+    let ratio = json["ratio"].as_f64().unwrap();
+    let mine = json["pairs_per_sec"].as_f64().unwrap();
+    assert!((ratio - mine / mean).abs() <= ratio * 1e-12, "{json}");
+    let (lowest, highest) = (
+        json["ratio_lowest"].as_f64().unwrap(),
+        json["ratio_highest"].as_f64().unwrap(),
+    );
+    assert!(0.0 < lowest && lowest <= highest, "{json}");
+    let out = nicsched(&args);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("wheel / rte_sched = ") && text.contains("(rounds from "),
+        "{text}"
+    );
 }

@@ -350,6 +350,41 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult, String> {
     })
 }
 
+/// Rounds of one benchmark added up, as `lab-bench --rounds` adds its rounds: the
+/// pairs and seconds summed, so the rates are of all rounds together; the one-thread
+/// rate is the rounds' mean (each ran as long), the rate itself on one thread.
+/// `None` for no rounds.
+pub fn add_rounds(rounds: &[BenchResult]) -> Option<BenchResult> {
+    let first = rounds.first()?;
+    let pairs: u64 = rounds.iter().map(|r| r.pairs).sum();
+    let seconds: f64 = rounds.iter().map(|r| r.seconds).sum();
+    let pairs_per_sec = pairs as f64 / seconds;
+    let one_thread = if first.threads == 1 {
+        pairs_per_sec
+    } else {
+        rounds.iter().map(|r| r.pairs_per_sec_1_thread).sum::<f64>() / rounds.len() as f64
+    };
+    Some(BenchResult {
+        pairs,
+        seconds,
+        pairs_per_sec,
+        ns_per_pair: seconds * 1e9 / pairs.max(1) as f64,
+        pairs_per_sec_1_thread: one_thread,
+        speedup: pairs_per_sec / one_thread,
+        ..first.clone()
+    })
+}
+
+/// The lowest and the highest of `values` (`None` when empty or not all finite).
+pub fn spread(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
+    values
+        .into_iter()
+        .try_fold(None, |range: Option<(f64, f64)>, v| {
+            v.is_finite()
+                .then(|| Some(range.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v)))))
+        })?
+}
+
 /// The core mask and shards of an enforcer whose row runs it per core.
 fn per_core(enforcer: &str) -> Option<(CoreMask, Shards)> {
     match registry::find(enforcer)?.threads()? {

@@ -5,8 +5,8 @@
 
 use policy::{AppId, SplitBy};
 use sched::bench::{
-    BenchConfig, LINK_RATE_BPS, TENANTS, THREADS_MAX, bytes_per_class, check_threads, packet_of,
-    peer_binary, policy_for, run, run_peer,
+    BenchConfig, BenchResult, LINK_RATE_BPS, TENANTS, THREADS_MAX, add_rounds, bytes_per_class,
+    check_threads, packet_of, peer_binary, policy_for, run, run_peer, spread,
 };
 use sched::classes::Classes;
 use std::cell::Cell;
@@ -49,6 +49,54 @@ fn config(enforcer: &str, classes: u32, threads: usize) -> BenchConfig {
         threads,
         burst: 1,
     }
+}
+
+fn round(pairs: u64, seconds: f64, threads: usize, one_thread: f64) -> BenchResult {
+    let pairs_per_sec = pairs as f64 / seconds;
+    BenchResult {
+        enforcer: "htb".into(),
+        classes: 1024,
+        active_classes: 1024,
+        pairs,
+        seconds,
+        pairs_per_sec,
+        ns_per_pair: 1e9 / pairs_per_sec,
+        threads,
+        burst: 1,
+        pairs_per_sec_1_thread: one_thread,
+        speedup: pairs_per_sec / one_thread,
+    }
+}
+
+#[test]
+fn rounds_add_up_their_counts_and_keep_their_spread() {
+    assert_eq!(add_rounds(&[]), None);
+    // A slow round and a fast one: the rate is of all pairs over all seconds, not
+    // the mean of the two rates.
+    let slow = round(1_000_000, 1.0, 1, 1e6);
+    let fast = round(3_000_000, 0.5, 1, 6e6);
+    let both = add_rounds(&[slow.clone(), fast.clone()]).unwrap();
+    assert_eq!((both.pairs, both.seconds), (4_000_000, 1.5));
+    assert_eq!(both.pairs_per_sec, 4e6 / 1.5);
+    assert_eq!(both.ns_per_pair, 1.5e9 / 4e6);
+    assert_eq!(
+        (both.pairs_per_sec_1_thread, both.speedup),
+        (both.pairs_per_sec, 1.0),
+        "one thread is its own peer over rounds too"
+    );
+    assert_eq!(add_rounds(std::slice::from_ref(&slow)), Some(slow));
+    // On two threads each round's one-thread rate ran as long: their mean.
+    let two = add_rounds(&[round(4_000_000, 1.0, 2, 2e6), round(2_000_000, 1.0, 2, 1e6)]).unwrap();
+    assert_eq!(two.pairs_per_sec_1_thread, 1.5e6);
+    assert_eq!(two.speedup, 3e6 / 1.5e6);
+
+    assert_eq!(spread([2.0, 0.5, 1.0]), Some((0.5, 2.0)));
+    assert_eq!(spread([]), None);
+    assert_eq!(
+        spread([1.0, f64::NAN]),
+        None,
+        "no range from a rate that is none"
+    );
 }
 
 #[test]
