@@ -47,7 +47,8 @@ use datapath::{classify, cores, engine, host_side, shards, sys};
 
 pub use bench::{
     BENCH_LINK_RATE_BPS, BenchOptions, BenchReport, KERNEL_FORWARDING, PAYLOAD_BYTES_MAX, PathKind,
-    PathResult, default_enforcers, default_paths, default_policy, json_path, run_bench,
+    PathResult, default_enforcers, default_paths, default_policy, engine_realtime_fits, json_path,
+    run_bench,
 };
 pub use classify::{
     Class, Classifier, Ipv4Header, Ipv6Header, Malformed, ParsedFrame, Prefix, parse,

@@ -158,6 +158,11 @@ fn fifo_and_kernel_forwarding_deliver_frames_and_account_for_the_rest() {
     let json = report.to_json();
     assert_eq!(json["paths"][0]["path"], "fifo");
     assert!(json["paths"][0]["ratio_to_kernel"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        json["engine_realtime"],
+        lab::engine_realtime_fits(1),
+        "one engine thread runs at SCHED_FIFO wherever it leaves a core"
+    );
 }
 
 #[test]

@@ -268,11 +268,17 @@ pub(crate) fn lab_bench(
         flows_per_tenant: flows,
         search_steps,
         engine_threads,
+        engine_realtime: lab::engine_realtime_fits(engine_threads),
         ..lab::BenchOptions::default()
     };
     if !quiet {
+        let priority = if options.engine_realtime {
+            "SCHED_FIFO"
+        } else {
+            "normal priority"
+        };
         eprintln!(
-            "lab-bench: {label}, {} tenant(s) x {flows} UDP flow(s), {size}-byte payloads, {seconds} s per path, {rounds} round(s), {engine_threads} engine thread(s): {}",
+            "lab-bench: {label}, {} tenant(s) x {flows} UDP flow(s), {size}-byte payloads, {seconds} s per path, {rounds} round(s), {engine_threads} engine thread(s) at {priority}: {}",
             policy.tenants.len(),
             paths.join(", ")
         );

@@ -119,7 +119,8 @@ pub(crate) struct LabBenchArgs {
     /// Threads of the engine on every engine path, as `nicsched lab
     /// --engine-threads`: `valve` and `fairnic` get a thread per shard, each
     /// receiving and scheduling its tenants; the others one scheduling thread
-    /// and N-1 that send.
+    /// and N-1 that send. At SCHED_FIFO only while N is below the machine's
+    /// cores.
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=ENGINE_THREADS_MAX))]
     engine_threads: u16,

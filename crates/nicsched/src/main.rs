@@ -191,8 +191,11 @@ enum Command {
     /// forwarded / offered (dropped in the veths' backlog, the engine's socket
     /// buffer or its per-tenant bound). The senders, the forwarder and the sink's
     /// receive share the machine's cores: the kernel paths forward inside the
-    /// senders' own `sendmmsg` calls, the engine on a thread of its own, so the
-    /// numbers compare forwarding costs on this machine, not NIC line rates.
+    /// senders' own `sendmmsg` calls, the engine on threads of its own, so the
+    /// numbers compare forwarding costs on this machine, not NIC line rates. The
+    /// engine's threads run at SCHED_FIFO, as `enforce` runs the engine, when they
+    /// leave the machine a core (fewer engine threads than cores; the header says
+    /// which): the senders then cannot take the engine's core from it.
     /// "loss-free kframes/s" is the highest rate forwarded with at most 0.1% loss
     /// under paced senders (`--search-steps`): the saturating offer makes senders
     /// spend cores on frames a forwarder of its own then drops, which the kernel
