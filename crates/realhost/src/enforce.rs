@@ -322,7 +322,7 @@ pub fn start(request: &Request<'_>) -> Result<Enforcing, Error> {
     let engine = std::thread::Builder::new()
         .name("nicsched-engine".into())
         .spawn(move || {
-            // Before the tenants' senders for a core, as in the lab.
+            // Before the tenants' senders for a core, as lab-bench runs its engine.
             if let Err(e) = datapath::sys::set_realtime() {
                 tracing::warn!("the engine runs at normal priority: {e}");
             }
