@@ -96,7 +96,8 @@ pub(crate) struct LabBenchArgs {
     seconds: f64,
     /// Run every path this many times, round after round, adding up the counts;
     /// the table then shows each path's lowest and highest round. On a machine
-    /// shared with other work, 3 or more make the paths' ratios trustworthy.
+    /// shared with other work give 3 or more, so that its load falls on every
+    /// path alike, and read each ratio with its paths' ranges.
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=BENCH_ROUNDS_MAX))]
     rounds: u32,

@@ -278,8 +278,9 @@ enum Command {
         /// Measure this many times, round after round (the enforcer, then its
         /// `--vs` peer, in each), adding up the counts; the lines then give each
         /// one's lowest and highest round, and the ratio's. On a machine shared
-        /// with other work, 3 or more make a ratio trustworthy: one round of each
-        /// may catch a neighbour's load on one side only.
+        /// with other work give 3 or more, and read the ratio with its range: one
+        /// round of each may catch a neighbour's load on one side only (a 2-vCPU
+        /// VM moved one ratio from 0.79x to 1.46x within three rounds).
         #[arg(long, value_name = "N", default_value_t = 1,
               value_parser = clap::value_parser!(u16).range(1..=BENCH_ROUNDS_MAX))]
         rounds: u16,
