@@ -414,30 +414,26 @@ pub(crate) fn bench(
         "rounds": rounds,
         "rounds_pairs_per_sec": rates().collect::<Vec<_>>(),
     });
-    // Each round of the peer ran as long as the others: their mean is the rate
-    // of all of them together.
-    let peer_rate = (!peer_results.is_empty()).then(|| {
-        peer_results.iter().map(|p| p.pairs_per_sec).sum::<f64>() / peer_results.len() as f64
-    });
+    let peer_result = sched::bench::add_peer_rounds(&peer_results);
     let round_ratios = || {
         results
             .iter()
             .zip(&peer_results)
             .map(|(r, p)| r.pairs_per_sec / p.pairs_per_sec)
     };
-    if let (Some(p), Some(peer_rate)) = (peer_results.first(), peer_rate) {
+    if let Some(p) = &peer_result {
         let (ratio_lowest, ratio_highest) =
             sched::bench::spread(round_ratios()).unwrap_or_default();
         out["peer"] = "rte_sched".into();
-        out["peer_pairs_per_sec"] = peer_rate.into();
-        out["peer_ns_per_pair"] = (1e9 / peer_rate).into();
+        out["peer_pairs_per_sec"] = p.pairs_per_sec.into();
+        out["peer_ns_per_pair"] = p.ns_per_pair.into();
         out["peer_queues"] = p.queues.into();
         out["peer_rounds_pairs_per_sec"] = peer_results
             .iter()
             .map(|p| p.pairs_per_sec)
             .collect::<Vec<_>>()
             .into();
-        out["ratio"] = (result.pairs_per_sec / peer_rate).into();
+        out["ratio"] = (result.pairs_per_sec / p.pairs_per_sec).into();
         out["ratio_lowest"] = ratio_lowest.into();
         out["ratio_highest"] = ratio_highest.into();
     }
@@ -481,7 +477,7 @@ pub(crate) fn bench(
         of_rounds(lowest, highest),
         bytes_per_class
     );
-    if let (Some(p), Some(peer_rate)) = (peer_results.first(), peer_rate) {
+    if let Some(p) = &peer_result {
         let rates = peer_results.iter().map(|p| p.pairs_per_sec);
         let (peer_lowest, peer_highest) = sched::bench::spread(rates).unwrap_or_default();
         let ratios = match sched::bench::spread(round_ratios()) {
@@ -491,11 +487,11 @@ pub(crate) fn bench(
         println!(
             "rte_sched: {} queues: {:.2} M pairs/s ({:.1} ns){}; {} / rte_sched = {:.2}x{ratios}",
             p.queues,
-            peer_rate / 1e6,
-            1e9 / peer_rate,
+            p.pairs_per_sec / 1e6,
+            p.ns_per_pair,
             of_rounds(peer_lowest, peer_highest),
             result.enforcer,
-            result.pairs_per_sec / peer_rate
+            result.pairs_per_sec / p.pairs_per_sec
         );
     }
     Ok(())

@@ -375,6 +375,18 @@ pub fn add_rounds(rounds: &[BenchResult]) -> Option<BenchResult> {
     })
 }
 
+/// Rounds of the rte_sched peer added up: each ran as long as the others, so the
+/// mean of their rates is the rate of all of them together. `None` for no rounds.
+pub fn add_peer_rounds(rounds: &[PeerResult]) -> Option<PeerResult> {
+    let first = rounds.first()?;
+    let pairs_per_sec = rounds.iter().map(|p| p.pairs_per_sec).sum::<f64>() / rounds.len() as f64;
+    Some(PeerResult {
+        pairs_per_sec,
+        ns_per_pair: 1e9 / pairs_per_sec,
+        ..first.clone()
+    })
+}
+
 /// The lowest and the highest of `values` (`None` when empty or not all finite).
 pub fn spread(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
     values

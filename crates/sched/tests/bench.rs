@@ -5,8 +5,9 @@
 
 use policy::{AppId, SplitBy};
 use sched::bench::{
-    BenchConfig, BenchResult, LINK_RATE_BPS, TENANTS, THREADS_MAX, add_rounds, bytes_per_class,
-    check_threads, packet_of, peer_binary, policy_for, run, run_peer, spread,
+    BenchConfig, BenchResult, LINK_RATE_BPS, PeerResult, TENANTS, THREADS_MAX, add_peer_rounds,
+    add_rounds, bytes_per_class, check_threads, packet_of, peer_binary, policy_for, run, run_peer,
+    spread,
 };
 use sched::classes::Classes;
 use std::cell::Cell;
@@ -89,6 +90,17 @@ fn rounds_add_up_their_counts_and_keep_their_spread() {
     let two = add_rounds(&[round(4_000_000, 1.0, 2, 2e6), round(2_000_000, 1.0, 2, 1e6)]).unwrap();
     assert_eq!(two.pairs_per_sec_1_thread, 1.5e6);
     assert_eq!(two.speedup, 3e6 / 1.5e6);
+
+    let peer = |pairs_per_sec: f64| PeerResult {
+        pairs_per_sec,
+        ns_per_pair: 1e9 / pairs_per_sec,
+        queues: 1024,
+        active_queues: 1024,
+    };
+    assert_eq!(add_peer_rounds(&[]), None);
+    let peers = add_peer_rounds(&[peer(1e6), peer(3e6)]).unwrap();
+    assert_eq!((peers.pairs_per_sec, peers.ns_per_pair), (2e6, 500.0));
+    assert_eq!(peers.queues, 1024);
 
     assert_eq!(spread([2.0, 0.5, 1.0]), Some((0.5, 2.0)));
     assert_eq!(spread([]), None);
