@@ -413,6 +413,7 @@ pub(crate) fn bench(
         "speedup": result.speedup,
         "rounds": rounds,
         "rounds_pairs_per_sec": rates().collect::<Vec<_>>(),
+        "class_cap": config.class_cap.name(),
     });
     let peer_result = sched::bench::add_peer_rounds(&peer_results);
     let round_ratios = || {
@@ -452,9 +453,13 @@ pub(crate) fn bench(
             )
         }
     };
+    let capped = match config.class_cap {
+        sched::bench::ClassCap::Share => "each capped at its share of the link",
+        sched::bench::ClassCap::Link => "each capped at the link rate",
+    };
     if result.threads > 1 {
         println!(
-            "{}: {} classes ({} backlogged): {:.2} M pairs/s on {} threads{}, {:.2}x the {:.2} M pairs/s of one thread, {:.0} bytes per class",
+            "{}: {} classes ({} backlogged, {capped}): {:.2} M pairs/s on {} threads{}, {:.2}x the {:.2} M pairs/s of one thread, {:.0} bytes per class",
             result.enforcer,
             result.classes,
             result.active_classes,
@@ -468,7 +473,7 @@ pub(crate) fn bench(
         return Ok(());
     }
     println!(
-        "{}: {} classes ({} backlogged): {:.2} M pairs/s ({:.1} ns per enqueue+dequeue){}, {:.0} bytes per class",
+        "{}: {} classes ({} backlogged, {capped}): {:.2} M pairs/s ({:.1} ns per enqueue+dequeue){}, {:.0} bytes per class",
         result.enforcer,
         result.classes,
         result.active_classes,
@@ -485,7 +490,7 @@ pub(crate) fn bench(
             _ => String::new(),
         };
         println!(
-            "rte_sched: {} queues: {:.2} M pairs/s ({:.1} ns){}; {} / rte_sched = {:.2}x{ratios}",
+            "rte_sched: {} queues (each pipe capped at the link rate): {:.2} M pairs/s ({:.1} ns){}; {} / rte_sched = {:.2}x{ratios}",
             p.queues,
             p.pairs_per_sec / 1e6,
             p.ns_per_pair,

@@ -43,3 +43,14 @@ pub(crate) fn seconds_up_to(text: &str, max: f64) -> Result<f64, String> {
         _ => Err(format!("seconds are a number above 0 and at most {max}")),
     }
 }
+
+/// `bench --class-cap`: what each class of the benchmark tree is capped at, by name.
+pub(crate) fn class_cap(text: &str) -> Result<sched::bench::ClassCap, String> {
+    let caps = sched::bench::ClassCap::ALL;
+    caps.into_iter()
+        .find(|cap| cap.name() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = caps.iter().map(|cap| cap.name()).collect();
+            format!("give one of: {}", names.join(", "))
+        })
+}

@@ -233,8 +233,12 @@ enum Command {
     /// classes split by destination) with the active classes backlogged.
     ///
     /// Sizes a host: `nicsched bench -e wf2q --classes 100000 --active 0.01`.
-    /// With `--vs rte_sched`, DPDK's QoS scheduler runs the same load in the same
-    /// run (build it first with scripts/setup.sh).
+    /// With `--vs rte_sched`, DPDK's QoS scheduler runs the same classes, each
+    /// kept two packets deep, in the same run (build it first with
+    /// scripts/setup.sh). Its pipes are capped at the link rate and never wait for
+    /// credits, where by default each class here is capped at its share of the
+    /// link and waits between its packets: give `--class-cap link` to run
+    /// nicsched on the peer's load.
     ///
     /// With `--threads N`, the same load is then driven from N threads for as long
     /// again, and the speedup over the one-thread rate of the same run is reported.
@@ -275,6 +279,13 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 1,
               value_parser = clap::value_parser!(u16).range(1..=sched::bench::BURST_MAX as i64))]
         burst: u16,
+        /// What each class is capped at: `share`, its equal part of the link
+        /// among the backlogged classes, so that every cap binds and the enforcer
+        /// times each class's wait between two packets (SENIC's use); `link`, the
+        /// link rate, so that no class ever waits and the enforcer only shares the
+        /// link among them, as rte_sched's peer does with its pipes.
+        #[arg(long, value_name = "CAP", default_value = "share", value_parser = class_cap)]
+        class_cap: sched::bench::ClassCap,
         /// Measure this many times, round after round (the enforcer, then its
         /// `--vs` peer, in each), adding up the counts; the lines then give each
         /// one's lowest and highest round, and the ratio's. On a machine shared
@@ -441,6 +452,7 @@ fn main() -> ExitCode {
             vs,
             threads,
             burst,
+            class_cap,
             rounds,
             json,
         } => commands::bench(
@@ -451,6 +463,7 @@ fn main() -> ExitCode {
                 seconds,
                 threads: usize::from(threads),
                 burst: usize::from(burst),
+                class_cap,
             },
             vs.as_deref(),
             u32::from(rounds),

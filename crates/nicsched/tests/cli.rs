@@ -381,12 +381,31 @@ fn bench_threads_reports_the_speedup_over_one_thread_and_refuses_what_it_cannot_
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains(", 2 rounds from "), "{text}");
 
+    // What the classes are capped at is said, in the line and in the JSON.
+    assert!(
+        text.contains("each capped at its share of the link"),
+        "{text}"
+    );
+    let out = nicsched(&[&["bench", "-e", "htb", "--class-cap", "link"][..], &short].concat());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("each capped at the link rate"), "{text}");
+    let out = nicsched(
+        &[
+            &["bench", "-e", "wf2q", "--class-cap", "link", "--json"][..],
+            &short,
+        ]
+        .concat(),
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["class_cap"], "link", "{json}");
+
     for (args, says) in [
         (&["--rounds", "0"][..], "--rounds"),
         (&["--threads", "0"][..], "--threads"),
         (&["--threads", "257"][..], "--threads"),
         (&["--threads", "32"][..], "engine core 1 serves none"),
         (&["--threads", "2", "--vs", "rte_sched"][..], "--vs"),
+        (&["--class-cap", "none"][..], "share, link"),
     ] {
         let out = nicsched(&[&["bench", "-e", "fairnic"][..], &short, args].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -1099,6 +1118,12 @@ fn bench_rounds_against_rte_sched_alternate_and_give_the_ratios_range() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains("wheel / rte_sched = ") && text.contains("(rounds from "),
+        "{text}"
+    );
+    // The peer's line says its pipes never bind, beside classes that do.
+    assert!(
+        text.contains("each capped at its share of the link")
+            && text.contains("(each pipe capped at the link rate)"),
         "{text}"
     );
 }

@@ -1,13 +1,16 @@
 //! Enqueue+dequeue pairs per second on one core for every software enforcer and
 //! TONIC, at 1k to 1M classes of a two-level tree, all classes backlogged and sparse
-//! (1% active), with DPDK's rte_sched on the same load in the same run when
-//! scripts/setup.sh has built its peer. Prints bytes of state per class (a counting
-//! allocator) and each enforcer's ratio to rte_sched. Run: `cargo bench -p sched`.
+//! (1% active), with DPDK's rte_sched on the same classes in the same run when
+//! scripts/setup.sh has built its peer. Each class is capped at its share, so every
+//! cap binds, where the peer's pipes never wait (`ClassCap`; `nicsched bench
+//! --class-cap link --vs rte_sched` gives nicsched the peer's load). Prints bytes of
+//! state per class (a counting allocator) and each enforcer's ratio to rte_sched.
+//! Run: `cargo bench -p sched`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use sched::bench::{
-    BenchConfig, CountingAllocator, Harness, bytes_per_class, live_heap_bytes, peer_binary,
-    run_peer,
+    BenchConfig, ClassCap, CountingAllocator, Harness, bytes_per_class, live_heap_bytes,
+    peer_binary, run_peer,
 };
 use sched::multiqueue::Driver;
 use std::time::{Duration, Instant};
@@ -48,6 +51,7 @@ fn enforcers(c: &mut Criterion) {
                     seconds: 0.0,
                     threads: 1,
                     burst: 1,
+                    class_cap: ClassCap::Share,
                 };
                 let mut harness = match Harness::new(&config) {
                     Ok(h) => h,

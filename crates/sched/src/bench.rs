@@ -5,9 +5,11 @@
 //! a real link and the measurement is of the scheduler's CPU cost alone.
 //!
 //! The tree: [`TENANTS`] tenants of equal weight, each with one app split by
-//! destination, so classes = tenants × destinations. Every split class is limited to
-//! its equal part of the link among the active classes, as SENIC would be configured
-//! (the sum of active limits equals the link). A backlogged class keeps two packets
+//! destination, so classes = tenants × destinations. By default every split class is
+//! limited to its equal part of the link among the active classes, as SENIC would be
+//! configured (the sum of active limits equals the link), so every limit binds;
+//! [`ClassCap::Link`] limits each to the link instead, as the rte_sched peer limits
+//! its pipes, so none does. A backlogged class keeps two packets
 //! queued: when one of its packets leaves, the harness enqueues the next, as a
 //! backlogged sender refills its socket.
 //!
@@ -88,6 +90,43 @@ pub struct BenchConfig {
     /// Frames the one-thread harness and each shard dequeue at once, and refills
     /// they enqueue at once (1: one pair at a time; see the module docs).
     pub burst: usize,
+    /// What each class is capped at: whether the enforcer times waits or only
+    /// shares the link.
+    pub class_cap: ClassCap,
+}
+
+/// What each split class of the benchmark tree is capped at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClassCap {
+    /// Its equal part of the link among the active classes, as SENIC would be
+    /// configured: the active caps add up to the link, so every cap binds and
+    /// the enforcer times each class's wait between two of its packets.
+    #[default]
+    Share,
+    /// The link's rate, as the rte_sched peer caps each pipe: a class sends one
+    /// packet per round of all the active classes, far below its cap, so no
+    /// class ever waits and the enforcer only shares the link. The peer's pipes
+    /// never wait for credits (its clock is the real one and its rates are the
+    /// link's), so this is the load the peer runs.
+    Link,
+}
+
+impl ClassCap {
+    pub const ALL: [ClassCap; 2] = [ClassCap::Share, ClassCap::Link];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ClassCap::Share => "share",
+            ClassCap::Link => "link",
+        }
+    }
+
+    fn per_class_bps(self, active: u32) -> u64 {
+        match self {
+            ClassCap::Share => (LINK_RATE_BPS / u64::from(active.max(1))).max(1),
+            ClassCap::Link => LINK_RATE_BPS,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -111,9 +150,14 @@ pub struct BenchResult {
 }
 
 /// The benchmark's policy for `classes` classes (rounded up to a multiple of
-/// [`TENANTS`]) of which `active` are backlogged.
+/// [`TENANTS`]) of which `active` are backlogged, each capped at its share.
 pub fn policy_for(classes: u32, active: u32) -> Policy {
-    let per_class_bps = (LINK_RATE_BPS / u64::from(active.max(1))).max(1);
+    policy_capped(classes, active, ClassCap::Share)
+}
+
+/// [`policy_for`] with each class capped as `cap` says.
+pub fn policy_capped(classes: u32, active: u32, cap: ClassCap) -> Policy {
+    let per_class_bps = cap.per_class_bps(active);
     let tenants: Vec<policy::Tenant> = (0..TENANTS)
         .map(|t| policy::Tenant {
             name: format!("t{t}"),
@@ -219,7 +263,7 @@ impl Harness {
     pub fn new(config: &BenchConfig) -> Result<Self, String> {
         let classes = classes_rounded(config.classes);
         let active = active_classes(classes, config.active_fraction);
-        let policy = policy_for(classes, active.len() as u32);
+        let policy = policy_capped(classes, active.len() as u32, config.class_cap);
         let enforcer = crate::build_with(&config.enforcer, &policy, capacity_for(classes))
             .map_err(|e| e.to_string())?;
         Harness::backlogged(enforcer, &config.enforcer, classes, &active, config.burst)
@@ -411,7 +455,7 @@ fn per_core(enforcer: &str) -> Option<(CoreMask, Shards)> {
 fn shard_classes(config: &BenchConfig, mask: CoreMask) -> Result<(Policy, Vec<Vec<u32>>), String> {
     let classes = classes_rounded(config.classes);
     let active = active_classes(classes, config.active_fraction);
-    let mut policy = policy_for(classes, active.len() as u32);
+    let mut policy = policy_capped(classes, active.len() as u32, config.class_cap);
     policy.engine.cores = u16::try_from(config.threads).map_err(|_| {
         format!(
             "{} threads are more engine cores than a policy has",

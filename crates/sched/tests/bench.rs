@@ -5,9 +5,9 @@
 
 use policy::{AppId, SplitBy};
 use sched::bench::{
-    BenchConfig, BenchResult, LINK_RATE_BPS, PeerResult, TENANTS, THREADS_MAX, add_peer_rounds,
-    add_rounds, bytes_per_class, check_threads, packet_of, peer_binary, policy_for, run, run_peer,
-    spread,
+    BenchConfig, BenchResult, ClassCap, LINK_RATE_BPS, PeerResult, TENANTS, THREADS_MAX,
+    add_peer_rounds, add_rounds, bytes_per_class, check_threads, packet_of, peer_binary,
+    policy_capped, policy_for, run, run_peer, spread,
 };
 use sched::classes::Classes;
 use std::cell::Cell;
@@ -22,6 +22,7 @@ fn a_short_tonic_run_counts_pairs_and_its_rates_agree() {
         seconds: 0.05,
         threads: 1,
         burst: 1,
+        class_cap: ClassCap::Share,
     })
     .unwrap();
     assert_eq!(result.enforcer, "tonic");
@@ -49,6 +50,7 @@ fn config(enforcer: &str, classes: u32, threads: usize) -> BenchConfig {
         seconds: 0.05,
         threads,
         burst: 1,
+        class_cap: ClassCap::Share,
     }
 }
 
@@ -170,6 +172,7 @@ fn a_sparse_run_keeps_one_percent_of_the_classes_backlogged() {
         seconds: 0.02,
         threads: 1,
         burst: 1,
+        class_cap: ClassCap::Share,
     })
     .unwrap();
     assert_eq!(result.classes, 10_000);
@@ -186,6 +189,7 @@ fn an_unknown_enforcer_is_an_error_not_a_measurement() {
         seconds: 0.01,
         threads: 1,
         burst: 1,
+        class_cap: ClassCap::Share,
     })
     .unwrap_err();
     assert!(error.contains("nosuch"), "{error}");
@@ -333,6 +337,34 @@ fn the_real_rte_sched_peer_runs_when_built() {
     // Fewer queues than one pipe holds is refused, with the reason.
     let error = run_peer(&peer, 2, 1.0, 0.1).unwrap_err();
     assert!(error.contains("--queues"), "{error}");
+}
+
+#[test]
+fn classes_capped_at_their_share_fill_the_link_and_capped_at_the_link_never_bind() {
+    let (classes, active) = (1600, 16);
+    let cap = |c| {
+        policy_capped(classes, active, c).apps[0]
+            .split
+            .unwrap()
+            .max_rate_bps
+    };
+    assert_eq!(
+        policy_for(classes, active),
+        policy_capped(classes, active, ClassCap::Share)
+    );
+    assert_eq!(cap(ClassCap::Share) * u64::from(active), LINK_RATE_BPS);
+    assert_eq!(cap(ClassCap::Link), LINK_RATE_BPS);
+    // Every enforcer runs the peer's load, one pair at a time and in threads.
+    for info in sched::registry::built() {
+        for threads in [1, 2] {
+            let result = run(&BenchConfig {
+                class_cap: ClassCap::Link,
+                ..config(info.name, 256, threads)
+            })
+            .unwrap_or_else(|e| panic!("{} on {threads} thread(s): {e}", info.name));
+            assert!(result.pairs > 0, "{result:?}");
+        }
+    }
 }
 
 #[test]
