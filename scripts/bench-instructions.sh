@@ -9,14 +9,17 @@
 # instead of it. At 16k classes the tree fits in L2 and `valve` takes the same ns
 # per pair as at 1M, so there its time is its instructions.
 #
-# Only the enforcer's own `enqueue` and `dequeue` are counted (callgrind's
-# --toggle-collect), and for the peer only `rte_sched_port_enqueue` and
-# `rte_sched_port_dequeue`: neither harness (nicsched's packet refills, DPDK's
-# mbuf pool) is in the count. The initial fill, two enqueues per class, is: at the
-# defaults that is under 2% of the enqueues.
+# For nicsched, the harness's loop is counted (callgrind's --toggle-collect on
+# `Harness::pairs`): the enforcer's enqueue and dequeue, and the harness's own few
+# instructions per pair (the refill's packet, the virtual clock). For the peer only
+# `rte_sched_port_enqueue` and `rte_sched_port_dequeue` are, not its mbuf pool, so
+# the comparison leans against nicsched. The peer's count includes its initial
+# fill, two enqueues per queue: at the defaults under 2% of its enqueues.
 #
-# Usage: scripts/bench-instructions.sh [-c CLASSES] [-s SECONDS] ENFORCER... [rte_sched]
-#   CLASSES defaults to 16000, SECONDS (of valgrind's much slower wall time) to 8.
+# Usage: scripts/bench-instructions.sh [-c CLASSES] [-s SECONDS] [-k CAP] ENFORCER... [rte_sched]
+#   CLASSES defaults to 16000, SECONDS (of valgrind's much slower wall time) to 8,
+#   CAP (`bench --class-cap`: share or link; the peer's pipes are always capped at
+#   the link) to share.
 #   Runs target/release/nicsched (cargo build --release -p nicsched) and
 #   target/rte_sched_peer/rte_sched_peer (scripts/setup.sh). Needs valgrind
 #   (apt-get install valgrind). Prints one line per name: instructions per pair,
@@ -30,11 +33,13 @@ die() {
 
 classes=16000
 seconds=8
-while getopts c:s:h opt; do
+cap=share
+while getopts c:s:k:h opt; do
     case $opt in
     c) classes=$OPTARG ;;
     s) seconds=$OPTARG ;;
-    *) sed -n '2,24p' "$0" >&2; exit 2 ;;
+    k) cap=$OPTARG ;;
+    *) sed -n '2,26p' "$0" >&2; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -62,14 +67,15 @@ for name in "$@"; do
     else
         [ -x "$nicsched" ] || die "no $nicsched: cargo build --release -p nicsched"
         valgrind --tool=callgrind --callgrind-out-file="$work/out" \
-            --toggle-collect="<* as sched::Enforcer>::enqueue" \
-            --toggle-collect="<* as sched::Enforcer>::dequeue" \
-            "$nicsched" bench -e "$name" --classes "$classes" --active 1 --seconds "$seconds" --json \
+            --toggle-collect="sched::bench::Harness::pairs" \
+            "$nicsched" bench -e "$name" --classes "$classes" --active 1 --seconds "$seconds" \
+            --class-cap "$cap" --json \
             >"$work/json" 2>"$work/log" || die "bench -e $name failed: $(tail -3 "$work/log")"
     fi
     pairs=$(field "$work/json" pairs)
     instructions=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$work/log")
     [ -n "$pairs" ] && [ -n "$instructions" ] || die "$name: no count in $work/json or the valgrind log"
-    awk -v n="$name" -v i="$instructions" -v p="$pairs" -v c="$classes" \
-        'BEGIN { printf "%-10s %8.1f instructions per pair (%d pairs, %d classes)\n", n, i / p, p, c }'
+    [ "$name" = rte_sched ] && capped=link || capped=$cap
+    awk -v n="$name" -v i="$instructions" -v p="$pairs" -v c="$classes" -v k="$capped" \
+        'BEGIN { printf "%-10s %8.1f instructions per pair (%d pairs, %d classes capped at %s)\n", n, i / p, p, c, k }'
 done

@@ -14,8 +14,9 @@
  * cost is measured, mbuf handling included.
  *
  * Usage: rte_sched_peer --queues N --active F --seconds S
- * Prints one JSON line: {"pairs_per_sec":..., "ns_per_pair":..., "queues":...,
- * "active_queues":..., "pipes":...}, or an error on stderr and exit status 1.
+ * Prints one JSON line: {"pairs":..., "pairs_per_sec":..., "ns_per_pair":...,
+ * "queues":..., "active_queues":..., "pipes":...}, or an error on stderr and exit
+ * status 1.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -205,8 +206,8 @@ int main(int argc, char **argv)
 		elapsed = now_s() - started;
 	} while (elapsed < seconds);
 
-	printf("{\"pairs_per_sec\":%.1f,\"ns_per_pair\":%.3f,\"queues\":%llu,\"active_queues\":%llu,\"pipes\":%u}\n",
-	       pairs / elapsed, elapsed * 1e9 / (double)(pairs ? pairs : 1),
+	printf("{\"pairs\":%llu,\"pairs_per_sec\":%.1f,\"ns_per_pair\":%.3f,\"queues\":%llu,\"active_queues\":%llu,\"pipes\":%u}\n",
+	       (unsigned long long)pairs, pairs / elapsed, elapsed * 1e9 / (double)(pairs ? pairs : 1),
 	       (unsigned long long)total_queues, (unsigned long long)active, pipes);
 	rte_eal_cleanup();
 	return 0;
