@@ -1,6 +1,7 @@
 #!/bin/sh
 # Instructions per enqueue+dequeue pair, counted by valgrind's callgrind, for
-# enforcers of `nicsched bench` and for DPDK's rte_sched peer on the same load.
+# enforcers of `nicsched bench` and for DPDK's rte_sched peer on the same classes
+# (`-k link` gives nicsched the peer's load: docs/results/bench.md, "The peer's load").
 #
 # Why: on a shared VM the wall-clock rate of one binary moves by 2x between runs
 # a few seconds apart (docs/results/bench.md), so a change of 5-10% cannot be seen
@@ -39,7 +40,8 @@ while getopts c:s:k:h opt; do
     c) classes=$OPTARG ;;
     s) seconds=$OPTARG ;;
     k) cap=$OPTARG ;;
-    *) sed -n '2,26p' "$0" >&2; exit 2 ;;
+    h) sed -n '2,27p' "$0"; exit 0 ;;
+    *) sed -n '2,27p' "$0" >&2; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -63,14 +65,14 @@ for name in "$@"; do
         valgrind --tool=callgrind --callgrind-out-file="$work/out" \
             --toggle-collect=rte_sched_port_enqueue --toggle-collect=rte_sched_port_dequeue \
             "$peer" --queues "$classes" --active 1 --seconds "$seconds" \
-            >"$work/json" 2>"$work/log" || die "the peer failed: $(tail -3 "$work/log")"
+            >"$work/json" 2>"$work/log" || die "the peer failed: $(grep -v '^==' "$work/log" | tail -3)"
     else
         [ -x "$nicsched" ] || die "no $nicsched: cargo build --release -p nicsched"
         valgrind --tool=callgrind --callgrind-out-file="$work/out" \
             --toggle-collect="sched::bench::Harness::pairs" \
             "$nicsched" bench -e "$name" --classes "$classes" --active 1 --seconds "$seconds" \
             --class-cap "$cap" --json \
-            >"$work/json" 2>"$work/log" || die "bench -e $name failed: $(tail -3 "$work/log")"
+            >"$work/json" 2>"$work/log" || die "bench -e $name failed: $(grep -v '^==' "$work/log" | tail -3)"
     fi
     pairs=$(field "$work/json" pairs)
     instructions=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$work/log")
