@@ -19,38 +19,57 @@ pub struct TenantCounters {
 
 #[derive(Clone, Debug)]
 pub struct Accounting {
-    tenant_buffered_bytes: Vec<u64>,
-    tenant_cap_bytes: Vec<u64>,
-    app_held_packets: Vec<u32>,
-    app_held_bytes: Vec<u64>,
-    /// Per app: whether it held nothing at some moment since the last
-    /// [`Accounting::take_app_emptied`].
-    app_emptied: Vec<bool>,
+    /// Each tenant's and each app's state in one record, so that admitting and
+    /// releasing a packet reach one record of each (a vector per field was a
+    /// bounds check and a base pointer per field on every packet).
+    tenants: Vec<TenantBuffer>,
+    apps: Vec<AppHeld>,
     class_packets_max: u32,
     host_buffered_bytes: u64,
     host_cap_bytes: u64,
     counters: Vec<TenantCounters>,
 }
 
+#[derive(Clone, Copy, Debug)]
+struct TenantBuffer {
+    buffered_bytes: u64,
+    cap_bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct AppHeld {
+    packets: u32,
+    /// Whether it held nothing at some moment since the last
+    /// [`Accounting::take_app_emptied`].
+    emptied: bool,
+    bytes: u64,
+}
+
 impl Accounting {
     /// `class_packets_max`: packets one app may hold at once, its split classes
     /// together (see [`crate::Capacity::class_packets_max`]).
     pub fn new(policy: &Policy, class_packets_max: u32) -> Self {
-        let tenants = policy.tenants.len();
         Accounting {
-            tenant_buffered_bytes: vec![0; tenants],
-            app_held_packets: vec![0; policy.apps.len()],
-            app_held_bytes: vec![0; policy.apps.len()],
-            app_emptied: vec![true; policy.apps.len()],
-            class_packets_max,
-            tenant_cap_bytes: policy
+            tenants: policy
                 .tenants
                 .iter()
-                .map(|t| t.buffer_bytes.unwrap_or(u64::MAX))
+                .map(|t| TenantBuffer {
+                    buffered_bytes: 0,
+                    cap_bytes: t.buffer_bytes.unwrap_or(u64::MAX),
+                })
                 .collect(),
+            apps: vec![
+                AppHeld {
+                    packets: 0,
+                    emptied: true,
+                    bytes: 0,
+                };
+                policy.apps.len()
+            ],
+            class_packets_max,
             host_buffered_bytes: 0,
             host_cap_bytes: policy.buffer_bytes.unwrap_or(u64::MAX),
-            counters: vec![TenantCounters::default(); tenants],
+            counters: vec![TenantCounters::default(); policy.tenants.len()],
         }
     }
 
@@ -58,9 +77,10 @@ impl Accounting {
     pub fn admit(&mut self, packet: &Packet) -> Result<(), Refusal> {
         let (t, a) = (packet.tenant.index(), packet.app.index());
         let bytes = u64::from(packet.len_bytes);
-        let refusal = if self.app_held_packets[a] >= self.class_packets_max {
+        let (tenant, app) = (&mut self.tenants[t], &mut self.apps[a]);
+        let refusal = if app.packets >= self.class_packets_max {
             Some(Refusal::QueueFull)
-        } else if self.tenant_buffered_bytes[t] + bytes > self.tenant_cap_bytes[t] {
+        } else if tenant.buffered_bytes + bytes > tenant.cap_bytes {
             Some(Refusal::TenantBuffer)
         } else if self.host_buffered_bytes + bytes > self.host_cap_bytes {
             Some(Refusal::HostBuffer)
@@ -77,9 +97,9 @@ impl Accounting {
             None => {
                 counters.admitted_packets += 1;
                 counters.admitted_bytes += bytes;
-                self.tenant_buffered_bytes[t] += bytes;
-                self.app_held_packets[a] += 1;
-                self.app_held_bytes[a] += bytes;
+                tenant.buffered_bytes += bytes;
+                app.packets += 1;
+                app.bytes += bytes;
                 self.host_buffered_bytes += bytes;
                 Ok(())
             }
@@ -95,17 +115,20 @@ impl Accounting {
 
     /// Returns buffer space when a packet (or its last frame) leaves.
     pub fn release(&mut self, packet: &Packet) {
-        let (t, a) = (packet.tenant.index(), packet.app.index());
+        let (tenant, app) = (
+            &mut self.tenants[packet.tenant.index()],
+            &mut self.apps[packet.app.index()],
+        );
         let bytes = u64::from(packet.len_bytes);
-        debug_assert!(self.tenant_buffered_bytes[t] >= bytes);
+        debug_assert!(tenant.buffered_bytes >= bytes);
         debug_assert!(self.host_buffered_bytes >= bytes);
-        debug_assert!(self.app_held_packets[a] > 0);
-        self.app_held_packets[a] -= 1;
-        self.app_held_bytes[a] -= bytes;
-        if self.app_held_packets[a] == 0 {
-            self.app_emptied[a] = true;
+        debug_assert!(app.packets > 0);
+        app.packets -= 1;
+        app.bytes -= bytes;
+        if app.packets == 0 {
+            app.emptied = true;
         }
-        self.tenant_buffered_bytes[t] -= bytes;
+        tenant.buffered_bytes -= bytes;
         self.host_buffered_bytes -= bytes;
     }
 
@@ -114,19 +137,20 @@ impl Accounting {
     }
 
     pub fn buffered_bytes(&self, tenant: TenantId) -> u64 {
-        self.tenant_buffered_bytes[tenant.index()]
+        self.tenants[tenant.index()].buffered_bytes
     }
 
     /// Bytes app `app` holds, its split classes together.
     pub fn app_buffered_bytes(&self, app: AppId) -> u64 {
-        self.app_held_bytes[app.index()]
+        self.apps[app.index()].bytes
     }
 
     /// Whether app `app` held nothing at some moment since the last call; starts
     /// a new watch.
     pub fn take_app_emptied(&mut self, app: AppId) -> bool {
-        let held = self.app_held_packets[app.index()] > 0;
-        std::mem::replace(&mut self.app_emptied[app.index()], !held)
+        let app = &mut self.apps[app.index()];
+        let held = app.packets > 0;
+        std::mem::replace(&mut app.emptied, !held)
     }
 
     pub fn host_buffered_bytes(&self) -> u64 {
