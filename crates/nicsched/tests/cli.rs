@@ -113,7 +113,9 @@ fn check_explains_tonic_pools_and_the_share_error() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("t3 (weight 3) -> 3 queue(s) 3..5"), "{text}");
     assert!(
-        text.contains("share error with every tenant backlogged: 0.00%"),
+        text.contains(
+            "share error with every tenant backlogged (all its traffic bulk, the whole run) with at least as many flows as the Tx queues of its pool, and no engine cost: 0.00%"
+        ),
         "{text}"
     );
 

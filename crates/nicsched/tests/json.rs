@@ -105,7 +105,10 @@ fn check_json_follows_its_schema_for_a_policy_and_a_scenario_across_hosts() {
     let exact = tonic["exact"][0].as_str().unwrap();
     assert!(text.contains(&format!("  exact:       {exact}")), "{text}");
     assert_eq!(tonic["bounds"][0]["max"], 0.02);
-    assert_eq!(tonic["bounds"][0]["condition"], "every_tenant_backlogged");
+    assert_eq!(
+        tonic["bounds"][0]["condition"],
+        "every_tenant_backlogged_on_every_queue"
+    );
     assert!(text.contains("  bound:       each tenant: "), "{text}");
 
     let json = validated(

@@ -112,9 +112,21 @@ impl fmt::Display for Checked {
                         writeln!(out, "  not enforced: {line}")?;
                     }
                     if let Some(error) = approximation.share_error_max {
+                        // Said under the condition of the bound that holds it: TONIC's
+                        // also asks for a flow per queue of each pool.
+                        let condition = enforcer
+                            .bounds
+                            .iter()
+                            .flatten()
+                            .find(|b| {
+                                b.subject == sched::Subject::Tenant
+                                    && matches!(b.figure, sched::Figure::RelErrorMean { .. })
+                            })
+                            .map_or(sched::Condition::EveryTenantBacklogged, |b| b.condition);
                         writeln!(
                             out,
-                            "  worst-case tenant share error with every tenant backlogged: {:.2}%",
+                            "  worst-case tenant share error with {}: {:.2}%",
+                            condition.words(),
                             error * 100.0
                         )?;
                     }

@@ -310,9 +310,11 @@ pub enum Condition {
     /// Every tenant's traffic is bulk, running from 0 to the end of the run, and
     /// no engine cost is asked (the engine's CPU is not what shares the link).
     EveryTenantBacklogged,
-    /// As `EveryTenantBacklogged`, and each tenant has at least as many flows
-    /// over the run as it has cores, so that every core it sends from is busy.
-    EveryTenantBackloggedOnEveryCore,
+    /// As `EveryTenantBacklogged`, and each tenant has at least as many bulk
+    /// flows as its pool has Tx queues (TONIC): a TCP flow keeps two sends queued,
+    /// and one flow spread over three queues left them empty by turns (661.5 of
+    /// 750 Mbit/s; two flows got 750).
+    EveryTenantBackloggedOnEveryQueue,
 }
 
 impl Condition {
@@ -323,8 +325,8 @@ impl Condition {
             Condition::EveryTenantBacklogged => {
                 "every tenant backlogged (all its traffic bulk, the whole run) and no engine cost"
             }
-            Condition::EveryTenantBackloggedOnEveryCore => {
-                "every tenant backlogged (all its traffic bulk, the whole run) with at least as many flows as its cores, and no engine cost"
+            Condition::EveryTenantBackloggedOnEveryQueue => {
+                "every tenant backlogged (all its traffic bulk, the whole run) with at least as many flows as the Tx queues of its pool, and no engine cost"
             }
         }
     }

@@ -396,7 +396,7 @@ proptest! {
                     && matches!(
                         b.condition,
                         sched::Condition::EveryTenantBacklogged
-                            | sched::Condition::EveryTenantBackloggedOnEveryCore
+                            | sched::Condition::EveryTenantBackloggedOnEveryQueue
                     )
                     && b.max >= error
             });
