@@ -121,6 +121,11 @@ impl fmt::Display for Checked {
                             .find(|b| {
                                 b.subject == sched::Subject::Tenant
                                     && matches!(b.figure, sched::Figure::RelErrorMean { .. })
+                                    && matches!(
+                                        b.condition,
+                                        sched::Condition::EveryTenantBacklogged
+                                            | sched::Condition::EveryTenantBackloggedOnEveryQueue
+                                    )
                             })
                             .map_or(sched::Condition::EveryTenantBacklogged, |b| b.condition);
                         writeln!(
