@@ -118,15 +118,7 @@ impl fmt::Display for Checked {
                             .bounds
                             .iter()
                             .flatten()
-                            .find(|b| {
-                                b.subject == sched::Subject::Tenant
-                                    && matches!(b.figure, sched::Figure::RelErrorMean { .. })
-                                    && matches!(
-                                        b.condition,
-                                        sched::Condition::EveryTenantBacklogged
-                                            | sched::Condition::EveryTenantBackloggedOnEveryQueue
-                                    )
-                            })
+                            .find(|b| b.holds_share_error())
                             .map_or(sched::Condition::EveryTenantBacklogged, |b| b.condition);
                         writeln!(
                             out,

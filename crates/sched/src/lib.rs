@@ -333,6 +333,18 @@ impl Condition {
 }
 
 impl Bound {
+    /// Whether this is the bound that holds `check`'s worst-case tenant share
+    /// error ([`Approximation::share_error_max`]): tenants' mean error with every
+    /// tenant backlogged.
+    pub fn holds_share_error(&self) -> bool {
+        self.subject == Subject::Tenant
+            && matches!(self.figure, Figure::RelErrorMean { .. })
+            && matches!(
+                self.condition,
+                Condition::EveryTenantBacklogged | Condition::EveryTenantBackloggedOnEveryQueue
+            )
+    }
+
     /// The cap bound every enforcer that holds caps states: `subject` at most 2%
     /// above its max_rate over the run, for caps of at least
     /// [`valve::CAP_MIN_BOUNDED_BPS`], less one TSO send and what the cap carries

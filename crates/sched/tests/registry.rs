@@ -390,16 +390,9 @@ proptest! {
                 continue;
             };
             let bounds = sched::bounds(info.name, &policy).unwrap();
-            let held = bounds.iter().any(|b| {
-                b.subject == sched::Subject::Tenant
-                    && matches!(b.figure, sched::Figure::RelErrorMean { .. })
-                    && matches!(
-                        b.condition,
-                        sched::Condition::EveryTenantBacklogged
-                            | sched::Condition::EveryTenantBackloggedOnEveryQueue
-                    )
-                    && b.max >= error
-            });
+            let held = bounds
+                .iter()
+                .any(|b| b.holds_share_error() && b.max >= error);
             prop_assert!(held, "{} states {:.2}% but bounds {:?}", info.name, error * 100.0, bounds);
         }
     }
