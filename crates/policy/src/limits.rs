@@ -78,10 +78,9 @@ pub fn sim_packets_estimate(scenario: &Scenario) -> f64 {
 /// udp and poisson at their rate in datagrams (in MTU-sized packets), open-loop rpc
 /// at its request rate (a request and a response, each in MTU-sized packets), bulk
 /// and closed-loop rpc at the line rate in MTU-sized packets (the link paces them).
-/// Retries, at worst: every bulk flow and closed-loop rpc connection refused all the
-/// time; every response of an open-loop rpc beyond what the app is guaranteed
-/// (its or its tenant's `min_rate`) refused until the end, each retrying on its own,
-/// so that the refused ones pile up and their retries grow with the square of time.
+/// Retries, at worst: every bulk flow and rpc connection refused all the time (an
+/// rpc connection's responses wait behind its first refused one, as a TCP socket's
+/// do, so only that one retries).
 pub fn traffic_packets_estimate(policy: &Policy, traffic: &Traffic) -> f64 {
     let mtu = f64::from(policy.link.mtu_bytes);
     let packets = |bytes: u32| (f64::from(bytes) / mtu).ceil().max(1.0);
@@ -100,19 +99,10 @@ pub fn traffic_packets_estimate(policy: &Policy, traffic: &Traffic) -> f64 {
             request_bytes,
             response_bytes,
             rate_per_s: Some(rate),
-        } => {
-            let app = policy.app(traffic.app);
-            let guaranteed_bps = app
-                .min_rate_bps
-                .or(policy.tenant(traffic.tenant).min_rate_bps)
-                .unwrap_or(0);
-            let refused_per_s =
-                (rate - guaranteed_bps as f64 / (8.0 * f64::from(response_bytes))).max(0.0);
-            (
-                rate * (packets(request_bytes) + packets(response_bytes)),
-                refused_per_s * SENDER_RETRIES_PER_S * seconds * seconds / 2.0,
-            )
-        }
+        } => (
+            rate * (packets(request_bytes) + packets(response_bytes)),
+            f64::from(traffic.kind.flows()) * SENDER_RETRIES_PER_S * seconds,
+        ),
         Pacing::Backlogged
         | Pacing::Requests {
             rate_per_s: None, ..

@@ -34,8 +34,14 @@ pub enum Event {
     OpenLoopSend {
         sender: u32,
     },
-    /// A request reached the server, which sends its response now.
+    /// A request reached the server, which sends its response now, behind those
+    /// its connection holds.
     Respond {
+        sender: u32,
+        issued_ns: u64,
+    },
+    /// A connection's refused response, the first it holds, is offered again.
+    RespondAgain {
         sender: u32,
         issued_ns: u64,
     },

@@ -36,7 +36,12 @@ struct Sender {
     at_host: u32,
     last_cut_ns: u64,
     slow_start: bool,
+    /// Bulk: refused, a retry is scheduled. Rpc: its first response was refused
+    /// and is offered again later.
     retry_pending: bool,
+    /// Rpc: the responses due behind a refused one, by their requests' times (as
+    /// in the simulator of one host: a connection sends in order).
+    responses: VecDeque<u64>,
     rng: ChaCha8Rng,
 }
 
@@ -64,6 +69,10 @@ enum Ev {
     },
     Send(u32),
     Respond {
+        sender: u32,
+        issued_ns: u64,
+    },
+    RespondAgain {
         sender: u32,
         issued_ns: u64,
     },
@@ -243,6 +252,7 @@ impl Senders {
                     last_cut_ns: 0,
                     slow_start: true,
                     retry_pending: false,
+                    responses: VecDeque::new(),
                     rng: ChaCha8Rng::seed_from_u64(
                         scenario.seed ^ (index + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
                     ),
@@ -337,13 +347,16 @@ impl Run<'_> {
             } => self.ack(now, sender, lost, issued_ns, last),
             Ev::Send(s) => self.open_loop(now, s),
             Ev::Respond { sender, issued_ns } => {
-                if !self.offer(now, sender, issued_ns) {
-                    // Refused at the server's host: the client asks again later.
-                    self.events.schedule(
-                        now + self.model.refused_retry_ns,
-                        Ev::Respond { sender, issued_ns },
-                    );
+                let s = &mut self.senders[sender as usize];
+                if s.retry_pending {
+                    s.responses.push_back(issued_ns);
+                } else {
+                    self.send_responses(now, sender, issued_ns);
                 }
+            }
+            Ev::RespondAgain { sender, issued_ns } => {
+                self.senders[sender as usize].retry_pending = false;
+                self.send_responses(now, sender, issued_ns);
             }
             Ev::Epoch => self.epoch(now),
             Ev::Limit { host, traffic, bps } => {
@@ -379,6 +392,25 @@ impl Run<'_> {
                 self.events
                     .schedule(now + self.model.refused_retry_ns, Ev::Send(s));
                 return;
+            }
+        }
+    }
+
+    /// Offers the response to the request of `issued_ns`, then those its connection
+    /// holds, until the server's host refuses one; that one is offered again later.
+    fn send_responses(&mut self, now: u64, sender: u32, mut issued_ns: u64) {
+        loop {
+            if !self.offer(now, sender, issued_ns) {
+                self.senders[sender as usize].retry_pending = true;
+                self.events.schedule(
+                    now + self.model.refused_retry_ns,
+                    Ev::RespondAgain { sender, issued_ns },
+                );
+                return;
+            }
+            match self.senders[sender as usize].responses.pop_front() {
+                Some(next) => issued_ns = next,
+                None => return,
             }
         }
     }

@@ -126,7 +126,7 @@ impl TrafficTally {
                     self.estimates[largest]
                 ),
                 Some(format!(
-                    "a simulated run costs at most {SIM_PACKETS_MAX:.0e} packets (SIM_PACKETS_MAX; refused senders retry {SENDER_RETRIES_PER_S} times a second, {RETRIES_PER_PACKET} retries to a packet): lower a rate, enlarge `size`, open fewer flows, guarantee an open-loop rpc's responses a min_rate, or shorten the traffic"
+                    "a simulated run costs at most {SIM_PACKETS_MAX:.0e} packets (SIM_PACKETS_MAX; refused senders retry {SENDER_RETRIES_PER_S} times a second, {RETRIES_PER_PACKET} retries to a packet): lower a rate, enlarge `size`, open fewer flows, or shorten the traffic"
                 )),
             );
         }
