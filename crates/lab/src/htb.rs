@@ -347,7 +347,7 @@ pub fn bounds(_policy: &Policy) -> Vec<sched::Bound> {
                 },
             },
             max: SHARE_ERROR_MAX,
-            condition: sched::Condition::EveryTenantBacklogged,
+            condition: sched::Condition::EveryTenantBackloggedFewTenants,
         },
         sched::Bound::over_cap(sched::Subject::Tenant, 0),
         sched::Bound::over_cap(sched::Subject::App, 0),

@@ -28,6 +28,8 @@ pub struct Accounting {
     host_buffered_bytes: u64,
     host_cap_bytes: u64,
     counters: Vec<TenantCounters>,
+    /// Packets released so far: the clock of [`AppHeld::empty_at`].
+    releases: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -39,9 +41,13 @@ struct TenantBuffer {
 #[derive(Clone, Copy, Debug)]
 struct AppHeld {
     packets: u32,
-    /// Whether it held nothing at some moment since the last
-    /// [`Accounting::take_app_emptied`].
+    /// Whether a packet left while it held nothing since the last
+    /// [`Accounting::take_app_hungry`].
     emptied: bool,
+    /// [`Accounting::releases`] when it last held nothing after a release.
+    empty_at: u64,
+    /// Whether it held nothing at the last [`Accounting::take_app_hungry`].
+    empty_at_take: bool,
     bytes: u64,
 }
 
@@ -62,6 +68,8 @@ impl Accounting {
                 AppHeld {
                     packets: 0,
                     emptied: true,
+                    empty_at: 0,
+                    empty_at_take: true,
                     bytes: 0,
                 };
                 policy.apps.len()
@@ -70,6 +78,7 @@ impl Accounting {
             host_buffered_bytes: 0,
             host_cap_bytes: policy.buffer_bytes.unwrap_or(u64::MAX),
             counters: vec![TenantCounters::default(); policy.tenants.len()],
+            releases: 0,
         }
     }
 
@@ -97,6 +106,9 @@ impl Accounting {
             None => {
                 counters.admitted_packets += 1;
                 counters.admitted_bytes += bytes;
+                if app.packets == 0 && self.releases > app.empty_at {
+                    app.emptied = true;
+                }
                 tenant.buffered_bytes += bytes;
                 app.packets += 1;
                 app.bytes += bytes;
@@ -125,8 +137,9 @@ impl Accounting {
         debug_assert!(app.packets > 0);
         app.packets -= 1;
         app.bytes -= bytes;
+        self.releases += 1;
         if app.packets == 0 {
-            app.emptied = true;
+            app.empty_at = self.releases;
         }
         tenant.buffered_bytes -= bytes;
         self.host_buffered_bytes -= bytes;
@@ -145,15 +158,108 @@ impl Accounting {
         self.apps[app.index()].bytes
     }
 
-    /// Whether app `app` held nothing at some moment since the last call; starts
-    /// a new watch.
-    pub fn take_app_emptied(&mut self, app: AppId) -> bool {
+    /// Whether app `app` held packets all along since the last call, save for
+    /// instants: it went without only until it got its next packet, with no packet
+    /// of any app leaving meanwhile (a TCP sender, whose next send waits for the
+    /// completion of the one that emptied it, does that at each send), and not
+    /// across two calls (where nothing else leaves, an instant would never end);
+    /// starts a new watch.
+    pub fn take_app_hungry(&mut self, app: AppId) -> bool {
+        let releases = self.releases;
         let app = &mut self.apps[app.index()];
-        let held = app.packets > 0;
-        std::mem::replace(&mut app.emptied, !held)
+        let empty = app.packets == 0;
+        let idle = empty && (releases > app.empty_at || app.empty_at_take);
+        app.empty_at_take = empty;
+        !std::mem::replace(&mut app.emptied, idle) && !idle
     }
 
     pub fn host_buffered_bytes(&self) -> u64 {
         self.host_buffered_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(app: u32) -> Packet {
+        Packet {
+            len_bytes: 1500,
+            tenant: TenantId(app as u16),
+            app: AppId(app),
+            flow: app,
+            destination: 0,
+            core: 0,
+            arrival_ns: 0,
+            handle: 0,
+        }
+    }
+
+    /// Two tenants of one app each, their apps 0 and 1, each holding a packet.
+    fn two_held() -> Accounting {
+        let policy = policy::parse_policy(
+            "link: { rate: 1Gbit }\ntenants: [{ name: a }, { name: b }]\n",
+            "p.yaml",
+        )
+        .unwrap();
+        let mut accounting = Accounting::new(&policy, 100);
+        for app in [0, 1] {
+            accounting.admit(&packet(app)).unwrap();
+        }
+        assert!(
+            !accounting.take_app_hungry(AppId(0)),
+            "an app is watched from its start, empty"
+        );
+        assert!(accounting.take_app_hungry(AppId(0)));
+        accounting
+    }
+
+    /// Empty only until its next packet, with no packet leaving meanwhile: a TCP
+    /// sender between a send and its completion. It stays hungry.
+    #[test]
+    fn an_app_empty_for_an_instant_stays_hungry() {
+        let mut accounting = two_held();
+        accounting.release(&packet(0));
+        assert!(accounting.take_app_hungry(AppId(0)), "empty at the update");
+        accounting.admit(&packet(0)).unwrap();
+        assert!(
+            accounting.take_app_hungry(AppId(0)),
+            "refilled before a release"
+        );
+        accounting.release(&packet(0));
+        assert!(accounting.take_app_hungry(AppId(0)), "empty at the update");
+        assert!(
+            !accounting.take_app_hungry(AppId(0)),
+            "still empty at the next: no instant spans two updates"
+        );
+    }
+
+    /// Empty while another app's packet left: it ran empty, whether it holds a
+    /// packet again at the update or not.
+    #[test]
+    fn an_app_empty_while_a_packet_leaves_is_not_hungry() {
+        let mut accounting = two_held();
+        accounting.release(&packet(0));
+        accounting.release(&packet(1));
+        accounting.admit(&packet(0)).unwrap();
+        assert!(
+            !accounting.take_app_hungry(AppId(0)),
+            "refilled after a release"
+        );
+        assert!(
+            accounting.take_app_hungry(AppId(0)),
+            "held since the last update"
+        );
+        accounting.release(&packet(0));
+        accounting.admit(&packet(1)).unwrap();
+        accounting.release(&packet(1));
+        assert!(
+            !accounting.take_app_hungry(AppId(0)),
+            "still empty at the update"
+        );
+        assert!(
+            !accounting.take_app_hungry(AppId(0)),
+            "empty since the last update"
+        );
     }
 }

@@ -235,7 +235,7 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
                 },
             },
             max: SHARE_ERROR_MAX,
-            condition: Condition::EveryTenantBacklogged,
+            condition: Condition::EveryTenantBackloggedFewTenants,
         },
         Bound {
             subject: Subject::App,
@@ -247,7 +247,7 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
                 },
             },
             max: 0.12,
-            condition: Condition::EveryTenantBacklogged,
+            condition: Condition::EveryTenantBackloggedFewTenants,
         },
         Bound::over_cap(Subject::Tenant, 0),
         Bound::over_cap(Subject::App, 0),

@@ -315,7 +315,21 @@ pub enum Condition {
     /// and one flow spread over three queues left them empty by turns (661.5 of
     /// 750 Mbit/s; two flows got 750).
     EveryTenantBackloggedOnEveryQueue,
+    /// As `EveryTenantBacklogged`, with at most [`FEW_TENANTS_MAX`] tenants.
+    EveryTenantBackloggedFewTenants,
+    /// As `SteadySenders`, with at most [`FEW_TENANTS_MAX`] tenants.
+    SteadySendersFewTenants,
 }
+
+/// The most tenants for which `htb`'s and `valve`'s share bounds are stated. With
+/// more, tenants of one weight fall into step: their sends leave in a row that
+/// outlasts a heavier tenant's bucket, which loses what it earns meanwhile to the
+/// borrowers. Generated cases of one heavy tenant beside light ones of weight 1
+/// (sim tests/claims.rs) broke no bound with up to 8 tenants in 64 cases; from 9 on
+/// `htb` was 7.3% off against its 5% (weight 20 beside 8), `valve` 2.6% against its
+/// 1% (weight 44 beside 9), and up to 12.6% and 7.2% with 27 tenants.
+pub const FEW_TENANTS_MAX: usize = 8;
+const _: () = assert!(FEW_TENANTS_MAX == 8, "Condition::words says 8");
 
 impl Condition {
     pub fn words(self) -> &'static str {
@@ -327,6 +341,12 @@ impl Condition {
             }
             Condition::EveryTenantBackloggedOnEveryQueue => {
                 "every tenant backlogged (all its traffic bulk, the whole run) with at least as many flows as the Tx queues of its pool, and no engine cost"
+            }
+            Condition::EveryTenantBackloggedFewTenants => {
+                "every tenant backlogged (all its traffic bulk, the whole run), at most 8 tenants, and no engine cost"
+            }
+            Condition::SteadySendersFewTenants => {
+                "bulk and udp traffic only, at most 8 tenants, and no engine cost"
             }
         }
     }
@@ -341,7 +361,9 @@ impl Bound {
             && matches!(self.figure, Figure::RelErrorMean { .. })
             && matches!(
                 self.condition,
-                Condition::EveryTenantBacklogged | Condition::EveryTenantBackloggedOnEveryQueue
+                Condition::EveryTenantBacklogged
+                    | Condition::EveryTenantBackloggedOnEveryQueue
+                    | Condition::EveryTenantBackloggedFewTenants
             )
     }
 

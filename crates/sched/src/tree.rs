@@ -1527,9 +1527,10 @@ impl Hierarchy {
         self.accounting.app_buffered_bytes(app)
     }
 
-    /// Whether app `app` held nothing at some moment since the last call.
-    pub fn take_app_emptied(&mut self, app: AppId) -> bool {
-        self.accounting.take_app_emptied(app)
+    /// Whether app `app` held packets all along since the last call, save for
+    /// instants ([`crate::Accounting::take_app_hungry`]).
+    pub fn take_app_hungry(&mut self, app: AppId) -> bool {
+        self.accounting.take_app_hungry(app)
     }
 
     /// Whether node `x` holds packets in its subtree.

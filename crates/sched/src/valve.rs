@@ -187,10 +187,9 @@ impl Valve {
         for (a, app) in self.policy.apps.iter().enumerate() {
             let id = AppId(a as u32);
             let x = layout.app(id);
-            let emptied = self.tree.take_app_emptied(id);
             self.app_demand_bps[a] = Demand {
                 sent_bytes: self.tree.take_sent_bytes(x),
-                hungry: self.tree.is_backlogged(x) && !emptied,
+                hungry: self.tree.take_app_hungry(id),
                 held_bytes: self.tree.app_buffered_bytes(id),
             }
             .bps(app, elapsed_ns, self.interval_ns);
@@ -227,7 +226,10 @@ impl Valve {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Demand {
     sent_bytes: u64,
-    /// It held packets at the update and never ran empty in the interval.
+    /// It held packets all the interval, save for instants in which no packet left
+    /// (a TCP sender between its send and the completion that lets it post the
+    /// next: counted as running empty, a weight-50 tenant's one flow beside ten of
+    /// weight 1 was held to what it had sent, 672.9 of its 833.3 Mbit/s).
     hungry: bool,
     /// What it holds at the update.
     held_bytes: u64,
@@ -562,8 +564,7 @@ impl Shard {
             if sent > 0 {
                 self.shared.sent_bytes[x].fetch_add(sent, Ordering::Relaxed);
             }
-            let emptied = self.tree.take_app_emptied(app);
-            let hungry = self.tree.is_backlogged(x) && !emptied;
+            let hungry = self.tree.take_app_hungry(app);
             self.shared.hungry[app.index()].store(hungry, Ordering::Relaxed);
             self.shared.held_bytes[app.index()]
                 .store(self.tree.app_buffered_bytes(app), Ordering::Relaxed);
@@ -801,13 +802,13 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
             subject: Subject::Tenant,
             figure: Figure::RelErrorMean { grain },
             max: 0.01,
-            condition: Condition::EveryTenantBacklogged,
+            condition: Condition::EveryTenantBackloggedFewTenants,
         },
         Bound {
             subject: Subject::Tenant,
             figure: Figure::RelErrorMean { grain },
             max: 0.05,
-            condition: Condition::SteadySenders,
+            condition: Condition::SteadySendersFewTenants,
         },
         Bound {
             subject: Subject::App,
@@ -816,7 +817,7 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
                 grain,
             },
             max: 0.12,
-            condition: Condition::SteadySenders,
+            condition: Condition::SteadySendersFewTenants,
         },
         Bound::over_cap(Subject::App, update_interval_ns(policy.link.rate_bps)),
         Bound::over_cap(Subject::Tenant, update_interval_ns(policy.link.rate_bps)),
