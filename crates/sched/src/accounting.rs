@@ -182,17 +182,8 @@ impl Accounting {
 mod tests {
     use super::*;
 
-    fn packet(app: u32) -> Packet {
-        Packet {
-            len_bytes: 1500,
-            tenant: TenantId(app as u16),
-            app: AppId(app),
-            flow: app,
-            destination: 0,
-            core: 0,
-            arrival_ns: 0,
-            handle: 0,
-        }
+    fn packet(app: u16) -> Packet {
+        crate::testkit::tenant_packet(app, 1500)
     }
 
     /// Two tenants of one app each, their apps 0 and 1, each holding a packet.

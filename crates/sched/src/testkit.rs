@@ -24,6 +24,21 @@ pub struct LinkRun {
     pub refused: u64,
 }
 
+/// A packet of `len_bytes` of tenant `tenant`'s app `tenant` (a policy of one app
+/// per tenant), on flow `tenant`, for unit tests that drive an enforcer by hand.
+pub fn tenant_packet(tenant: u16, len_bytes: u32) -> Packet {
+    Packet {
+        len_bytes,
+        tenant: policy::TenantId(tenant),
+        app: AppId(u32::from(tenant)),
+        flow: u32::from(tenant),
+        destination: 0,
+        core: 0,
+        arrival_ns: 0,
+        handle: 0,
+    }
+}
+
 /// Runs a saturated link for `duration_ns`, starting at `start_ns`.
 pub fn drive_link(
     policy: &Policy,

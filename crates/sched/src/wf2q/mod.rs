@@ -1521,19 +1521,9 @@ pub fn approximation(policy: &Policy) -> Approximation {
 #[cfg(all(test, debug_assertions))]
 mod invariants {
     use super::*;
-    use policy::{AppId, TenantId};
 
     fn packet(tenant: u16) -> Packet {
-        Packet {
-            len_bytes: 16,
-            tenant: TenantId(tenant),
-            app: AppId(u32::from(tenant)),
-            flow: 1,
-            destination: 0,
-            core: 0,
-            arrival_ns: 0,
-            handle: 0,
-        }
+        crate::testkit::tenant_packet(tenant, 16)
     }
 
     fn two_tenants() -> Wf2q {
