@@ -369,8 +369,8 @@ fn cases() -> Vec<(&'static str, Input)> {
             s(traffic("10s", "kind: rpc, response: 1GiB")),
         ),
         (
-            "rpc responses piling up",
-            s(traffic("10s", "kind: rpc, rate: 1000000, response: 64KiB")),
+            "rpc responses beyond the work bound",
+            s(traffic("10s", "kind: rpc, rate: 10000000, response: 64KiB")),
         ),
         (
             "start past the duration",
