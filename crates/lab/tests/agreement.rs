@@ -132,28 +132,15 @@ fn settled_means(record: &report::RunRecord) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Lab runs of a case before the test gives up on the engine keeping up: `valve`
-/// on case 1 fell behind in two runs of three on an idle 2-core machine (2.4% and
-/// 6.4% of the link lost while frames waited), each time with the test's own
-/// senders, sink and engine on the two cores.
-const ATTEMPTS: usize = 5;
-
-/// A lab run of `scenario` in which the engine kept up with the link, or `None`
-/// if it fell behind [`ATTEMPTS`] times: on the 2-core machine a burst of other work
-/// can leave the link idle while frames wait (the `engine` check), which lowers
-/// every tenant alike and says nothing of the enforcer. Nothing is left behind.
+/// A lab run of `scenario` in which the engine kept up ([`common::kept_up`]).
+/// Nothing is left behind.
 fn kept_up(scenario: &Scenario, enforcer: &str) -> Option<report::RunRecord> {
-    (0..ATTEMPTS).find_map(|_| {
+    common::kept_up(enforcer, || {
         let before = our_namespaces();
         let record = lab::run(scenario, enforcer, &LabOptions::default(), &mut |_| {})
             .unwrap_or_else(|e| panic!("{enforcer}: {e}"));
         assert_nothing_left(&before);
-        let engine = record.checks.iter().find(|c| c.name == "engine");
-        if let Some(behind) = engine.filter(|c| !c.ok) {
-            eprintln!("{enforcer}: run again: {}", behind.detail);
-            return None;
-        }
-        Some(record)
+        record
     })
 }
 
@@ -214,7 +201,10 @@ fn generated_one_host_scenarios_agree_in_sim_and_lab_within_5_percent_of_the_ide
             let simulated = sim::run(&scenario, enforcer, sim::HostModel::default(), &mut |_| {})
                 .unwrap_or_else(|e| panic!("{enforcer}: {e}"));
             let measured = kept_up(&scenario, enforcer).unwrap_or_else(|| {
-                panic!("case {case}, {enforcer}: the engine fell behind {ATTEMPTS} times")
+                panic!(
+                    "case {case}, {enforcer}: the engine fell behind {} times",
+                    common::ATTEMPTS
+                )
             });
             // A run whose own checks fail has figures nobody vouches for: that
             // is a failure of the lab, not a disagreement to excuse.

@@ -74,32 +74,27 @@ fn a_closed_loop_rpc_is_judged_at_the_round_trips_it_saw() {
     let link_bps = scenario.policy.link.rate_bps as f64;
     let dir: PathBuf =
         std::env::temp_dir().join(format!("nicsched-rpc-round-trip-{}", std::process::id()));
-    // On the shared 2-core machine a burst of other work can leave the link idle
-    // while frames wait (the `engine` check): run again, up to three times.
-    let mut record = None;
-    for attempt in 1..=3 {
+    let record = common::kept_up("wf2q", || {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        // At SCHED_FIFO the four sockperf clients and their server take the
+        // engine's core on 2 cores: the link lay idle 1.4-2.5% of the run while
+        // frames waited, in 7 runs of 7. At normal priority, 0.6%. This test
+        // judges throughput against the ideal, not latency.
         let options = LabOptions {
             out: Some(dir.clone()),
+            realtime: false,
             ..LabOptions::default()
         };
         let before = our_namespaces();
         let run = lab::run(&scenario, "wf2q", &options, &mut |_| {})
             .unwrap_or_else(|e| panic!("wf2q: {e}"));
         assert_nothing_left(&before);
-        let behind = run.checks.iter().find(|c| c.name == "engine" && !c.ok);
-        match behind {
-            Some(c) if attempt < 3 => eprintln!("run again: {}", c.detail),
-            _ => {
-                record = Some(run);
-                break;
-            }
-        }
-    }
-    let record = record.expect("a run");
-    for c in record.failed_checks() {
-        assert_eq!(c.name, "engine", "{}: {}", c.name, c.detail);
+        run
+    })
+    .unwrap_or_else(|| panic!("the engine fell behind {} times", common::ATTEMPTS));
+    for c in &record.checks {
+        assert!(c.ok, "{}: {}", c.name, c.detail);
     }
 
     // Every connection answered: sockperf's server once served the first only.
@@ -140,17 +135,15 @@ fn a_closed_loop_rpc_is_judged_at_the_round_trips_it_saw() {
     // hundred Mbit/s here, not the model's whole link) and the bulk app the rest.
     assert!(rpc_ideal < 0.6 * link_bps, "rpc's ideal {rpc_ideal}");
     assert!(((rpc_ideal + bulk_ideal) / link_bps - 1.0).abs() < 1e-6);
-    // Measured (docs/results/lab.md, defect 12): the rpc gets 0.60-0.72 of that
-    // ideal and the bulk app 1.10-1.12 of its own. Its round trips under load are
-    // slower than its fastest 1% (a 16 KiB bulk frame holds the link 131 µs; the
-    // bulk traffic's CPU on two cores), which no fluid ideal counts.
+    // Its round trips under load are slower than its fastest 1% (a 16 KiB bulk
+    // frame holds the link 131 µs; the bulk traffic's CPU on two cores), which
+    // no fluid ideal counts. Measured (docs/results/lab.md, defect 12): with
+    // sockperf at SCHED_FIFO the rpc got 0.60-0.72 of that ideal; at normal
+    // priority, as here, 0.42. The bulk app takes what the rpc leaves.
     assert!(
-        (0.5..=1.05).contains(&(rpc / rpc_ideal)),
+        (0.3..=1.05).contains(&(rpc / rpc_ideal)),
         "rpc {rpc} of {rpc_ideal}"
     );
-    assert!(
-        (0.95..=1.25).contains(&(bulk / bulk_ideal)),
-        "bulk {bulk} of {bulk_ideal}"
-    );
+    assert!(bulk >= 0.95 * bulk_ideal, "bulk {bulk} of {bulk_ideal}");
     assert!(rpc + bulk > 0.95 * link_bps, "{rpc} + {bulk}");
 }

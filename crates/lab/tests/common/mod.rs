@@ -105,3 +105,31 @@ pub fn tenant_means(record: &report::RunRecord) -> Vec<(f64, f64)> {
         })
         .collect()
 }
+
+/// Lab runs of a case before a test gives up on the engine keeping up: `valve`
+/// on an agreement case fell behind in two runs of three on an idle 2-core
+/// machine (2.4% and 6.4% of the link lost while frames waited), and the rpc
+/// round-trip case in three of three in one CI run, each time with the test's
+/// own senders, sink and engine on the two cores.
+pub const ATTEMPTS: usize = 5;
+
+/// The first of up to [`ATTEMPTS`] records from `run` in which the engine kept
+/// up with the link (its `engine` check passed), or `None`: on the 2-core
+/// machine a burst of other work can leave the link idle while frames wait,
+/// which lowers every tenant's figure and says nothing of the enforcer. A record
+/// whose `engine` check fails has figures it does not vouch for, so a test never
+/// judges them.
+pub fn kept_up(
+    what: &str,
+    mut run: impl FnMut() -> report::RunRecord,
+) -> Option<report::RunRecord> {
+    (0..ATTEMPTS).find_map(|_| {
+        let record = run();
+        let engine = record.checks.iter().find(|c| c.name == "engine");
+        if let Some(behind) = engine.filter(|c| !c.ok) {
+            eprintln!("{what}: run again: {}", behind.detail);
+            return None;
+        }
+        Some(record)
+    })
+}
