@@ -165,6 +165,28 @@ pub fn enqueue_all(
     }
 }
 
+/// Takes every frame `enforcer` still holds, in virtual time from `now_ns` on, as
+/// a run's end is drained (no figure sees these frames): a shaper's frames leave
+/// when its tokens allow, never at a time past every clock, where a rate's next
+/// event would not fit in a `u64`. Each held packet leaves as at most one frame
+/// per MTU of a TSO send; a mechanism that still holds packets after that many
+/// tries has lost its way, and what it holds then is left to the caller's
+/// conservation check.
+pub fn drain_held(enforcer: &mut dyn Enforcer, mut now_ns: u64, mut each: impl FnMut(Frame)) {
+    let mut tries =
+        enforcer.backlog_packets() as u64 * u64::from(policy::wire::TSO_BYTES_MAX / 64 + 1) + 1;
+    while enforcer.backlog_packets() > 0 && tries > 0 {
+        tries -= 1;
+        match enforcer.dequeue(now_ns) {
+            Some(frame) => each(frame),
+            None => match enforcer.next_ready_ns(now_ns) {
+                Some(at) => now_ns = at.max(now_ns + 1),
+                None => break,
+            },
+        }
+    }
+}
+
 /// How an enforcer renders a policy: what it expresses exactly, what only
 /// approximately (with the worst-case error), and what not at all.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]

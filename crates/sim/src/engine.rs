@@ -32,6 +32,7 @@
 
 use crate::events::{Event, EventQueue};
 use crate::host::HostModel;
+use crate::responses::{self, Behind, Responder};
 use crate::ring::{Fate, Post, TxRing};
 use policy::wire::{UDP_HEADER_BYTES, bulk_send_bytes_capped, serialisation_ns, tcp_wire_bytes};
 use policy::{AppId, Gaps, Pacing, Scenario, TenantId, TrafficKind};
@@ -120,11 +121,8 @@ struct Sender {
     /// Bulk: refused with nothing in flight, a retry is scheduled. Rpc: its first
     /// response was refused and is offered again later.
     retry_pending: bool,
-    /// Rpc: the responses due behind one refused or waiting for a descriptor, by
-    /// their requests' times: a TCP connection sends in order, so they wait for it
-    /// rather than each retrying on its own (which grew the simulator's work with
-    /// the square of the time an rpc spent beyond its cap).
-    responses: VecDeque<u64>,
+    /// Rpc: the responses due behind one refused or waiting for a descriptor.
+    behind: Behind,
     /// Bulk: sends TSQ lets it keep in flight, from its measured delivery rate.
     tsq_sends: u32,
     /// Bulk: bytes completed since `window_start_ns`, for the delivery rate.
@@ -262,7 +260,7 @@ fn senders(scenario: &Scenario, host: &HostModel) -> (Vec<Sender>, Vec<std::ops:
                 blocked_gap_ns: None,
                 waiting: false,
                 retry_pending: false,
-                responses: VecDeque::new(),
+                behind: Behind::default(),
                 tsq_sends: host.tsq_sends_min,
                 window_bytes: 0,
                 window_start_ns: 0,
@@ -372,6 +370,38 @@ fn vms(policy: &policy::Policy, host: &HostModel) -> Vec<Vm> {
         .collect()
 }
 
+impl Responder for Engine<'_> {
+    fn holds(&self, sender: u32) -> bool {
+        let s = &self.senders[sender as usize];
+        s.retry_pending || s.waiting
+    }
+
+    /// A refused response is offered again later, as a blocked socket waits for
+    /// buffer space; one that finds no free descriptor waits for one.
+    fn send_response(&mut self, now: u64, sender: u32, issued_ns: u64) -> bool {
+        match self.post(now, sender, issued_ns) {
+            Posted::Admitted => true,
+            Posted::Refused => {
+                self.senders[sender as usize].retry_pending = true;
+                self.events.schedule(
+                    now + self.host.refused_retry_ns,
+                    Event::RespondAgain { sender, issued_ns },
+                );
+                false
+            }
+            Posted::RingFull => {
+                let tenant = self.senders[sender as usize].tenant;
+                self.wait(now, tenant, sender, issued_ns);
+                false
+            }
+        }
+    }
+
+    fn behind(&mut self, sender: u32) -> &mut Behind {
+        &mut self.senders[sender as usize].behind
+    }
+}
+
 impl<'a> Engine<'a> {
     pub fn new(
         scenario: &'a Scenario,
@@ -463,22 +493,9 @@ impl<'a> Engine<'a> {
         if let Some(frame) = self.on_wire.take() {
             held_bytes[frame.packet.tenant.index()] += u64::from(frame.bytes);
         }
-        // Every held packet leaves as at most one frame per MTU of a TSO send; a
-        // mechanism that still holds packets after that many tries has lost its way.
-        let mut tries = self.enforcer.backlog_packets() as u64
-            * u64::from(policy::wire::TSO_BYTES_MAX / 64 + 1)
-            + 1;
-        let mut now = end_ns;
-        while self.enforcer.backlog_packets() > 0 && tries > 0 {
-            tries -= 1;
-            match self.enforcer.dequeue(now) {
-                Some(frame) => held_bytes[frame.packet.tenant.index()] += u64::from(frame.bytes),
-                None => match self.enforcer.next_ready_ns(now) {
-                    Some(at) => now = at.max(now + 1),
-                    None => break,
-                },
-            }
-        }
+        sched::drain_held(self.enforcer.as_mut(), end_ns, |frame| {
+            held_bytes[frame.packet.tenant.index()] += u64::from(frame.bytes);
+        });
         let ledgers: Vec<report::TenantLedger> = (0..tenants)
             .map(|t| report::TenantLedger {
                 offered_bytes: self.offered_bytes[t],
@@ -540,10 +557,12 @@ impl<'a> Engine<'a> {
                 self.fill_bulk(now, sender);
             }
             Event::OpenLoopSend { sender } => self.open_loop_send(now, sender),
-            Event::Respond { sender, issued_ns } => self.respond(now, sender, issued_ns),
+            Event::Respond { sender, issued_ns } => {
+                responses::respond(self, now, sender, issued_ns)
+            }
             Event::RespondAgain { sender, issued_ns } => {
                 self.senders[sender as usize].retry_pending = false;
-                self.send_responses(now, sender, issued_ns);
+                responses::send_from(self, now, sender, issued_ns);
             }
             Event::Processed {
                 handle,
@@ -751,44 +770,6 @@ impl<'a> Engine<'a> {
         self.burst = burst;
     }
 
-    /// An rpc's response is due: it goes out behind those its connection holds.
-    fn respond(&mut self, now: u64, sender: u32, issued_ns: u64) {
-        let s = &mut self.senders[sender as usize];
-        if s.retry_pending || s.waiting {
-            s.responses.push_back(issued_ns);
-        } else {
-            self.send_responses(now, sender, issued_ns);
-        }
-    }
-
-    /// Sends the response to the request of `issued_ns`, then those its connection
-    /// holds, until one is refused (it is offered again later, as a blocked socket
-    /// waits for buffer space) or finds no free descriptor.
-    fn send_responses(&mut self, now: u64, sender: u32, mut issued_ns: u64) {
-        loop {
-            match self.post(now, sender, issued_ns) {
-                Posted::Admitted => {}
-                Posted::Refused => {
-                    self.senders[sender as usize].retry_pending = true;
-                    self.events.schedule(
-                        now + self.host.refused_retry_ns,
-                        Event::RespondAgain { sender, issued_ns },
-                    );
-                    return;
-                }
-                Posted::RingFull => {
-                    let tenant = self.senders[sender as usize].tenant;
-                    self.wait(now, tenant, sender, issued_ns);
-                    return;
-                }
-            }
-            match self.senders[sender as usize].responses.pop_front() {
-                Some(next) => issued_ns = next,
-                None => return,
-            }
-        }
-    }
-
     /// Queues a send for a descriptor of `tenant`'s ring. A flow queues once: it
     /// sends what its socket allows when its turn comes.
     fn wait(&mut self, now: u64, tenant: TenantId, sender: u32, issued_ns: u64) {
@@ -834,7 +815,7 @@ impl<'a> Engine<'a> {
                 SenderKind::Bulk => self.fill_bulk(now, sender),
                 SenderKind::Datagram { .. } => self.send_datagram(now, sender),
                 SenderKind::RpcClosed | SenderKind::RpcOpen { .. } => {
-                    self.respond(now, sender, post.issued_ns)
+                    responses::respond(self, now, sender, post.issued_ns)
                 }
             }
         }
@@ -965,7 +946,7 @@ impl<'a> Engine<'a> {
                 SenderKind::RpcClosed | SenderKind::RpcOpen { .. } => {
                     // Sent before any its connection holds: first in line again.
                     if s.retry_pending || s.waiting {
-                        s.responses.push_front(issued_ns);
+                        s.behind.put_first(issued_ns);
                     } else {
                         s.retry_pending = true;
                         self.events

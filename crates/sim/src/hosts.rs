@@ -13,6 +13,7 @@
 use crate::engine::{SenderKind, latency_histogram};
 use crate::events::EventQueue;
 use crate::host::HostModel;
+use crate::responses::{self, Behind, Responder};
 use policy::pcc::{Backlog, Feedback, HostPcc, RateWindow};
 use policy::wire::serialisation_ns;
 use policy::{HostId, HostsScenario, INGRESS_QUEUE_BYTES, Vm};
@@ -39,9 +40,8 @@ struct Sender {
     /// Bulk: refused, a retry is scheduled. Rpc: its first response was refused
     /// and is offered again later.
     retry_pending: bool,
-    /// Rpc: the responses due behind a refused one, by their requests' times (as
-    /// in the simulator of one host: a connection sends in order).
-    responses: VecDeque<u64>,
+    /// Rpc: the responses due behind a refused one.
+    behind: Behind,
     rng: ChaCha8Rng,
 }
 
@@ -252,7 +252,7 @@ impl Senders {
                     last_cut_ns: 0,
                     slow_start: true,
                     retry_pending: false,
-                    responses: VecDeque::new(),
+                    behind: Behind::default(),
                     rng: ChaCha8Rng::seed_from_u64(
                         scenario.seed ^ (index + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
                     ),
@@ -285,6 +285,29 @@ fn handle(sender: u32, issued_ns: u64) -> u64 {
 
 fn unhandle(handle: u64) -> (u32, u64) {
     ((handle & 0xff_ffff) as u32, handle >> 24)
+}
+
+impl Responder for Run<'_> {
+    fn holds(&self, sender: u32) -> bool {
+        self.senders[sender as usize].retry_pending
+    }
+
+    /// A response the server's host refuses is offered again later.
+    fn send_response(&mut self, now: u64, sender: u32, issued_ns: u64) -> bool {
+        if self.offer(now, sender, issued_ns) {
+            return true;
+        }
+        self.senders[sender as usize].retry_pending = true;
+        self.events.schedule(
+            now + self.model.refused_retry_ns,
+            Ev::RespondAgain { sender, issued_ns },
+        );
+        false
+    }
+
+    fn behind(&mut self, sender: u32) -> &mut Behind {
+        &mut self.senders[sender as usize].behind
+    }
 }
 
 impl Run<'_> {
@@ -346,17 +369,10 @@ impl Run<'_> {
                 last,
             } => self.ack(now, sender, lost, issued_ns, last),
             Ev::Send(s) => self.open_loop(now, s),
-            Ev::Respond { sender, issued_ns } => {
-                let s = &mut self.senders[sender as usize];
-                if s.retry_pending {
-                    s.responses.push_back(issued_ns);
-                } else {
-                    self.send_responses(now, sender, issued_ns);
-                }
-            }
+            Ev::Respond { sender, issued_ns } => responses::respond(self, now, sender, issued_ns),
             Ev::RespondAgain { sender, issued_ns } => {
                 self.senders[sender as usize].retry_pending = false;
-                self.send_responses(now, sender, issued_ns);
+                responses::send_from(self, now, sender, issued_ns);
             }
             Ev::Epoch => self.epoch(now),
             Ev::Limit { host, traffic, bps } => {
@@ -392,25 +408,6 @@ impl Run<'_> {
                 self.events
                     .schedule(now + self.model.refused_retry_ns, Ev::Send(s));
                 return;
-            }
-        }
-    }
-
-    /// Offers the response to the request of `issued_ns`, then those its connection
-    /// holds, until the server's host refuses one; that one is offered again later.
-    fn send_responses(&mut self, now: u64, sender: u32, mut issued_ns: u64) {
-        loop {
-            if !self.offer(now, sender, issued_ns) {
-                self.senders[sender as usize].retry_pending = true;
-                self.events.schedule(
-                    now + self.model.refused_retry_ns,
-                    Ev::RespondAgain { sender, issued_ns },
-                );
-                return;
-            }
-            match self.senders[sender as usize].responses.pop_front() {
-                Some(next) => issued_ns = next,
-                None => return,
             }
         }
     }
@@ -812,16 +809,14 @@ impl Run<'_> {
         let traffic_of = |senders: &[Sender], frame: &Frame| {
             senders[unhandle(frame.packet.handle).0 as usize].traffic
         };
+        let queued = &mut self.record.queued_bytes;
         for host in &mut self.hosts {
-            let held = host
-                .on_wire
-                .take()
-                .into_iter()
-                .chain(std::iter::from_fn(|| host.enforcer.dequeue(u64::MAX)));
-            for frame in held {
-                self.record.queued_bytes[traffic_of(&self.senders, &frame)] +=
-                    u64::from(frame.bytes);
+            if let Some(frame) = host.on_wire.take() {
+                queued[traffic_of(&self.senders, &frame)] += u64::from(frame.bytes);
             }
+            sched::drain_held(host.enforcer.as_mut(), self.scenario.duration_ns, |frame| {
+                queued[traffic_of(&self.senders, &frame)] += u64::from(frame.bytes);
+            });
             let at_engine = host.cpu.iter_mut().flat_map(|cpu| cpu.drain());
             for frame in host
                 .ingress

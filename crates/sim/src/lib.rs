@@ -25,6 +25,7 @@ mod events;
 mod faults;
 pub mod host;
 mod hosts;
+mod responses;
 mod ring;
 
 pub use host::HostModel;
