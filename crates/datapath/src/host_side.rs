@@ -100,8 +100,10 @@ pub struct HostSide {
     clock: Option<Instant>,
     epoch_ns: u64,
     epoch_start_ns: u64,
-    /// Per traffic: bytes this host sent and received, measured for feedback.
+    /// Per traffic: bytes this host sent, offered its enforcer (refused or not)
+    /// and received, measured for feedback.
     sent: RateWindow,
+    offered: RateWindow,
     arrived: RateWindow,
     /// Per traffic: what the enforcer holds, waiting to leave.
     backlog: Backlog,
@@ -153,6 +155,10 @@ impl HostSide {
         let traffic = ip.and_then(|ip| self.traffic_of(ip));
         if let (Some(f), Some(ip)) = (traffic, ip) {
             self.counts.record.offered_bytes[f] += u64::from(ip.len_bytes);
+            // Before time zero nothing runs for the feedback (the programs' warm-up).
+            if self.zero_ns.is_some() {
+                self.offered.count(f, u64::from(ip.len_bytes));
+            }
         }
         let destination = self.vm_macs.iter().position(|m| m[..] == *dst_mac);
         (traffic, destination.map(|v| v as u32))
@@ -316,11 +322,12 @@ impl HostSide {
             let times = &self.times;
             let running_ns = |f: usize| at.saturating_sub(times[f].0);
             let sent = self.sent.end_epoch(measured_ns, running_ns);
+            let offered = self.offered.end_epoch(measured_ns, running_ns);
             let arrived = self.arrived.end_epoch(measured_ns, running_ns);
             let backlogged = self.backlog.end_epoch();
             let running: Vec<bool> = self.times.iter().map(|&(a, b)| a <= at && at < b).collect();
             let pcc = self.pcc.as_mut().expect("checked above");
-            let offers = pcc.epoch(&running, &sent, &arrived, &backlogged);
+            let offers = pcc.epoch(&running, &sent, &offered, &arrived, &backlogged);
             let mut datagrams: Vec<Vec<u8>> = vec![Vec::new(); self.peers.len()];
             for (f, bps) in offers {
                 let d = &mut datagrams[self.sender[f].index()];
@@ -459,6 +466,7 @@ impl HostSide {
             epoch_ns: scenario.feedback.epoch_ns,
             epoch_start_ns: 0,
             sent: RateWindow::new(flows),
+            offered: RateWindow::new(flows),
             arrived: RateWindow::new(flows),
             backlog: Backlog::new(flows),
             slot_traffic: Vec::new(),

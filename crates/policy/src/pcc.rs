@@ -254,6 +254,8 @@ pub struct HostPcc {
     running: Vec<bool>,
     /// The VM pairs of this host's senders, each with its traffic, in traffic order.
     pairs: Vec<(Vm, Vm, Vec<usize>)>,
+    /// Per traffic: whether its sender is open loop (datagrams at their own pace).
+    open_loop: Vec<bool>,
     /// PCCP: the host's ingress as the packets/s its engine hands out
     /// ([`ENGINE_SHARE`] of what it processes), and what it processes; none
     /// without an `engine.packet_cost`, or under feedback without packet rates.
@@ -316,6 +318,11 @@ impl HostPcc {
             sender_limit: vec![f64::INFINITY; flows],
             running: vec![false; flows],
             pairs,
+            open_loop: scenario
+                .traffic
+                .iter()
+                .map(|t| matches!(t.traffic.kind.pacing(), crate::Pacing::Datagrams { .. }))
+                .collect(),
             engine,
             engine_contended: false,
             engine_offer: vec![f64::INFINITY; flows],
@@ -325,15 +332,17 @@ impl HostPcc {
     }
 
     /// One epoch: the rates measured per traffic over it, what left this host
-    /// (`sent_bps`) and what arrived at it (`arrived_bps`), which traffic waited
-    /// at this host to leave all through the epoch (`backlogged`, from
-    /// [`Backlog`]), and which traffic runs. Only this host's entries are read.
-    /// Returns this host's receivers' offers, in its ingress's unit order, each
-    /// for the host that sends that traffic.
+    /// (`sent_bps`), what reached its enforcer, refused or not (`offered_bps`),
+    /// and what arrived at it (`arrived_bps`), which traffic waited at this host
+    /// to leave all through the epoch (`backlogged`, from [`Backlog`]), and
+    /// which traffic runs. Only this host's entries are read. Returns this
+    /// host's receivers' offers, in its ingress's unit order, each for the host
+    /// that sends that traffic.
     pub fn epoch(
         &mut self,
         running: &[bool],
         sent_bps: &[f64],
+        offered_bps: &[f64],
         arrived_bps: &[f64],
         backlogged: &[bool],
     ) -> Vec<(usize, f64)> {
@@ -342,7 +351,7 @@ impl HostPcc {
         // 500 Mbit/s host was offered only its measured rate and the flood the
         // rest; their limits added up to more than the link, the flow stayed
         // behind the flood's queue, and it took 1.5 s to reach its 275 Mbit/s cap.
-        let held_here = self.held_at_host(running, sent_bps, backlogged);
+        let held_here = self.held_at_host(running, sent_bps, offered_bps, backlogged);
         let sent_bps: Vec<f64> = sent_bps
             .iter()
             .zip(&held_here)
@@ -383,15 +392,29 @@ impl HostPcc {
         feedback
     }
 
-    /// Per traffic, whether this host's link holds it: it waited here all
-    /// through the epoch, and its pair of VMs sent more than [`HELD_TOLERANCE`]
-    /// below the limit this host applies to the pair, with no packet rate from
-    /// the receiver. A pair sending at its limit is held by the limit, and so by
+    /// Per traffic, whether this host's link holds it: it would send more than
+    /// it does, and its pair of VMs sent more than [`HELD_TOLERANCE`] below the
+    /// limit this host applies to the pair, with no packet rate from the
+    /// receiver. A pair sending at its limit is held by the limit, and so by
     /// whichever receiver or sender set it: the others on this link may have
     /// what it leaves. The pair, not the flow, since its flows share its limit
     /// as they share a socket: a bulk flow beside a flood to the same VM waits
     /// while the pair is at its limit.
-    fn held_at_host(&self, running: &[bool], sent_bps: &[f64], backlogged: &[bool]) -> Vec<bool> {
+    ///
+    /// A closed-loop sender (TCP) would send more when it waited here all
+    /// through the epoch. An open-loop one (`udp`, `poisson`) sends what it
+    /// sends whatever happens to it, so when more reached the enforcer than
+    /// left it: its queue grew or it was refused. Read by what waited, a 75
+    /// Mbit/s UDP flow behind its neighbour's 64 KiB frames always had a
+    /// datagram waiting, counted as sending all it was offered, and kept half
+    /// its sender's envelope from a bulk flow (220 against 363.5 Mbit/s).
+    fn held_at_host(
+        &self,
+        running: &[bool],
+        sent_bps: &[f64],
+        offered_bps: &[f64],
+        backlogged: &[bool],
+    ) -> Vec<bool> {
         let mut held = vec![false; running.len()];
         for (_, _, traffic) in &self.pairs {
             let running = || traffic.iter().copied().filter(|&f| running[f]);
@@ -400,7 +423,11 @@ impl HostPcc {
                 && !self.pair_packets_per_s(running()).is_finite()
             {
                 for f in running() {
-                    held[f] = backlogged[f];
+                    held[f] = if self.open_loop[f] {
+                        offered_bps[f] > (1.0 + HELD_TOLERANCE) * sent_bps[f]
+                    } else {
+                        backlogged[f]
+                    };
                 }
             }
         }
@@ -542,10 +569,10 @@ traffic:
         let mut sender = HostPcc::new(&s, h1, Feedback::PicNic);
         let running = [true, true];
         let none = [0.0, 0.0];
-        let fed_back = receiver.epoch(&running, &none, &none, &[false; 2]);
+        let fed_back = receiver.epoch(&running, &none, &none, &none, &[false; 2]);
         assert_eq!(fed_back, vec![(0, 6e9), (1, 6e9)]);
         // Before any feedback the sender holds a→c to its own egress offer.
-        sender.epoch(&running, &[12e9, 0.0], &none, &[false; 2]);
+        sender.epoch(&running, &[12e9, 0.0], &[12e9, 0.0], &none, &[false; 2]);
         let limit = |p: &HostPcc| p.limits()[0].bps;
         assert_eq!(limit(&sender), Some(12_000_000_000));
         sender.receive(0, fed_back[0].1);
@@ -608,7 +635,7 @@ traffic:
         );
         // The sender sums its pair's packet rates.
         let mut sender = HostPcc::new(&s, HostId(0), Feedback::PicNic);
-        sender.epoch(&running, &[0.0; 3], &[0.0; 3], &[false; 3]);
+        sender.epoch(&running, &[0.0; 3], &[0.0; 3], &[0.0; 3], &[false; 3]);
         for (f, pps) in flooded {
             sender.receive_packets(f, pps);
         }
@@ -660,11 +687,17 @@ traffic:
         // for it (`received`), if any, reached h1.
         let second_epoch = |waited: bool, received: Option<f64>| {
             let mut sender = HostPcc::new(&s, HostId(0), Feedback::WorkConserving);
-            sender.epoch(&running, &none, &none, &[false; 2]);
+            sender.epoch(&running, &none, &none, &none, &[false; 2]);
             if let Some(bps) = received {
                 sender.receive(1, bps);
             }
-            sender.epoch(&running, &[900e6, 100e6], &none, &[false, waited]);
+            sender.epoch(
+                &running,
+                &[900e6, 100e6],
+                &[900e6, 100e6],
+                &none,
+                &[false, waited],
+            );
             sender
                 .limits()
                 .iter()

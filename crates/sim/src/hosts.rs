@@ -118,6 +118,8 @@ struct Run<'a> {
     /// Per traffic: bytes that left the sender, bytes that arrived at the
     /// receiver's host, measured for feedback.
     sent: RateWindow,
+    /// What reached the senders' enforcers, refused or not.
+    offered: RateWindow,
     arrived: RateWindow,
     /// Per traffic: what its sender's enforcer holds, waiting to leave.
     backlog: Backlog,
@@ -155,6 +157,7 @@ pub fn run_hosts(
         latency_of: senders.latency_of,
         traffic_senders: senders.traffic_senders,
         sent: RateWindow::new(flows),
+        offered: RateWindow::new(flows),
         arrived: RateWindow::new(flows),
         backlog: Backlog::new(flows),
         arrived_packets: RateWindow::packets(flows),
@@ -475,6 +478,7 @@ impl Run<'_> {
         let traffic = sender.traffic;
         let h = t.host.0;
         self.record.offered_bytes[traffic] += u64::from(bytes);
+        self.offered.count(traffic, u64::from(bytes));
         match self.hosts[h as usize].enforcer.enqueue(now, packet) {
             Ok(()) => {
                 self.backlog.queued(traffic, u64::from(bytes));
@@ -756,6 +760,7 @@ impl Run<'_> {
         let running_ns = |f: usize| now.saturating_sub(traffic[f].traffic.start_ns);
         let arrived = self.arrived.end_epoch(epoch_ns, running_ns);
         let sent = self.sent.end_epoch(epoch_ns, running_ns);
+        let offered = self.offered.end_epoch(epoch_ns, running_ns);
         let arrived_packets = self.arrived_packets.end_epoch(epoch_ns, running_ns);
         let backlogged = self.backlog.end_epoch();
         let running: Vec<bool> = (0..self.scenario.traffic.len())
@@ -765,9 +770,10 @@ impl Run<'_> {
             })
             .collect();
         for h in 0..self.hosts.len() {
-            for (traffic, bps) in self.hosts[h]
-                .pcc
-                .epoch(&running, &sent, &arrived, &backlogged)
+            for (traffic, bps) in
+                self.hosts[h]
+                    .pcc
+                    .epoch(&running, &sent, &offered, &arrived, &backlogged)
             {
                 let host = self.scenario.traffic[traffic].host.0;
                 self.events.schedule(
