@@ -7,10 +7,12 @@
 //! and every udp or poisson traffic offered what it asked. A capped sender whose
 //! responses were still held at the end once kept `htb`'s drain from finishing.
 
-use policy::{AnyScenario, HostsScenario, parse_any_scenario};
+mod common;
+
+use common::{parse_hosts, vm_name};
+use policy::HostsScenario;
 use proptest::prelude::*;
 use sim::{HostModel, run_hosts};
-use std::path::Path;
 
 /// A VM's weight and cap in Mbit/s.
 type Vm = (u32, Option<u64>);
@@ -83,10 +85,6 @@ fn shape() -> impl Strategy<Value = Shape> {
         })
 }
 
-fn vm_name(h: usize, v: usize) -> String {
-    format!("h{h}v{v}")
-}
-
 /// The scenario as a user writes it.
 fn yaml(shape: &Shape) -> String {
     let mut text = format!(
@@ -118,15 +116,7 @@ fn yaml(shape: &Shape) -> String {
 }
 
 fn parse(text: &str) -> HostsScenario {
-    match parse_any_scenario(
-        text,
-        "generated.yaml",
-        Path::new("."),
-        &sched::registry::names(),
-    ) {
-        Ok(AnyScenario::Hosts(s)) => s,
-        other => panic!("a valid scenario across hosts:\n{text}\n{other:?}"),
-    }
+    parse_hosts(text, &sched::registry::names())
 }
 
 proptest! {

@@ -7,10 +7,12 @@
 //! for each VM-to-VM pair, once each phase has had a second to converge, and
 //! every run's checks of its own measurement pass.
 
-use policy::{AnyScenario, HostsScenario, parse_any_scenario};
+mod common;
+
+use common::{parse_hosts, vm_name};
+use policy::HostsScenario;
 use proptest::prelude::*;
 use sim::{HostModel, run_hosts};
-use std::path::Path;
 
 /// Each phase (a flow starts) lasts this long; the first second is convergence.
 const PHASE_S: u64 = 2;
@@ -91,10 +93,6 @@ fn shape() -> impl Strategy<Value = Shape> {
     .prop_map(|(hosts, flows)| Shape { hosts, flows })
 }
 
-fn vm_name(h: usize, v: usize) -> String {
-    format!("h{h}v{v}")
-}
-
 /// The scenario as a user writes it.
 fn yaml(shape: &Shape) -> String {
     let phases = shape.flows.len() as u64;
@@ -134,15 +132,7 @@ fn yaml(shape: &Shape) -> String {
 }
 
 fn parse(text: &str) -> HostsScenario {
-    match parse_any_scenario(
-        text,
-        "generated.yaml",
-        Path::new("."),
-        &["picnic", "picnic-wc"],
-    ) {
-        Ok(AnyScenario::Hosts(s)) => s,
-        other => panic!("a valid scenario across hosts:\n{text}\n{other:?}"),
-    }
+    parse_hosts(text, &["picnic", "picnic-wc"])
 }
 
 /// The intervals of each phase after its convergence second.

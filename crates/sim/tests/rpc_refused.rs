@@ -5,7 +5,6 @@
 //! requests/s beside a 12 Mbit/s cap were refused 731,561,465 times and took 73 s
 //! of CPU; 5 s, 14 s.
 
-#[allow(dead_code)]
 mod common;
 
 use common::checked_run;

@@ -9,7 +9,6 @@
 //! under it by more than one send (12% of the run's 25000 B): 80% is the floor.
 
 // Only `checked_run` of the shared helpers is used here.
-#[allow(dead_code)]
 mod common;
 
 const CAP_BPS: f64 = 10_000.0;

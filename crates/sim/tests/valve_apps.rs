@@ -6,7 +6,6 @@
 //! Judged per 500 ms interval once the ideal has been steady for a second.
 
 // Only `checked_run` of the shared helpers is used here.
-#[allow(dead_code)]
 mod common;
 
 use report::{Interval, RunRecord};

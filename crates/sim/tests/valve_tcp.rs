@@ -5,7 +5,6 @@
 //! weight-50 tenant's one flow beside seven of weight 1 got 780.5 of its 877.2
 //! Mbit/s, each of the others 31.4 of 17.5.
 
-#[allow(dead_code)]
 mod common;
 
 use common::checked_run;

@@ -3,7 +3,6 @@
 //! tenant (defect 5), and a priority tenant bending the weights below it (defect 6).
 //! Each holds every tenant to the bound `check` states for `wf2q`.
 
-#[allow(dead_code)]
 mod common;
 
 use common::checked_run;

@@ -1,5 +1,9 @@
 //! What several of the simulator's test files run: a scenario's text under an
-//! enforcer with every self-check required to pass, and FairNIC's Fig. 10 shape.
+//! enforcer with every self-check required to pass, FairNIC's Fig. 10 shape, and
+//! the names and parsing of generated scenarios across hosts.
+
+// Each test binary uses its own part of this module.
+#![allow(dead_code)]
 
 use report::RunRecord;
 use std::path::Path;
@@ -29,4 +33,17 @@ traffic:
   - {{ tenant: antagonist, {antagonist} }}
 "
     )
+}
+
+/// VM `v` of host `h` in a generated scenario across hosts.
+pub fn vm_name(h: usize, v: usize) -> String {
+    format!("h{h}v{v}")
+}
+
+/// A generated scenario across hosts, `text`, for `enforcers`.
+pub fn parse_hosts(text: &str, enforcers: &[&str]) -> policy::HostsScenario {
+    match policy::parse_any_scenario(text, "generated.yaml", Path::new("."), enforcers) {
+        Ok(policy::AnyScenario::Hosts(s)) => s,
+        other => panic!("a valid scenario across hosts:\n{text}\n{other:?}"),
+    }
 }
