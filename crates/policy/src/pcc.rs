@@ -718,6 +718,45 @@ traffic:
     }
 
     #[test]
+    fn an_open_loop_flow_is_held_at_its_host_only_where_more_reached_it_than_left() {
+        let yaml = r#"
+duration: 1s
+hosts:
+  - name: h1
+    policy: { link: { rate: 1Gbit }, tenants: [ { name: x }, { name: y } ] }
+  - name: h2
+    policy: { link: { rate: 10Gbit }, tenants: [ { name: p }, { name: q } ] }
+traffic:
+  - { name: x-p, tenant: x, to: p, kind: bulk }
+  - { name: y-q, tenant: y, to: q, kind: udp, rate: 100Mbit }
+"#;
+        let s = match parse_any_scenario(yaml, "s.yaml", std::path::Path::new("."), &["picnic"]) {
+            Ok(AnyScenario::Hosts(s)) => s,
+            other => panic!("{other:?}"),
+        };
+        let running = [true; 2];
+        let none = [0.0; 2];
+        // x sends what the link offers it; y a tenth, with datagrams waiting at
+        // h1 all through the epoch, after offering its enforcer `offered`.
+        let second_epoch = |offered: f64| {
+            let mut sender = HostPcc::new(&s, HostId(0), Feedback::WorkConserving);
+            sender.epoch(&running, &none, &none, &none, &[false; 2]);
+            let sent = [900e6, 100e6];
+            sender.epoch(&running, &sent, &[900e6, offered], &none, &[true; 2]);
+            sender
+                .limits()
+                .iter()
+                .map(|l| l.bps.expect("limited"))
+                .collect::<Vec<_>>()
+        };
+        // All it offered left: y is held by its own demand, and x may have the
+        // rest of the link.
+        assert_eq!(second_epoch(100e6), vec![900_000_000, 125_000_000]);
+        // Twice what left reached its enforcer: h1's link holds y.
+        assert_eq!(second_epoch(200e6), vec![500_000_000, 500_000_000]);
+    }
+
+    #[test]
     fn only_bandwidth_feedback_leaves_packet_rates_out() {
         assert!(Feedback::PicNic.packet_rates());
         assert!(Feedback::WorkConserving.packet_rates());
