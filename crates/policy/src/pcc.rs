@@ -663,97 +663,97 @@ traffic:
         assert_eq!(backlog.end_epoch(), vec![true, false]);
     }
 
-    #[test]
-    fn a_flow_held_at_its_own_link_is_offered_its_share_there() {
-        let yaml = r#"
+    /// Two VMs of a 1 Gbit/s host, x sending bulk to p and y sending `y_kind`
+    /// to q on a 10 Gbit/s host.
+    fn two_pairs(y_kind: &str) -> HostsScenario {
+        let yaml = format!(
+            r#"
 duration: 1s
 hosts:
   - name: h1
-    policy: { link: { rate: 1Gbit }, tenants: [ { name: x }, { name: y } ] }
+    policy: {{ link: {{ rate: 1Gbit }}, tenants: [ {{ name: x }}, {{ name: y }} ] }}
   - name: h2
-    policy: { link: { rate: 10Gbit }, tenants: [ { name: p }, { name: q } ] }
+    policy: {{ link: {{ rate: 10Gbit }}, tenants: [ {{ name: p }}, {{ name: q }} ] }}
 traffic:
-  - { name: x-p, tenant: x, to: p, kind: bulk }
-  - { name: y-q, tenant: y, to: q, kind: bulk }
-"#;
-        let s = match parse_any_scenario(yaml, "s.yaml", std::path::Path::new("."), &["picnic"]) {
+  - {{ name: x-p, tenant: x, to: p, kind: bulk }}
+  - {{ name: y-q, tenant: y, to: q, kind: {y_kind} }}
+"#
+        );
+        match parse_any_scenario(&yaml, "s.yaml", std::path::Path::new("."), &["picnic"]) {
             Ok(AnyScenario::Hosts(s)) => s,
             other => panic!("{other:?}"),
-        };
+        }
+    }
+
+    /// h1's limits after a second epoch in which x sent 900 Mbit/s and y 100,
+    /// y's enforcer was offered `y_offered`, y waited at h1 all through the
+    /// epoch or not (`waited`), after the receiver's offer for y (`received`),
+    /// if any, reached h1.
+    fn second_epoch(
+        s: &HostsScenario,
+        y_offered: f64,
+        waited: bool,
+        received: Option<f64>,
+    ) -> Vec<u64> {
         let running = [true; 2];
         let none = [0.0; 2];
-        // x sends what the link offers it; y a tenth, with sends waiting at h1
-        // all through the epoch (`waited`) or not, after the receiver's offer
-        // for it (`received`), if any, reached h1.
-        let second_epoch = |waited: bool, received: Option<f64>| {
-            let mut sender = HostPcc::new(&s, HostId(0), Feedback::WorkConserving);
-            sender.epoch(&running, &none, &none, &none, &[false; 2]);
-            if let Some(bps) = received {
-                sender.receive(1, bps);
-            }
-            sender.epoch(
-                &running,
-                &[900e6, 100e6],
-                &[900e6, 100e6],
-                &none,
-                &[false, waited],
-            );
-            sender
-                .limits()
-                .iter()
-                .map(|l| l.bps.expect("limited"))
-                .collect::<Vec<_>>()
-        };
+        let mut sender = HostPcc::new(s, HostId(0), Feedback::WorkConserving);
+        sender.epoch(&running, &none, &none, &none, &[false; 2]);
+        if let Some(bps) = received {
+            sender.receive(1, bps);
+        }
+        let sent = [900e6, 100e6];
+        sender.epoch(
+            &running,
+            &sent,
+            &[900e6, y_offered],
+            &none,
+            &[false, waited],
+        );
+        sender
+            .limits()
+            .iter()
+            .map(|l| l.bps.expect("limited"))
+            .collect()
+    }
+
+    #[test]
+    fn a_flow_held_at_its_own_link_is_offered_its_share_there() {
+        let s = two_pairs("bulk");
         // Sent at a tenth with nothing waiting, y is held elsewhere: x may have
         // the rest, and y grows back from its rate.
-        assert_eq!(second_epoch(false, None), vec![900_000_000, 125_000_000]);
+        assert_eq!(
+            second_epoch(&s, 100e6, false, None),
+            vec![900_000_000, 125_000_000]
+        );
         // Waiting below the limit h1 applies to it, y is held by h1's link:
         // the link is split between them.
-        assert_eq!(second_epoch(true, None), vec![500_000_000, 500_000_000]);
+        assert_eq!(
+            second_epoch(&s, 100e6, true, None),
+            vec![500_000_000, 500_000_000]
+        );
         // Waiting at the receiver's offer, y is held by the receiver.
         assert_eq!(
-            second_epoch(true, Some(100e6)),
+            second_epoch(&s, 100e6, true, Some(100e6)),
             vec![900_000_000, 100_000_000]
         );
     }
 
     #[test]
     fn an_open_loop_flow_is_held_at_its_host_only_where_more_reached_it_than_left() {
-        let yaml = r#"
-duration: 1s
-hosts:
-  - name: h1
-    policy: { link: { rate: 1Gbit }, tenants: [ { name: x }, { name: y } ] }
-  - name: h2
-    policy: { link: { rate: 10Gbit }, tenants: [ { name: p }, { name: q } ] }
-traffic:
-  - { name: x-p, tenant: x, to: p, kind: bulk }
-  - { name: y-q, tenant: y, to: q, kind: udp, rate: 100Mbit }
-"#;
-        let s = match parse_any_scenario(yaml, "s.yaml", std::path::Path::new("."), &["picnic"]) {
-            Ok(AnyScenario::Hosts(s)) => s,
-            other => panic!("{other:?}"),
-        };
-        let running = [true; 2];
-        let none = [0.0; 2];
-        // x sends what the link offers it; y a tenth, with datagrams waiting at
-        // h1 all through the epoch, after offering its enforcer `offered`.
-        let second_epoch = |offered: f64| {
-            let mut sender = HostPcc::new(&s, HostId(0), Feedback::WorkConserving);
-            sender.epoch(&running, &none, &none, &none, &[false; 2]);
-            let sent = [900e6, 100e6];
-            sender.epoch(&running, &sent, &[900e6, offered], &none, &[true; 2]);
-            sender
-                .limits()
-                .iter()
-                .map(|l| l.bps.expect("limited"))
-                .collect::<Vec<_>>()
-        };
+        // y's datagrams wait at h1 all through the epoch either way.
+        let s = two_pairs("udp, rate: 100Mbit");
         // All it offered left: y is held by its own demand, and x may have the
         // rest of the link.
-        assert_eq!(second_epoch(100e6), vec![900_000_000, 125_000_000]);
+        assert_eq!(
+            second_epoch(&s, 100e6, true, None),
+            vec![900_000_000, 125_000_000]
+        );
         // Twice what left reached its enforcer: h1's link holds y.
-        assert_eq!(second_epoch(200e6), vec![500_000_000, 500_000_000]);
+        assert_eq!(
+            second_epoch(&s, 200e6, true, None),
+            vec![500_000_000, 500_000_000]
+        );
     }
 
     #[test]
