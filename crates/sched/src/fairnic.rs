@@ -26,7 +26,9 @@
 //!   cores in its mask leaves the cores without a flow idle; their base rate then
 //!   follows its traffic to the cores it does use, so its share does not depend on
 //!   how many flows it has. What a tenant's pool cannot hold (two periods of its
-//!   base rate) spills into
+//!   base rate) spills into (unless the spilling lane has held packets for
+//!   longer than a period: others kept it from the link, and would steal its
+//!   tokens to keep it from the link again, so those are lost)
 //! - the link's overflow pool: refilled at the link capacity no base rate
 //!   reserves, plus those spills, so tokens that an idle tenant does not use are
 //!   not lost (work conservation). A core whose tenant's tokens do not cover its
@@ -285,9 +287,9 @@ pub trait Overflow {
     const REFILL_WHEN_IDLE: bool;
     /// Brings the link's pool up to `now_ns`, at the top of every dequeue.
     fn refill(&mut self, now_ns: u64);
-    /// Takes in a spill of tenant `t`'s local bucket: into `t`'s own pool, and what
-    /// its cap turns away into the link's, up to that one's cap.
-    fn absorb(&mut self, t: usize, spill: i128);
+    /// Takes in a spill of tenant `t`'s local bucket: into `t`'s own pool, and, if
+    /// `pass_on`, what its cap turns away into the link's, up to that one's cap.
+    fn absorb(&mut self, t: usize, spill: i128, pass_on: bool);
     /// Charges a packet of `len_bytes` to tenant `t`'s own pool if it covers it.
     fn take_own(&mut self, t: usize, len_bytes: u32) -> bool;
     /// Charges a packet of `len_bytes` to the link's pool if it covers it.
@@ -306,9 +308,11 @@ impl Overflow for Pool {
         debug_assert!(spill >= 0);
     }
 
-    fn absorb(&mut self, t: usize, spill: i128) {
+    fn absorb(&mut self, t: usize, spill: i128, pass_on: bool) {
         let over = self.tenants[t].add(spill);
-        self.bucket.add(over);
+        if pass_on {
+            self.bucket.add(over);
+        }
     }
 
     fn take_own(&mut self, t: usize, len_bytes: u32) -> bool {
@@ -495,10 +499,10 @@ impl Overflow for ShardPool {
         self.now_ns = self.now_ns.max(now_ns);
     }
 
-    fn absorb(&mut self, t: usize, spill: i128) {
+    fn absorb(&mut self, t: usize, spill: i128, pass_on: bool) {
         if spill > 0 {
             let over = self.shared.tenants[t].absorb(spill);
-            if over > 0 {
+            if pass_on && over > 0 {
                 self.shared.link.absorb(over);
             }
         }
@@ -672,10 +676,20 @@ impl Steal {
 /// A packet waiting on a core, with its leaf class.
 type Held = (Packet, ClassId);
 
-/// What one engine core owns: per tenant it serves, a queue and a local bucket.
+/// One tenant's place on one engine core: its queue there and its local bucket.
+pub struct Lane {
+    pub tenant: TenantId,
+    pub queue: VecDeque<Held>,
+    pub bucket: Bucket,
+    /// Since when the queue has held packets without a break (meaningless while it
+    /// is empty): a lane that waited a whole period with its bucket full was kept
+    /// from the link by others, and its spill would only reward them.
+    pub backlogged_since_ns: u64,
+}
+
+/// What one engine core owns: a lane per tenant it serves.
 pub struct Core {
-    /// (tenant, its queue on this core, its local bucket here).
-    pub lanes: Vec<(TenantId, VecDeque<Held>, Bucket)>,
+    pub lanes: Vec<Lane>,
 }
 
 /// FairNIC's enforcer over every engine core's lanes with its own [`Pool`]; or, as
@@ -820,11 +834,12 @@ impl<P: Overflow> FairNic<P> {
                             Some(_) => return None,
                         };
                         let core = &mut cores[here];
-                        core.lanes.push((
-                            TenantId(t as u16),
-                            VecDeque::new(),
-                            Bucket::new(lane_rates[t], period_ns),
-                        ));
+                        core.lanes.push(Lane {
+                            tenant: TenantId(t as u16),
+                            queue: VecDeque::new(),
+                            bucket: Bucket::new(lane_rates[t], period_ns),
+                            backlogged_since_ns: 0,
+                        });
                         Some((here, core.lanes.len() - 1))
                     })
                     .collect()
@@ -895,7 +910,14 @@ impl<P: Overflow> FairNic<P> {
     }
 
     /// Refills the link's pool, then every local bucket from its own stamp,
-    /// spilling into its tenant's pool; ends the period when due.
+    /// spilling into its tenant's pool; ends the period when due. What that pool
+    /// cannot hold goes on to the link's, unless the lane has held packets for
+    /// longer than a period: its bucket filled while others held the link, and
+    /// they would steal its tokens to hold it again (threads that race for a
+    /// link, where the whole engine serves a lane with tokens before any
+    /// stealer). Its tenant's other lanes may still use them. A lane that empties
+    /// between its packets, as one held upstream by its engine cores does, passes
+    /// on what it does not use.
     fn refill(&mut self, now_ns: u64) {
         if now_ns >= self.period_end_ns {
             self.steal.end_period();
@@ -904,9 +926,13 @@ impl<P: Overflow> FairNic<P> {
         debug_assert!(self.period_end_ns > now_ns, "the period ends after now");
         self.pool.refill(now_ns);
         for core in &mut self.cores {
-            for (tenant, _, bucket) in &mut core.lanes {
-                let spill = bucket.refill(now_ns);
-                self.pool.absorb(tenant.index(), spill);
+            for lane in &mut core.lanes {
+                let spill = lane.bucket.refill(now_ns);
+                if spill > 0 {
+                    let kept_waiting = !lane.queue.is_empty()
+                        && now_ns.saturating_sub(lane.backlogged_since_ns) > self.period_ns;
+                    self.pool.absorb(lane.tenant.index(), spill, !kept_waiting);
+                }
             }
         }
     }
@@ -926,9 +952,9 @@ impl<P: Overflow> FairNic<P> {
     /// if it holds one and its tenant may steal.
     fn stealer_at(&self, flat: usize) -> Option<(usize, u32)> {
         let (c, l) = self.lane_at(flat);
-        let (tenant, queue, _) = &self.cores[c].lanes[l];
-        let (packet, _) = queue.front()?;
-        let t = tenant.index();
+        let lane = &self.cores[c].lanes[l];
+        let (packet, _) = lane.queue.front()?;
+        let t = lane.tenant.index();
         self.steal.may_steal(t).then_some((t, packet.len_bytes))
     }
 
@@ -954,17 +980,17 @@ impl<P: Overflow> FairNic<P> {
         self.cores
             .iter()
             .flat_map(|core| &core.lanes)
-            .map(|(_, queue, _)| queue.len())
+            .map(|lane| lane.queue.len())
             .sum()
     }
 
     fn pop(&mut self, c: usize, l: usize, flat: usize) -> Frame {
         let (packet, class) = self.cores[c].lanes[l]
-            .1
+            .queue
             .pop_front()
             .expect("a lane that sends holds a packet");
         debug_assert_eq!(
-            packet.tenant, self.cores[c].lanes[l].0,
+            packet.tenant, self.cores[c].lanes[l].tenant,
             "a tenant's packet waits on a lane of its own"
         );
         self.held -= 1;
@@ -993,10 +1019,10 @@ impl<P: Overflow> FairNic<P> {
         for k in 0..self.lanes {
             let flat = (self.cursor + k) % self.lanes;
             let (c, l) = self.lane_at(flat);
-            let (tenant, queue, bucket) = &mut self.cores[c].lanes[l];
-            if let Some((packet, _)) = queue.front()
-                && (bucket.take(packet.len_bytes)
-                    || self.pool.take_own(tenant.index(), packet.len_bytes))
+            let lane = &mut self.cores[c].lanes[l];
+            if let Some((packet, _)) = lane.queue.front()
+                && (lane.bucket.take(packet.len_bytes)
+                    || self.pool.take_own(lane.tenant.index(), packet.len_bytes))
             {
                 return Some(self.pop(c, l, flat));
             }
@@ -1010,9 +1036,9 @@ impl<P: Overflow> FairNic<P> {
         let served = self
             .best_stealer(full)
             .filter(|&(_, _, len)| self.pool.take(len));
-        for (tenant, queue, _) in self.cores.iter().flat_map(|core| &core.lanes) {
-            let t = tenant.index();
-            if !queue.is_empty() && self.steal.may_steal(t) {
+        for lane in self.cores.iter().flat_map(|core| &core.lanes) {
+            let t = lane.tenant.index();
+            if !lane.queue.is_empty() && self.steal.may_steal(t) {
                 self.steal
                     .asked(t, served.is_some_and(|(_, winner, _)| winner == t));
             }
@@ -1029,7 +1055,7 @@ impl<P: Overflow> FairNic<P> {
 }
 
 impl<P: Overflow> Enforcer for FairNic<P> {
-    fn enqueue(&mut self, _now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
+    fn enqueue(&mut self, now_ns: u64, packet: Packet) -> Result<(), (Packet, Refusal)> {
         let places = &self.places[packet.tenant.index()];
         let Some((c, l)) = places[crate::cores::mask_index(packet.flow, places.len())] else {
             return self.refuse(packet);
@@ -1044,10 +1070,14 @@ impl<P: Overflow> Enforcer for FairNic<P> {
             return Err((packet, reason));
         }
         debug_assert_eq!(
-            packet.tenant, self.cores[c].lanes[l].0,
+            packet.tenant, self.cores[c].lanes[l].tenant,
             "a tenant's packet waits only on its own cores"
         );
-        self.cores[c].lanes[l].1.push_back((packet, class));
+        let lane = &mut self.cores[c].lanes[l];
+        if lane.queue.is_empty() {
+            lane.backlogged_since_ns = now_ns;
+        }
+        lane.queue.push_back((packet, class));
         self.held += 1;
         debug_assert!(self.held <= self.packets_max);
         Ok(())
@@ -1090,7 +1120,7 @@ impl<P: Overflow> Enforcer for FairNic<P> {
             let mut own_inflow_bps = 0;
             let mut own_wanted = None;
             for &(c, l) in places.iter().flatten() {
-                let (_, queue, bucket) = &self.cores[c].lanes[l];
+                let Lane { queue, bucket, .. } = &self.cores[c].lanes[l];
                 match queue.front() {
                     Some((packet, _)) => {
                         if let Some(ready) = bucket.covers_at_ns(packet.len_bytes) {
@@ -1361,12 +1391,18 @@ mod tests {
             bucket: link,
             tenants: vec![own, own],
         };
-        pool.absorb(0, 600 * U);
+        pool.absorb(0, 600 * U, true);
         assert_eq!(
             (pool.tenants[0].tokens, pool.bucket.tokens),
             (300 * U, 300 * U)
         );
-        pool.absorb(0, 900 * U);
+        // A lane kept waiting passes nothing on.
+        pool.absorb(0, 900 * U, false);
+        assert_eq!(
+            (pool.tenants[0].tokens, pool.bucket.tokens),
+            (300 * U, 300 * U)
+        );
+        pool.absorb(0, 900 * U, true);
         assert_eq!(
             (pool.tenants[0].tokens, pool.bucket.tokens),
             (300 * U, 1000 * U)
@@ -1423,10 +1459,16 @@ mod tests {
         );
         // Its spills reach its tenant's pool, and what that cannot hold the link's;
         // an empty one touches neither.
-        shard.absorb(0, 0);
-        shard.absorb(0, 45 * U);
+        shard.absorb(0, 0, true);
+        shard.absorb(0, 45 * U, false);
         assert_eq!(shard.own(0).tokens, 45 * U);
-        shard.absorb(0, 15 * U);
+        shard.absorb(0, 15 * U, false);
+        assert_eq!(
+            (shard.own(0).tokens, shared.link.snapshot().tokens),
+            (50 * U, 0),
+            "a lane kept waiting passes nothing on"
+        );
+        shard.absorb(0, 10 * U, true);
         assert_eq!(
             (shard.own(0).tokens, shared.link.snapshot().tokens),
             (50 * U, 10 * U)

@@ -1,8 +1,9 @@
 //! FairNIC's threaded form (`fairnic::Shard` over `fairnic::SharedPools`): one
 //! shard is the whole enforcer when there is one core; shards on threads lose and
 //! duplicate no packet; the shared pool never hands out more than it was given,
-//! whatever the threads' interleaving; and a capped tenant on several cores stays
-//! within its cap while stealing what an idle tenant's cores leave.
+//! whatever the threads' interleaving; a capped tenant on several cores stays
+//! within its cap while stealing what an idle tenant's cores leave; and threads
+//! that race for the link keep their tenants' shares.
 
 use policy::{AppId, Policy, TenantId};
 use sched::bench::{packet_of, policy_for};
@@ -304,4 +305,85 @@ fn a_capped_tenant_on_two_cores_steals_up_to_its_cap_and_no_more() {
         bps >= 5.9e9,
         "{bps}: a steals b's idle share through the shared pool"
     );
+}
+
+#[test]
+fn shards_that_race_for_the_link_keep_each_tenant_to_its_share() {
+    // Lab threads race for the link where the whole enforcer serves a lane with
+    // tokens before any stealer: whenever the link frees, each thread takes a
+    // frame, so two threads with frames split the link in turns whatever their
+    // tenants' shares. Core 0's tenants (one and three) need 4/7 of the link,
+    // more than those turns give them, so their lanes wait with full buckets
+    // while core 1's tenants (two and four) send on stolen tokens; were those
+    // buckets to spill, core 1 would steal them again and keep winning turns.
+    let policy = parse(
+        "link: { rate: 500Mbit }\ntenants:\n  - { name: one, weight: 1 }\n  - { name: two, weight: 2, max_rate: 150Mbit }\n  - { name: three, weight: 3 }\n  - { name: four, weight: 1 }\n",
+        2,
+    );
+    assert_eq!(core_mask(&policy), vec![vec![0], vec![1], vec![0], vec![1]]);
+    let capacity = Capacity {
+        classes: 16,
+        packets: 256,
+        qdisc_packets: None,
+        class_packets: None,
+    };
+    let pool = Arc::new(SharedPools::new(&policy).unwrap());
+    let mut shards: Vec<Shard> = (0..2)
+        .map(|core| Shard::shard(&policy, capacity, core, Arc::clone(&pool)))
+        .collect();
+    // Idle for 100 ms first, as the lab's threads are before iperf3 connects:
+    // the buckets fill and spill, so the pool starts full.
+    let start_ns = 100_000_000u64;
+    for now_ns in (0..start_ns).step_by(1_000_000) {
+        for shard in &mut shards {
+            assert!(shard.dequeue(now_ns).is_none());
+        }
+    }
+    let core_of_tenant = [0, 1, 0, 1];
+    let send_bytes = 65_000;
+    let mut handle = 0;
+    for (tenant, &core) in core_of_tenant.iter().enumerate() {
+        for _ in 0..8 {
+            handle += 1;
+            let p = packet(tenant as u16, 0, send_bytes, handle);
+            assert!(shards[core].enqueue(start_ns, p).is_ok());
+        }
+    }
+    // What the buckets and pools held at the start is spent in the first second;
+    // the shares are measured over the next four.
+    let (measured_ns, run_ns) = (start_ns + 1_000_000_000, 4_000_000_000u64);
+    let mut sent = [0u64; 4];
+    let mut now_ns = start_ns;
+    while now_ns < measured_ns + run_ns {
+        let mut free_ns = now_ns;
+        for (core, shard) in shards.iter_mut().enumerate() {
+            if let Some(frame) = shard.dequeue(now_ns) {
+                let tenant = frame.packet.tenant.index();
+                if now_ns >= measured_ns {
+                    sent[tenant] += u64::from(frame.bytes);
+                }
+                let p = packet(tenant as u16, 0, send_bytes, frame.packet.handle);
+                assert!(shard.enqueue(now_ns, p).is_ok(), "core {core}");
+                free_ns += serialisation_ns(frame.bytes, policy.link.rate_bps);
+            }
+        }
+        now_ns = if free_ns > now_ns {
+            free_ns
+        } else {
+            shards
+                .iter()
+                .filter_map(|shard| shard.next_ready_ns(now_ns))
+                .min()
+                .expect("backlogged shards wake")
+                .max(now_ns + 1)
+        };
+    }
+    let ideal_bps = [500e6 / 7.0, 1000e6 / 7.0, 1500e6 / 7.0, 500e6 / 7.0];
+    for (tenant, (&bytes, ideal)) in sent.iter().zip(ideal_bps).enumerate() {
+        let bps = bytes as f64 * 8e9 / run_ns as f64;
+        assert!(
+            (bps / ideal - 1.0).abs() < 0.01,
+            "tenant {tenant}: {bps} bit/s against its share of {ideal}: {sent:?}"
+        );
+    }
 }
