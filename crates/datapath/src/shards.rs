@@ -11,7 +11,8 @@
 //! ([`crate::link`]), the enforcer's shared state and the tenants' published
 //! drops (each thread writes its own tenants'). The mask is the registry's for
 //! the policy with `engine.cores` set to the thread count, so `nicsched sim` of
-//! that policy with `engine: { cores: N }` runs the same shards.
+//! that policy with `engine: { cores: N }` puts the same tenants on the same
+//! cores (`valve`'s same shards; `fairnic`'s whole enforcer, its lanes per core).
 //!
 //! Every other enforcer ([`Threads::HandOff`]) keeps one scheduling thread,
 //! with the other threads sending its frames: `wf2q` orders every tenant's

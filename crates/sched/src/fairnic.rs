@@ -65,10 +65,16 @@
 //! and takes from without a lock ([`Overflow`] is what the two have in common).
 //! Each shard keeps the steal allowances of its own tenants, counting only its own
 //! steals; a tenant on k cores gets a k-th of its ceiling and first allowance on
-//! each, so its steals over all its cores stay within its `max_rate`. A shard sees
-//! the spills of other shards' idle buckets only when they reach a pool, so it may
-//! wake later than a whole engine would for them. `nicsched bench --threads N` runs
-//! N shards on N threads.
+//! each, so its steals over all its cores stay within its `max_rate`. Those
+//! allowances follow only the shard's own tenants, so between shards the pool goes
+//! by another measure: each lane that holds packets and may steal says, in a row of
+//! [`SharedPools`] that only its core writes, what it stole this period per unit of
+//! weight, and a shard's stealer takes the pool only while no lane of another core
+//! says less, or when the pool is full. Without that, a thread that turns around
+//! faster than another took the whole share of an idle tenant (issue 28, found in
+//! the lab). A shard sees the spills of other shards' idle buckets only when they
+//! reach a pool, so it may wake later than a whole engine would for them.
+//! `nicsched bench --threads N` runs N shards on N threads.
 //!
 //! ## Units and constants
 //!
@@ -298,6 +304,15 @@ pub trait Overflow {
     fn bucket(&self) -> Bucket;
     /// Tenant `t`'s own pool.
     fn own(&self, t: usize) -> Bucket;
+    /// Says whether tenant `t`'s lane on this core asks for the link's pool (it
+    /// holds packets and may steal), and with what standing (`FairNic::standing`:
+    /// lower goes first). `standing` is called only where other cores read it.
+    fn ask(&self, t: usize, standing: impl FnOnce() -> Option<u64>);
+    /// Whether a stealer of `standing` may take the link's pool now: the pool is
+    /// full, or no lane of another core asks for it with a lower standing. So
+    /// the pool goes by weight among every core's stealers, as the whole
+    /// enforcer hands it to the one furthest below its allowance.
+    fn first_in_line(&self, standing: u64, pool_full: bool) -> bool;
 }
 
 impl Overflow for Pool {
@@ -329,6 +344,13 @@ impl Overflow for Pool {
 
     fn own(&self, t: usize) -> Bucket {
         self.tenants[t]
+    }
+
+    /// The whole enforcer picks among every core's stealers itself.
+    fn ask(&self, _t: usize, _standing: impl FnOnce() -> Option<u64>) {}
+
+    fn first_in_line(&self, _standing: u64, _pool_full: bool) -> bool {
+        true
     }
 }
 
@@ -457,14 +479,27 @@ impl SharedPool {
 pub struct SharedPools {
     pub link: SharedPool,
     pub tenants: Vec<SharedPool>,
+    /// Per core, per tenant: the standing with which that lane asks for the
+    /// link's pool, `u64::MAX` while it does not. A row per core, each tenant's
+    /// slot at [`ROW_PAD`] + its index, padded on both sides so that a core
+    /// writing its own row does not take the cache line holding another core's.
+    asking: Vec<Box<[AtomicU64]>>,
 }
 
 impl SharedPools {
     /// Empty at time 0, as [`FairNic`]'s own pools start for `policy`.
     pub fn new(policy: &Policy) -> Result<Self, String> {
         let pool = overflow_pool(policy);
+        let cores = usize::from(policy.engine.cores.max(1));
         Ok(SharedPools {
             link: SharedPool::from_bucket(pool.bucket)?,
+            asking: (0..cores)
+                .map(|_| {
+                    (0..pool.tenants.len() + 2 * ROW_PAD)
+                        .map(|_| AtomicU64::new(u64::MAX))
+                        .collect()
+                })
+                .collect(),
             tenants: pool
                 .tenants
                 .into_iter()
@@ -484,11 +519,17 @@ impl SharedPools {
 pub struct ShardPool {
     shared: Arc<SharedPools>,
     now_ns: u64,
+    /// The engine core whose lanes this handle serves.
+    core: usize,
 }
 
 impl ShardPool {
-    pub fn new(shared: Arc<SharedPools>) -> Self {
-        ShardPool { shared, now_ns: 0 }
+    pub fn new(shared: Arc<SharedPools>, core: u16) -> Self {
+        ShardPool {
+            shared,
+            now_ns: 0,
+            core: usize::from(core),
+        }
     }
 }
 
@@ -528,6 +569,37 @@ impl Overflow for ShardPool {
 
     fn own(&self, t: usize) -> Bucket {
         self.shared.tenants[t].snapshot()
+    }
+
+    fn ask(&self, t: usize, standing: impl FnOnce() -> Option<u64>) {
+        store_if_changed(
+            &self.shared.asking[self.core][ROW_PAD + t],
+            standing().unwrap_or(u64::MAX),
+        );
+    }
+
+    fn first_in_line(&self, standing: u64, pool_full: bool) -> bool {
+        pool_full
+            || self
+                .shared
+                .asking
+                .iter()
+                .enumerate()
+                .filter(|&(core, _)| core != self.core)
+                .flat_map(|(_, row)| &row[ROW_PAD..row.len() - ROW_PAD])
+                .all(|slot| slot.load(Ordering::Relaxed) >= standing)
+    }
+}
+
+/// Slots of padding on each side of a core's row in [`SharedPools`]: two cache
+/// lines of 64 bytes, as adjacent-line prefetch pulls lines in pairs.
+const ROW_PAD: usize = 16;
+
+/// Stores `value` unless `slot` holds it, so that a lane whose state stays the
+/// same does not pass its cache line back and forth with the threads reading it.
+fn store_if_changed(slot: &AtomicU64, value: u64) {
+    if slot.load(Ordering::Relaxed) != value {
+        slot.store(value, Ordering::Relaxed);
     }
 }
 
@@ -798,7 +870,7 @@ impl Shard {
         core: u16,
         pools: Arc<SharedPools>,
     ) -> Self {
-        FairNic::with_pool(policy, capacity, Some(core), ShardPool::new(pools))
+        FairNic::with_pool(policy, capacity, Some(core), ShardPool::new(pools, core))
     }
 }
 
@@ -922,6 +994,9 @@ impl<P: Overflow> FairNic<P> {
         if now_ns >= self.period_end_ns {
             self.steal.end_period();
             self.period_end_ns = now_ns - now_ns % self.period_ns + self.period_ns;
+            for lane in self.cores.iter().flat_map(|core| &core.lanes) {
+                self.ask_for_pool(lane);
+            }
         }
         debug_assert!(self.period_end_ns > now_ns, "the period ends after now");
         self.pool.refill(now_ns);
@@ -994,10 +1069,37 @@ impl<P: Overflow> FairNic<P> {
             "a tenant's packet waits on a lane of its own"
         );
         self.held -= 1;
+        if self.cores[c].lanes[l].queue.is_empty() {
+            self.ask_for_pool(&self.cores[c].lanes[l]);
+        }
         self.cursor = (flat + 1) % self.lanes;
         self.classes.departed(&packet, class);
         self.accounting.release(&packet);
         Frame::whole(packet)
+    }
+
+    /// Tenant `t`'s place in line for the link's pool among every core's
+    /// stealers: what it stole this period on this core per unit of the weight
+    /// its lane here has (its tenant's over the cores of its mask), in 2⁻¹⁶
+    /// units. The allowances each shard keeps follow only its own tenants'
+    /// asking, so they do not compare across cores; the periods do, as every
+    /// shard ends them at the same instants.
+    fn standing(&self, t: usize) -> u64 {
+        let stolen = u128::from(self.steal.stolen[t]) * self.places[t].len() as u128;
+        u64::try_from((stolen << 16) / u128::from(self.steal.weight[t].max(1)))
+            .unwrap_or(u64::MAX - 1)
+    }
+
+    /// Tells the other cores whether `lane` asks for the link's pool, and with
+    /// what standing: a lane that holds packets asks while its tenant may steal,
+    /// whether its own tokens cover its next packet or not, as the whole
+    /// enforcer hands the pool to it whenever they do not. Said when one of
+    /// these changes: the lane fills or empties, its tenant steals, or a period
+    /// ends.
+    fn ask_for_pool(&self, lane: &Lane) {
+        let t = lane.tenant.index();
+        let asks = !lane.queue.is_empty() && self.steal.may_steal(t);
+        self.pool.ask(t, || asks.then(|| self.standing(t)));
     }
 
     fn refuse(&mut self, packet: Packet) -> Result<(), (Packet, Refusal)> {
@@ -1030,12 +1132,15 @@ impl<P: Overflow> FairNic<P> {
         // Then the link's pool, to the lane whose tenant is furthest below its
         // allowance (the first in turn of those as far). Once a tenant within its
         // allowance went short this period, one past its allowance takes only
-        // what a full pool would lose.
+        // what a full pool would lose. A shard's stealer also waits for stealers of
+        // other cores that stole less per weight this period, unless the pool is
+        // full.
         let pool = self.pool.bucket();
-        let full = !self.steal.someone_short || pool.tokens >= pool.cap;
-        let served = self
-            .best_stealer(full)
-            .filter(|&(_, _, len)| self.pool.take(len));
+        let pool_full = pool.tokens >= pool.cap;
+        let full = !self.steal.someone_short || pool_full;
+        let served = self.best_stealer(full).filter(|&(_, t, len)| {
+            self.pool.first_in_line(self.standing(t), pool_full) && self.pool.take(len)
+        });
         for lane in self.cores.iter().flat_map(|core| &core.lanes) {
             let t = lane.tenant.index();
             if !lane.queue.is_empty() && self.steal.may_steal(t) {
@@ -1050,6 +1155,7 @@ impl<P: Overflow> FairNic<P> {
         );
         self.steal.stolen[winner] += u64::from(len);
         let (c, l) = self.lane_at(flat);
+        self.ask_for_pool(&self.cores[c].lanes[l]);
         Some(self.pop(c, l, flat))
     }
 }
@@ -1074,10 +1180,14 @@ impl<P: Overflow> Enforcer for FairNic<P> {
             "a tenant's packet waits only on its own cores"
         );
         let lane = &mut self.cores[c].lanes[l];
-        if lane.queue.is_empty() {
+        let was_empty = lane.queue.is_empty();
+        if was_empty {
             lane.backlogged_since_ns = now_ns;
         }
         lane.queue.push_back((packet, class));
+        if was_empty {
+            self.ask_for_pool(&self.cores[c].lanes[l]);
+        }
         self.held += 1;
         debug_assert!(self.held <= self.packets_max);
         Ok(())
@@ -1111,11 +1221,17 @@ impl<P: Overflow> Enforcer for FairNic<P> {
         // The pool goes to the one stealer `dequeue` picks, so it is that one's
         // packet it must cover: the smallest of all stealers' packets, covered
         // while the pick's was not, had the engine ask again every nanosecond.
-        let link_wanted = self
-            .best_stealer(!self.steal.someone_short)
-            .map(|(_, _, len)| len);
+        // A stealer that waits for another core's takes the pool once it is full.
+        let (link_wanted, waits_for_another) = match self.best_stealer(!self.steal.someone_short) {
+            Some((_, t, len)) if self.pool.first_in_line(self.standing(t), false) => {
+                (Some(len), false)
+            }
+            Some(_) => (None, true),
+            None => (None, false),
+        };
         // Once the pool is full, tenants past their allowance may take it too.
-        let link_wanted_past = self.steal.someone_short && self.best_stealer(true).is_some();
+        let link_wanted_past =
+            waits_for_another || (self.steal.someone_short && self.best_stealer(true).is_some());
         for (t, places) in self.places.iter().enumerate() {
             let mut own_inflow_bps = 0;
             let mut own_wanted = None;
@@ -1443,8 +1559,13 @@ mod tests {
         let shared = Arc::new(SharedPools {
             link: SharedPool::from_bucket(link).unwrap(),
             tenants: vec![SharedPool::from_bucket(own).unwrap()],
+            asking: vec![
+                (0..1 + 2 * ROW_PAD)
+                    .map(|_| AtomicU64::new(u64::MAX))
+                    .collect(),
+            ],
         });
-        let mut shard = ShardPool::new(Arc::clone(&shared));
+        let mut shard = ShardPool::new(Arc::clone(&shared), 0);
         shard.refill(10_000);
         assert_eq!(shard.bucket().tokens, 10 * U, "projected to its own clock");
         assert!(!shard.take(11));

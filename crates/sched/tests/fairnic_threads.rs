@@ -387,3 +387,77 @@ fn shards_that_race_for_the_link_keep_each_tenant_to_its_share() {
         );
     }
 }
+
+#[test]
+fn a_fast_thread_steals_only_its_tenants_part_of_what_an_idle_tenant_leaves() {
+    // Thread 1 turns around in 1 µs and thread 0 in 20 µs, so whenever the link
+    // frees thread 1 takes it first. `tail` (thread 0) is idle: its share goes to
+    // `web` and `flood` by weight, 5:3. `flood` could take all of it while `web`
+    // waits on its own tokens for a link that `flood`'s small sends keep busy;
+    // the whole enforcer hands the pool to stealers only while no lane has tokens.
+    let policy = parse(
+        "link: { rate: 400Mbit }\ntenants:\n  - { name: web, weight: 5 }\n  - { name: flood, weight: 3 }\n  - { name: tail, weight: 1 }\n",
+        2,
+    );
+    assert_eq!(core_mask(&policy), vec![vec![0], vec![1], vec![0]]);
+    let capacity = Capacity {
+        classes: 16,
+        packets: 256,
+        qdisc_packets: None,
+        class_packets: None,
+    };
+    let pool = Arc::new(SharedPools::new(&policy).unwrap());
+    let mut shards: Vec<Shard> = (0..2)
+        .map(|core| Shard::shard(&policy, capacity, core, Arc::clone(&pool)))
+        .collect();
+    let (core_of_tenant, send_bytes) = ([0, 1], [64_000, 700]);
+    let mut handle = 0;
+    for tenant in 0..2 {
+        for _ in 0..32 {
+            handle += 1;
+            let p = packet(tenant as u16, 0, send_bytes[tenant], handle);
+            assert!(shards[core_of_tenant[tenant]].enqueue(0, p).is_ok());
+        }
+    }
+    let turnaround_ns = [20_000, 1_000];
+    let (measured_ns, end_ns) = (1_000_000_000u64, 4_000_000_000u64);
+    let mut clock = [0u64; 2];
+    let mut free_ns = 0u64;
+    let mut sent = [0u64; 2];
+    loop {
+        // The thread whose clock is earliest acts; thread 1 on a tie.
+        let core = if clock[1] <= clock[0] { 1 } else { 0 };
+        let now_ns = clock[core];
+        if now_ns >= end_ns {
+            break;
+        }
+        if free_ns > now_ns {
+            clock[core] = free_ns;
+            continue;
+        }
+        match shards[core].dequeue(now_ns) {
+            Some(frame) => {
+                let tenant = frame.packet.tenant.index();
+                if now_ns >= measured_ns {
+                    sent[tenant] += u64::from(frame.bytes);
+                }
+                let p = packet(tenant as u16, 0, send_bytes[tenant], frame.packet.handle);
+                assert!(shards[core].enqueue(now_ns, p).is_ok());
+                free_ns = now_ns + serialisation_ns(frame.bytes, policy.link.rate_bps);
+                clock[core] = now_ns + turnaround_ns[core];
+            }
+            None => {
+                let wake = shards[core].next_ready_ns(now_ns).unwrap_or(now_ns);
+                clock[core] = wake.max(now_ns + turnaround_ns[core]);
+            }
+        }
+    }
+    let run_ns = end_ns - measured_ns;
+    for (tenant, (&bytes, ideal)) in sent.iter().zip([250e6, 150e6]).enumerate() {
+        let bps = bytes as f64 * 8e9 / run_ns as f64;
+        assert!(
+            (bps / ideal - 1.0).abs() < 0.03,
+            "tenant {tenant}: {bps} bit/s against its share of {ideal}: {sent:?}"
+        );
+    }
+}
