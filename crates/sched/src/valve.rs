@@ -347,8 +347,6 @@ pub struct SharedRates {
     busy_cores: u32,
     /// When the next recomputation falls due; [`CLAIMED`] while one runs.
     due_ns: AtomicU64,
-    /// Written only by the core holding the claim, as is `counted_bytes`.
-    last_update_ns: AtomicU64,
     /// Bumped after each recomputation, once its rates are stored.
     epoch: AtomicU64,
     /// Per app node (fixed node index): bytes sent so far, added to by its core at
@@ -358,6 +356,18 @@ pub struct SharedRates {
     /// Per app, as its core saw it at its last period boundary.
     held_bytes: Vec<AtomicU64>,
     hungry: Vec<AtomicBool>,
+    /// Per core: its clock at its last flush. A recomputation that a core's
+    /// flush has not yet reached keeps that core's apps' last demand: on
+    /// threads, a core whose clock passes the boundary first recomputes before
+    /// the others flush, and their apps, counted as having sent nothing, got a
+    /// rate near 0 for an interval (a guaranteed tenant's packets were refused
+    /// below its guarantee, docs/enforcers.md).
+    flushed_ns: Vec<AtomicU64>,
+    /// Per app: its demand at the last recomputation (`f64` bits), and when its
+    /// counted bytes were last taken. Written only by the core holding the
+    /// claim, as is `counted_bytes`.
+    demand_bps: Vec<AtomicU64>,
+    counted_ns: Vec<AtomicU64>,
     /// θ of each fixed node (the root's unused) and each core's part of the link.
     rates_bps: Vec<AtomicU64>,
     core_rates_bps: Vec<AtomicU64>,
@@ -373,7 +383,6 @@ impl SharedRates {
             interval_ns: update_interval_ns(policy.link.rate_bps),
             busy_cores: busy_cores(&core_of_tenant),
             due_ns: AtomicU64::new(update_interval_ns(policy.link.rate_bps)),
-            last_update_ns: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
             sent_bytes: atomics(layout.fixed()),
             counted_bytes: atomics(layout.fixed()),
@@ -381,6 +390,11 @@ impl SharedRates {
             hungry: (0..policy.apps.len())
                 .map(|_| AtomicBool::new(false))
                 .collect(),
+            flushed_ns: atomics(cores),
+            demand_bps: (0..policy.apps.len())
+                .map(|_| AtomicU64::new(f64::INFINITY.to_bits()))
+                .collect(),
+            counted_ns: atomics(policy.apps.len()),
             rates_bps: atomics(layout.fixed()),
             core_rates_bps: atomics(cores),
             core_of_tenant,
@@ -393,6 +407,11 @@ impl SharedRates {
     /// Recomputations of the rates so far.
     pub fn recomputations(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Tenant `t`'s θ as the last recomputation set it.
+    pub fn tenant_rate_bps(&self, t: TenantId) -> u64 {
+        self.rates_bps[Layout::new(&self.policy).tenant(t)].load(Ordering::Relaxed)
     }
 
     /// Stores θ of every fixed node and each core's part of the link: its tenants'
@@ -434,19 +453,27 @@ impl SharedRates {
             return;
         }
         let layout = Layout::new(&self.policy);
-        let elapsed_ns = now_ns
-            .saturating_sub(self.last_update_ns.load(Ordering::Relaxed))
-            .max(1);
         for (a, app) in self.policy.apps.iter().enumerate() {
+            let core = usize::from(self.core_of_tenant[app.tenant.index()]);
+            if self.flushed_ns[core].load(Ordering::Acquire) < due {
+                scratch.app_demand_bps[a] =
+                    f64::from_bits(self.demand_bps[a].load(Ordering::Relaxed));
+                continue;
+            }
             let x = layout.app(AppId(a as u32));
+            let elapsed_ns = now_ns
+                .saturating_sub(self.counted_ns[a].swap(now_ns, Ordering::Relaxed))
+                .max(1);
             let total = self.sent_bytes[x].load(Ordering::Relaxed);
             let counted = self.counted_bytes[x].swap(total, Ordering::Relaxed);
-            scratch.app_demand_bps[a] = Demand {
+            let demand_bps = Demand {
                 sent_bytes: total.saturating_sub(counted),
                 hungry: self.hungry[a].load(Ordering::Relaxed),
                 held_bytes: self.held_bytes[a].load(Ordering::Relaxed),
             }
             .bps(app, elapsed_ns, self.interval_ns);
+            scratch.app_demand_bps[a] = demand_bps;
+            self.demand_bps[a].store(demand_bps.to_bits(), Ordering::Relaxed);
         }
         tree::allocate(
             &self.policy,
@@ -461,7 +488,6 @@ impl SharedRates {
             scratch.rates_bps
         );
         self.store_rates(&scratch.rates_bps);
-        self.last_update_ns.store(now_ns, Ordering::Relaxed);
         self.epoch.fetch_add(1, Ordering::Release);
         self.due_ns
             .store(next_update_ns(now_ns, self.interval_ns), Ordering::Release);
@@ -570,6 +596,7 @@ impl Shard {
                 .store(self.tree.app_buffered_bytes(app), Ordering::Relaxed);
         }
         self.tree.assert_counts();
+        self.shared.flushed_ns[usize::from(self.core)].store(now_ns, Ordering::Release);
         self.next_flush_ns = next_update_ns(now_ns, self.shared.interval_ns);
     }
 

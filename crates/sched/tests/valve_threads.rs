@@ -10,7 +10,7 @@ use sched::cores::core_of;
 use sched::testkit::{Source, drive_link};
 use sched::update_interval_ns;
 use sched::valve::{Shard, Sharded, SharedRates, core_mask};
-use sched::{Capacity, Enforcer};
+use sched::{Capacity, Enforcer, Packet};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -157,4 +157,59 @@ fn one_core_claims_each_recomputation() {
         }
         assert_eq!(shared.recomputations(), k);
     }
+}
+
+#[test]
+fn a_core_that_flushes_after_the_recomputation_keeps_its_apps_demand() {
+    // a (100 Mbit/s, under its share) on core 1, b backlogged on core 0. On
+    // threads either core's clock may pass a boundary first; here they take
+    // turns. A recomputation claimed before core 1 flushed once counted a as
+    // having sent nothing, and gave it a θ near 0 for an interval.
+    let policy = parse(
+        "link: { rate: 1Gbit }\ntenants:\n  - { name: a, weight: 1 }\n  - { name: b, weight: 3 }\n",
+        2,
+    );
+    assert_eq!(core_mask(&policy), [[1], [0]]);
+    let shared = Arc::new(SharedRates::new(&policy));
+    let mut shards = [
+        Shard::new(0, Capacity::default(), Arc::clone(&shared)),
+        Shard::new(1, Capacity::default(), Arc::clone(&shared)),
+    ];
+    let dt = update_interval_ns(policy.link.rate_bps);
+    let (step_ns, a_gap_ns) = (10_000, 120_000);
+    let mut handle = 0;
+    let mut a_due_ns = 0;
+    let mut thetas = Vec::new();
+    for now_ns in (0..40 * dt).step_by(step_ns as usize) {
+        while shards[0].backlog_packets() < 4 {
+            handle += 1;
+            let p = Packet {
+                handle,
+                ..sched::testkit::tenant_packet(1, 1500)
+            };
+            assert!(shards[0].enqueue(now_ns, p).is_ok());
+        }
+        while a_due_ns <= now_ns {
+            handle += 1;
+            let p = Packet {
+                handle,
+                ..sched::testkit::tenant_packet(0, 1500)
+            };
+            assert!(shards[1].enqueue(now_ns, p).is_ok());
+            a_due_ns += a_gap_ns;
+        }
+        let first = usize::from((now_ns / dt) % 2 == 1);
+        let before = shared.recomputations();
+        for core in [first, 1 - first] {
+            while shards[core].dequeue(now_ns).is_some() {}
+        }
+        if shared.recomputations() != before && now_ns > 4 * dt {
+            thetas.push(shared.tenant_rate_bps(policy::TenantId(0)));
+        }
+    }
+    assert!(thetas.len() > 30, "{thetas:?}");
+    assert!(
+        thetas.iter().all(|&theta| theta > 90_000_000),
+        "a's θ at each recomputation: {thetas:?}"
+    );
 }
