@@ -45,6 +45,21 @@ fn packet(tenant: u16, flow: u32, len_bytes: u32, handle: u64) -> Packet {
     }
 }
 
+/// A shard for each of the policy's engine cores, over one set of shared pools,
+/// each holding up to `packets` packets in 16 classes.
+fn shards_over_one_pool(policy: &Policy, packets: usize) -> Vec<Shard> {
+    let capacity = Capacity {
+        classes: 16,
+        packets,
+        qdisc_packets: None,
+        class_packets: None,
+    };
+    let pool = Arc::new(SharedPools::new(policy).unwrap());
+    (0..policy.engine.cores)
+        .map(|core| Shard::shard(policy, capacity, core, Arc::clone(&pool)))
+        .collect()
+}
+
 fn serialisation_ns(bytes: u32, rate_bps: u64) -> u64 {
     policy::wire::serialisation_ns(bytes, rate_bps)
 }
@@ -265,16 +280,7 @@ fn a_capped_tenant_on_two_cores_steals_up_to_its_cap_and_no_more() {
         4,
     );
     assert_eq!(core_mask(&policy), vec![vec![0, 1], vec![2, 3]]);
-    let capacity = Capacity {
-        classes: 16,
-        packets: 64,
-        qdisc_packets: None,
-        class_packets: None,
-    };
-    let pool = Arc::new(SharedPools::new(&policy).unwrap());
-    let mut shards: Vec<Shard> = (0..4)
-        .map(|core| Shard::shard(&policy, capacity, core, Arc::clone(&pool)))
-        .collect();
+    let mut shards = shards_over_one_pool(&policy, 64);
     // Flows 0 and 1 of a: one on each of its cores, each kept 4 packets deep.
     let mut handle = 0;
     for flow in 0..2u32 {
@@ -321,16 +327,7 @@ fn shards_that_race_for_the_link_keep_each_tenant_to_its_share() {
         2,
     );
     assert_eq!(core_mask(&policy), vec![vec![0], vec![1], vec![0], vec![1]]);
-    let capacity = Capacity {
-        classes: 16,
-        packets: 256,
-        qdisc_packets: None,
-        class_packets: None,
-    };
-    let pool = Arc::new(SharedPools::new(&policy).unwrap());
-    let mut shards: Vec<Shard> = (0..2)
-        .map(|core| Shard::shard(&policy, capacity, core, Arc::clone(&pool)))
-        .collect();
+    let mut shards = shards_over_one_pool(&policy, 256);
     // Idle for 100 ms first, as the lab's threads are before iperf3 connects:
     // the buckets fill and spill, so the pool starts full.
     let start_ns = 100_000_000u64;
@@ -400,16 +397,7 @@ fn a_fast_thread_steals_only_its_tenants_part_of_what_an_idle_tenant_leaves() {
         2,
     );
     assert_eq!(core_mask(&policy), vec![vec![0], vec![1], vec![0]]);
-    let capacity = Capacity {
-        classes: 16,
-        packets: 256,
-        qdisc_packets: None,
-        class_packets: None,
-    };
-    let pool = Arc::new(SharedPools::new(&policy).unwrap());
-    let mut shards: Vec<Shard> = (0..2)
-        .map(|core| Shard::shard(&policy, capacity, core, Arc::clone(&pool)))
-        .collect();
+    let mut shards = shards_over_one_pool(&policy, 256);
     let (core_of_tenant, send_bytes) = ([0, 1], [64_000, 700]);
     let mut handle = 0;
     for tenant in 0..2 {
