@@ -33,6 +33,34 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// What idle tenants leave is borrowed by priority, then by quanta in
+    /// proportion to weight, as the ideal shares it, where no guarantee needs
+    /// re-sharing (`check`: HTB's rates are fixed for every tenant backlogged).
+    #[test]
+    fn idle_tenants_leave_their_part_by_weight(p in arb_policy(), idle in any::<u8>()) {
+        let mut p = p;
+        for tenant in &mut p.tenants {
+            tenant.min_rate_bps = None;
+        }
+        let mut apps: Vec<AppId> = (0..p.apps.len() as u32)
+            .filter(|&a| idle & (1 << a) == 0)
+            .map(AppId)
+            .collect();
+        if apps.is_empty() {
+            apps.push(AppId(0));
+        }
+        let [_, tenant_bps, _, ideal_tenant] = run_backlogged(&p, &apps, DURATION_NS);
+        let link = p.link.rate_bps as f64;
+        for (got, want) in tenant_bps.iter().zip(&ideal_tenant) {
+            let error = (got - want).abs() / want.max(0.01 * link);
+            prop_assert!(error < 0.03, "got {:?} ideal {:?}", tenant_bps, ideal_tenant);
+        }
+    }
+}
+
 /// TONIC's prioritisation policy (scenarios/tonic/policy-prio.yaml): t2's probe is
 /// priority 0, its bulk priority 1 (rate 0: it only borrows), t1 one app.
 const PRIO_POLICY: &str = "

@@ -195,6 +195,29 @@ fn weights_one_two_three() {
 const GSO_BYTES: u32 = 65536;
 
 /// Each tenant's rate against the ideal, all backlogged with `len_bytes` packets.
+/// A borrower whose own tokens turn it green for a packet now and then keeps its
+/// place in the borrowing round. It lost it at each such turn, and one that
+/// turned green more often than the round came round never borrowed: the
+/// weight-3 tenant here got 53.6 Mbit/s (its own rate, nothing borrowed) and the
+/// weight-4 one 143.5 under `htb`.
+#[test]
+fn an_idle_tenants_share_is_borrowed_by_weight() {
+    let p = parse_policy(
+        "link: { rate: 250Mbit }\ntenants:\n  - { name: a, weight: 3 }\n  - { name: b, weight: 1 }\n  - { name: c, weight: 4 }\n  - { name: idle, weight: 6 }\n",
+        "p.yaml",
+    )
+    .unwrap();
+    let apps: Vec<AppId> = (0..3).map(AppId).collect();
+    let [_, tenant_bps, _, ideal_tenant] = run_backlogged(&p, &apps, DURATION_NS);
+    assert_eq!(&ideal_tenant[..3], [93.75e6, 31.25e6, 125e6]);
+    for (got, want) in tenant_bps.iter().zip(&ideal_tenant) {
+        assert!(
+            (got - want).abs() <= 0.01 * want,
+            "got {tenant_bps:?} ideal {ideal_tenant:?}"
+        );
+    }
+}
+
 fn assert_tenants_near_ideal(yaml: &str, len_bytes: u32, tolerance: f64) {
     let p = parse_policy(yaml, "p.yaml").unwrap();
     let apps: Vec<AppId> = (0..p.apps.len() as u32).map(AppId).collect();
