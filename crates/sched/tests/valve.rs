@@ -28,18 +28,6 @@ proptest! {
     /// sees no backlog and no consumption, and hands their part to the others.
     #[test]
     fn idle_tenants_leave_their_part_to_the_others(p in arb_policy(), idle in any::<u8>()) {
-        let mut apps: Vec<AppId> = (0..p.apps.len() as u32)
-            .filter(|&a| idle & (1 << a) == 0)
-            .map(AppId)
-            .collect();
-        if apps.is_empty() {
-            apps.push(AppId(0));
-        }
-        let [_, tenant_bps, _, ideal_tenant] = run_backlogged(&p, &apps, DURATION_NS);
-        let link = p.link.rate_bps as f64;
-        for (got, want) in tenant_bps.iter().zip(&ideal_tenant) {
-            let error = (got - want).abs() / want.max(0.01 * link);
-            prop_assert!(error < 0.03, "got {:?} ideal {:?}", tenant_bps, ideal_tenant);
-        }
+        idle_tenants_leave_within_3_percent(&p, idle)?;
     }
 }

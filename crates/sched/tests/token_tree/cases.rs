@@ -425,6 +425,26 @@ fn a_capped_class_says_when_it_may_send_again() {
     assert!(e.dequeue(now_ns).is_some());
 }
 
+/// `p` with the apps whose bit is set in `idle` idle (one app backlogged at
+/// least) and the rest backlogged: each tenant within 3% of its ideal, or of 1%
+/// of the link for tiny shares.
+fn idle_tenants_leave_within_3_percent(p: &Policy, idle: u8) -> Result<(), TestCaseError> {
+    let mut apps: Vec<AppId> = (0..p.apps.len() as u32)
+        .filter(|&a| idle & (1 << a) == 0)
+        .map(AppId)
+        .collect();
+    if apps.is_empty() {
+        apps.push(AppId(0));
+    }
+    let [_, tenant_bps, _, ideal_tenant] = run_backlogged(p, &apps, DURATION_NS);
+    let link = p.link.rate_bps as f64;
+    for (got, want) in tenant_bps.iter().zip(&ideal_tenant) {
+        let error = (got - want).abs() / want.max(0.01 * link);
+        prop_assert!(error < 0.03, "got {:?} ideal {:?}", tenant_bps, ideal_tenant);
+    }
+    Ok(())
+}
+
 /// A generated policy: 2 to 4 tenants with one app each, random weights,
 /// priorities, caps and guarantees, all backlogged.
 fn arb_policy() -> impl Strategy<Value = Policy> {
