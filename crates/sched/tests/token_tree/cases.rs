@@ -191,10 +191,6 @@ fn weights_one_two_three() {
     }
 }
 
-/// A 64 KiB send (GSO/TSO), the packet bulk TCP hands the qdisc.
-const GSO_BYTES: u32 = 65536;
-
-/// Each tenant's rate against the ideal, all backlogged with `len_bytes` packets.
 /// A borrower whose own tokens turn it green for a packet now and then keeps its
 /// place in the borrowing round. It lost it at each such turn, and one that
 /// turned green more often than the round came round never borrowed: the
@@ -218,6 +214,10 @@ fn an_idle_tenants_share_is_borrowed_by_weight() {
     }
 }
 
+/// A 64 KiB send (GSO/TSO), the packet bulk TCP hands the qdisc.
+const GSO_BYTES: u32 = 65536;
+
+/// Each tenant's rate against the ideal, all backlogged with `len_bytes` packets.
 fn assert_tenants_near_ideal(yaml: &str, len_bytes: u32, tolerance: f64) {
     let p = parse_policy(yaml, "p.yaml").unwrap();
     let apps: Vec<AppId> = (0..p.apps.len() as u32).map(AppId).collect();
