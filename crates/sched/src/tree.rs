@@ -1361,8 +1361,9 @@ impl Hierarchy {
             };
             let want = if has_work {
                 let (mode, event_ns) = self.mode(x, now_ns);
-                self.nodes[x].short |= mode != Mode::Green;
                 if event_ns < self.nodes[x].event_ns {
+                    // Out of tokens or over its ceil: its event is when that ends.
+                    self.nodes[x].short = true;
                     self.nodes[x].event_ns = event_ns;
                     self.events.push(event_ns, x as u32);
                 }
@@ -1620,7 +1621,9 @@ impl Hierarchy {
 
     /// Whether fixed node `x` held packets while out of its rate tokens or over
     /// its ceil at some moment since the last call; starts a new watch from its
-    /// mode at `now_ns`.
+    /// mode at `now_ns`. Marked where its event for the end of that is scheduled,
+    /// which costs the path of every packet nothing; a node of rate 0 has no such
+    /// event and is not counted short.
     pub fn take_short(&mut self, x: usize, now_ns: u64) -> bool {
         let short_now = self.nodes[x].queued > 0 && self.mode(x, now_ns).0 != Mode::Green;
         std::mem::replace(&mut self.nodes[x].short, short_now)
