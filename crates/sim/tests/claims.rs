@@ -199,6 +199,36 @@ fn case() -> impl Strategy<Value = Case> {
         )
 }
 
+/// An app of weight 1 and priority 1 with no rates, split, window or cost.
+fn plain_app(kind: Kind, flows: u32, load: f64, matched: bool) -> App {
+    App {
+        weight: 1,
+        priority: 1,
+        min_part: None,
+        max_part: None,
+        matched,
+        split: None,
+        kind,
+        flows,
+        load,
+        window: None,
+        cost_ns: 0,
+    }
+}
+
+/// A tenant of priority 1 with no rates or cores of its own.
+fn plain_tenant(weight: u32, apps: Vec<App>) -> Tenant {
+    Tenant {
+        weight,
+        priority: 1,
+        min_part: None,
+        max_part: None,
+        cores: None,
+        apps,
+        catch_all: false,
+    }
+}
+
 /// One heavy tenant beside many light ones of weight 1, every tenant bulk: the
 /// shape the cases above rarely draw (their weights are spread), where scenarios
 /// written from the docs found `wf2q` 17.7% off its 1% (a weight-10 tenant beside
@@ -212,26 +242,8 @@ fn heavy_case() -> impl Strategy<Value = Case> {
     )
         .prop_map(
             |((heavy, light, flows), link_mbit, (intervals, interval_ms), seed)| {
-                let tenant = |weight: u32| Tenant {
-                    weight,
-                    priority: 1,
-                    min_part: None,
-                    max_part: None,
-                    cores: None,
-                    apps: vec![App {
-                        weight: 1,
-                        priority: 1,
-                        min_part: None,
-                        max_part: None,
-                        matched: false,
-                        split: None,
-                        kind: Kind::Bulk,
-                        flows,
-                        load: 1.0,
-                        window: None,
-                        cost_ns: 0,
-                    }],
-                    catch_all: false,
+                let tenant = |weight: u32| {
+                    plain_tenant(weight, vec![plain_app(Kind::Bulk, flows, 1.0, false)])
                 };
                 let mut tenants = vec![tenant(heavy)];
                 tenants.extend((0..light).map(|_| tenant(1)));
@@ -256,30 +268,13 @@ fn heavy_case() -> impl Strategy<Value = Case> {
 /// behind its core mates' TSO sends, was counted hungry and given its
 /// guarantee, and its core mates sent what it did not use).
 fn steady_case() -> impl Strategy<Value = Case> {
-    let app = |kind: Kind, flows: u32, load: f64| App {
-        weight: 1,
-        priority: 1,
-        min_part: None,
-        max_part: None,
-        matched: true,
-        split: None,
-        kind,
-        flows,
-        load,
-        window: None,
-        cost_ns: 0,
-    };
+    let app = |kind: Kind, flows: u32, load: f64| plain_app(kind, flows, load, true);
     let other = (
         1u32..9,
         proptest::collection::vec((any::<bool>(), 1u32..5, 0.8f64..2.0, 1u32..4), 1..3),
     )
-        .prop_map(move |(weight, apps)| Tenant {
-            weight,
-            priority: 1,
-            min_part: None,
-            max_part: None,
-            cores: None,
-            apps: apps
+        .prop_map(move |(weight, apps)| {
+            let apps = apps
                 .into_iter()
                 .map(|(bulk, flows, load, weight)| App {
                     weight,
@@ -289,8 +284,8 @@ fn steady_case() -> impl Strategy<Value = Case> {
                         app(Kind::Udp, flows.min(2), load)
                     }
                 })
-                .collect(),
-            catch_all: false,
+                .collect();
+            plain_tenant(weight, apps)
         });
     (
         (
@@ -310,13 +305,8 @@ fn steady_case() -> impl Strategy<Value = Case> {
                 (intervals, seed),
             )| {
                 let mut tenants = vec![Tenant {
-                    weight,
-                    priority: 1,
                     min_part,
-                    max_part: None,
-                    cores: None,
-                    apps: vec![app(Kind::Udp, 1, load)],
-                    catch_all: false,
+                    ..plain_tenant(weight, vec![app(Kind::Udp, 1, load)])
                 }];
                 tenants.extend(others);
                 Case {
