@@ -116,14 +116,23 @@ pub struct Htb {
 fn classes(policy: &Policy) -> (Vec<NodeParams>, Vec<Option<SplitParams>>) {
     let layout = Layout::new(policy);
     // The implicit `default` app of a tenant with declared apps takes only what
-    // no rule matches, and is idle where the declared apps carry the traffic, as
-    // an operator's tc default class is: it gets no assured rate and borrows.
-    // With one, a tenant whose only app was capped at 50 Mbit/s kept an assured
-    // 378 Mbit/s it never used, and its neighbours' DRR borrowing put one at 449
-    // Mbit/s of an ideal 237.5.
-    let rates = tree::rates_for_bps(policy, |app| {
-        !app.implicit || policy.tenant(app.tenant).apps.len() == 1
-    });
+    // no rule matches, and is idle where the declared apps carry the traffic, so
+    // its tenant's assured rate is what the declared apps get without it: with
+    // the default app's share in it, a tenant whose only app was capped at 50
+    // Mbit/s kept an assured 378 Mbit/s it never used, and its neighbours' DRR
+    // borrowing put one at 449 Mbit/s of an ideal 237.5. Within the tenant the
+    // default app keeps its share of that rate, which its siblings borrow while
+    // it is idle: with none, it lived on what they left, and beside a backlogged
+    // TCP sibling got 1.3 kbit/s of an ideal 51.8 Mbit/s (tests/overload.rs in
+    // `sim`).
+    let mut rates = rates_with_the_default_app_idle_bps(policy);
+    tree::share_among_apps(
+        policy,
+        &tree::demand_for_bps(policy, |_| true),
+        &mut Vec::new(),
+        &mut Vec::new(),
+        &mut rates,
+    );
     let mtu = policy.link.mtu_bytes;
     let gso = policy::wire::TSO_BYTES_MAX.max(mtu);
     let link = policy.link.rate_bps;
@@ -172,6 +181,29 @@ fn classes(policy: &Policy) -> (Vec<NodeParams>, Vec<Option<SplitParams>>) {
     (params, split)
 }
 
+/// Each fixed node's part of the ideal with every app backlogged but the implicit
+/// `default` apps of tenants that declare apps.
+fn rates_with_the_default_app_idle_bps(policy: &Policy) -> Vec<f64> {
+    tree::rates_for_bps(policy, |app| {
+        !app.implicit || policy.tenant(app.tenant).apps.len() == 1
+    })
+}
+
+/// Whether some tenant's declared apps are capped below its share, so that its
+/// rate, which counts its implicit `default` app idle, is below its share when
+/// that app is backlogged too: the tenant then gets its apps' caps and what the
+/// link lends beyond the other tenants' rates: 50 of an ideal 500 Mbit/s beside
+/// two backlogged neighbours (the claims oracle in `sim` generates such tenants).
+fn default_app_outside_rates(policy: &Policy) -> bool {
+    let layout = Layout::new(policy);
+    let idle = rates_with_the_default_app_idle_bps(policy);
+    let backlogged = tree::backlogged_rates_bps(policy);
+    (0..policy.tenants.len()).any(|t| {
+        let x = layout.tenant(TenantId(t as u16));
+        idle[x] < backlogged[x] * (1.0 - 1e-9)
+    })
+}
+
 pub fn build(policy: &Policy, capacity: crate::Capacity) -> Result<Box<dyn Enforcer>, String> {
     let (params, split) = classes(policy);
     Ok(Box::new(Htb {
@@ -211,6 +243,11 @@ impl Enforcer for Htb {
 /// how much of it borrows (the claims oracle measured up to 19% off the ideal).
 fn shares_follow_borrowing(policy: &Policy) -> bool {
     policy.apps.iter().any(|a| a.split.is_some()) || crate::tenant_has_app_priorities(policy)
+}
+
+/// Whether the shares with every app backlogged are the classes' rates.
+fn shares_bounded(policy: &Policy) -> bool {
+    !shares_follow_borrowing(policy) && !default_app_outside_rates(policy)
 }
 
 /// Worst tenant share error with every tenant backlogged, where shares follow the
@@ -253,7 +290,7 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
         Bound::over_cap(Subject::App, 0),
     ]
     .into_iter()
-    .filter(|b| matches!(b.figure, Figure::OverCap { .. }) || !shares_follow_borrowing(policy))
+    .filter(|b| matches!(b.figure, Figure::OverCap { .. }) || shares_bounded(policy))
     .collect()
 }
 
@@ -272,8 +309,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
                     policy::wire::TSO_BYTES_MAX.max(policy.link.mtu_bytes)
                 ))
             ),
-"apps of a tenant that lives partly on lent tokens: each app can be off its ideal share by up to 12% of it, or 3% of its tenant's where that is more (a parent lends to whichever children borrow at the moment, which depends on the phase of their own token refills)".into(),
-                        format!(
+            format!(
                 "weights above {}: the quantum, weight × (MTU + 14 B), stops at {QUANTUM_BYTES_MAX} bytes",
                 QUANTUM_BYTES_MAX / u64::from(policy.link.mtu_bytes + 14)
             ),
@@ -283,12 +319,21 @@ pub fn approximation(policy: &Policy) -> Approximation {
     };
     if shares_follow_borrowing(policy) {
         out.approximate.push("shares when every app is backlogged: split classes have no rate of their own and live on what their app, tenant and the link lend, and apps of a better priority borrow first, so a tenant's share follows how much of it borrows, not only its rate: no bound on tenants' or apps' shares (generated policies were up to 19% off the ideal)".into());
-        out.share_error_max = None;
-    } else {
+    }
+    if default_app_outside_rates(policy) {
+        out.approximate.push("shares when the implicit `default` app of a tenant whose declared apps are capped below its share has traffic: the tenant's rate counts that app idle (an idle class's rate is lent by weight, not as the ideal re-shares), so the tenant gets its apps' caps and what the link lends beyond the other tenants' rates: no bound on tenants' or apps' shares (50 of an ideal 500 Mbit/s beside two backlogged neighbours)".into());
+    }
+    if shares_bounded(policy) {
         out.exact.insert(
             1,
             "shares when every app is backlogged: each class's rate is its ideal share".into(),
         );
+        out.approximate.push(format!(
+            "apps of a tenant that lives partly on lent tokens, with {}: each app can be off its ideal share by up to 12% of it, or 3% of its tenant's where that is more (a parent lends to whichever children borrow at the moment, which depends on the phase of their own token refills)",
+            Condition::EveryTenantBackloggedFewTenants.words()
+        ));
+    } else {
+        out.share_error_max = None;
     }
     if tree::has_priorities_beyond_levels(policy) {
         out.approximate.push(format!(

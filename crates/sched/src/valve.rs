@@ -904,7 +904,10 @@ pub fn approximation(policy: &Policy) -> Approximation {
                     update_interval_ns(policy.link.rate_bps)
                 ))
             ),
-            "apps of a tenant that lives partly on lent tokens: each app can be off its ideal share by up to 12% of it, or 3% of its tenant's where that is more (a parent lends to whichever children borrow at the moment, which depends on the phase of their own token refills)".into(),
+            format!(
+                "apps of a tenant that lives partly on lent tokens, with {}: each app can be off its ideal share by up to 12% of it, or 3% of its tenant's where that is more (a parent lends to whichever children borrow at the moment, which depends on the phase of their own token refills)",
+                Condition::SteadySendersFewTenants.words()
+            ),
             "split classes share their app by equal turns up to split.max_rate (max-min fair, as the ideal) rather than by a token rate of their own".into(),
         ],
         ignored: Vec::new(),

@@ -56,6 +56,11 @@ struct Tenant {
     apps: Vec<App>,
     /// Whether a declared app named `default` without `match` closes the list.
     catch_all: bool,
+    /// Whether the last app is the implicit `default` (weight 1, priority 1, no
+    /// rates), taking what no declared app's `match` does: every declared app
+    /// then has one, priority 1 and a weight of at most 4. Scenarios written from the docs found `htb` giving such an
+    /// app 1.3 kbit/s of an ideal 51.8 Mbit/s beside a TCP sibling.
+    unmatched: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -133,17 +138,43 @@ fn tenant(backlogged: bool) -> impl Strategy<Value = Tenant> {
         ),
         proptest::option::weighted(0.3, proptest::collection::btree_set(0u16..8, 1..4)),
         proptest::collection::vec(app(backlogged), 1..4),
-        any::<bool>(),
+        prop_oneof![3 => Just((true, false)), 2 => Just((false, false)), 2 => Just((false, true))],
     )
         .prop_map(
-            |((weight, priority), (min_part, max_part), cores, apps, catch_all)| Tenant {
-                weight,
-                priority,
-                min_part,
-                max_part,
-                cores: cores.map(|c| c.into_iter().collect()),
-                apps,
-                catch_all,
+            |(
+                (weight, priority),
+                (min_part, max_part),
+                cores,
+                mut apps,
+                (catch_all, unmatched),
+            )| {
+                let unmatched = unmatched && apps.len() > 1;
+                if unmatched {
+                    // Beside declared apps of weight 100 the default app's share is
+                    // too small to judge, and beside another priority `htb` states
+                    // no bound on apps.
+                    for app in &mut apps {
+                        app.weight = 1 + app.weight % 4;
+                        app.priority = 1;
+                    }
+                }
+                if unmatched && let Some(last) = apps.last_mut() {
+                    *last = App {
+                        window: last.window,
+                        cost_ns: last.cost_ns,
+                        ..plain_app(last.kind, last.flows, last.load, false)
+                    };
+                }
+                Tenant {
+                    weight,
+                    priority,
+                    min_part,
+                    max_part,
+                    cores: cores.map(|c| c.into_iter().collect()),
+                    apps,
+                    catch_all,
+                    unmatched,
+                }
             },
         )
 }
@@ -226,6 +257,7 @@ fn plain_tenant(weight: u32, apps: Vec<App>) -> Tenant {
         cores: None,
         apps,
         catch_all: false,
+        unmatched: false,
     }
 }
 
@@ -259,6 +291,66 @@ fn heavy_case() -> impl Strategy<Value = Case> {
                 }
             },
         )
+}
+
+/// Tenants whose declared apps each have a `match` and whose other traffic goes
+/// to the implicit `default` app, all of one priority and none split, so that
+/// `htb` states its share bounds: the shape where a scenario written from the
+/// docs found `htb` giving the default app 1.3 kbit/s of an ideal 51.8 Mbit/s
+/// beside a TCP sibling (it had no assured rate and lived on what its siblings
+/// left). Half the cases are all bulk, for the bounds stated with every tenant
+/// backlogged. Some declared apps are capped, so that a tenant's declared apps
+/// may take less than its share without the default app.
+fn default_case() -> impl Strategy<Value = Case> {
+    let kind = |bulk: bool| if bulk { Kind::Bulk } else { Kind::Udp };
+    let declared = (
+        (any::<bool>(), 1u32..5, 1u32..5, 0.05f64..1.0),
+        proptest::option::weighted(0.25, 0.02f64..0.3),
+    )
+        .prop_map(move |((bulk, flows, weight, load), max_part)| App {
+            weight,
+            max_part,
+            ..plain_app(kind(bulk), flows, load, true)
+        });
+    let tenant = (
+        1u32..9,
+        proptest::collection::vec(declared, 1..3),
+        proptest::option::weighted(0.7, (any::<bool>(), 1u32..4, 0.02f64..0.6)),
+        proptest::option::weighted(0.2, 0.05f64..0.6),
+    )
+        .prop_map(move |(weight, mut apps, default, max_part)| {
+            if let Some((bulk, flows, load)) = default {
+                apps.push(plain_app(kind(bulk), flows, load, false));
+            }
+            Tenant {
+                max_part,
+                unmatched: default.is_some(),
+                ..plain_tenant(weight, apps)
+            }
+        });
+    (
+        proptest::collection::vec(tenant, 2..7),
+        any::<bool>(),
+        prop_oneof![Just(100u64), Just(300), Just(1000)],
+        (10u32..16, 0u64..1_000_000),
+    )
+        .prop_map(|(mut tenants, backlogged, link_mbit, (intervals, seed))| {
+            if backlogged {
+                for app in tenants.iter_mut().flat_map(|t| t.apps.iter_mut()) {
+                    app.kind = Kind::Bulk;
+                }
+            }
+            Case {
+                link_mbit,
+                queues: 16,
+                engine_cores: 1,
+                packet_cost_ns: 0,
+                intervals,
+                interval_ms: 500,
+                seed,
+                tenants,
+            }
+        })
 }
 
 /// A steady sender under its share, often guaranteed, beside bulk and flooding
@@ -321,6 +413,16 @@ fn steady_case() -> impl Strategy<Value = Case> {
                 }
             },
         )
+}
+
+impl Tenant {
+    fn app_name(&self, j: usize) -> String {
+        if (self.catch_all || self.unmatched) && j + 1 == self.apps.len() {
+            "default".to_string()
+        } else {
+            format!("a{j}")
+        }
+    }
 }
 
 fn kbit(bps: f64) -> String {
@@ -387,11 +489,10 @@ impl Case {
             let app_mins: f64 = t.apps.iter().filter_map(|a| a.min_part).sum();
             let app_scale = if app_mins > 1.0 { 1.0 / app_mins } else { 1.0 };
             for (j, a) in t.apps.iter().enumerate() {
-                let name = if t.catch_all && j + 1 == t.apps.len() {
-                    "default".to_string()
-                } else {
-                    format!("a{j}")
-                };
+                if t.unmatched && j + 1 == t.apps.len() {
+                    break;
+                }
+                let name = t.app_name(j);
                 let _ = writeln!(
                     text,
                     "        - name: {name}\n          weight: {}\n          priority: {}",
@@ -434,11 +535,7 @@ impl Case {
         text += "traffic:\n";
         for (i, t) in self.tenants.iter().enumerate() {
             for (j, a) in t.apps.iter().enumerate() {
-                let name = if t.catch_all && j + 1 == t.apps.len() {
-                    "default".to_string()
-                } else {
-                    format!("a{j}")
-                };
+                let name = t.app_name(j);
                 let _ = write!(text, "  - {{ tenant: t{i}, app: {name}, ");
                 // The offered load is spread over the tenants, so that some scenarios
                 // overload the link and others leave room.
@@ -827,6 +924,11 @@ proptest! {
 
     #[test]
     fn every_row_keeps_every_bound_beside_one_heavy_tenant(case in heavy_case()) {
+        hold(&case)?;
+    }
+
+    #[test]
+    fn every_row_keeps_every_bound_with_traffic_for_the_default_app(case in default_case()) {
         hold(&case)?;
     }
 
