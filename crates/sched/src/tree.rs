@@ -1293,8 +1293,9 @@ impl Hierarchy {
     /// O(packet / quantum) amortized. A green ring forgives the debt instead (one
     /// packet per turn at least) unless [`GreenTurns::Charged`]: its members send
     /// on their own tokens, whose rate already bounds their share over an
-    /// interval, and short turns keep a small packet's wait short (a probe behind
-    /// 64 KiB sends waited 40% longer with the debt kept).
+    /// interval, and short turns keep a small packet's wait short (`htb`'s probe
+    /// behind 64 KiB sends waited 40% longer with the debt kept). `valve` keeps
+    /// the debt: a class with small packets was held below its rate.
     fn next_turn(&mut self, x: usize, ring: usize) -> u32 {
         let mut child = self.ring_head[x][ring];
         debug_assert_ne!(child, NONE);

@@ -173,6 +173,12 @@ fn class_tree(policy: &Policy, capacity: crate::Capacity) -> Hierarchy {
         })
         .collect();
     let mut tree = Hierarchy::new(policy, &params, &split, capacity, Selection::AtEachNode);
+    // Classes on their own tokens take turns by bytes. With one packet per turn,
+    // an app capped at 21.8 Mbit/s, sending two-segment sends beside a sibling's
+    // 64 KiB sends, got 16.2 (sim tests/valve_apps.rs); on several cores a steady
+    // sender waited behind its core mates' sends, held packets whole intervals and
+    // was counted hungry ([`Shard`]).
+    tree.set_green_turns(GreenTurns::Charged);
     // Full buckets at time 0 add up: every tenant's burst spent at once held up a
     // guaranteed tenant of a lower priority for a second (0 of 4.3 Mbit/s).
     tree.empty_rate_buckets();
@@ -523,14 +529,14 @@ struct Scratch {
 /// epoch moved it takes its tenants', apps' and link part's θ. Per packet that
 /// is one load of the epoch; no lock anywhere.
 ///
-/// Its classes on their own tokens take turns by bytes ([`GreenTurns::Charged`]):
-/// a core lends what one of its classes leaves at once to its other classes, and
-/// other cores only at the next recomputation, so a class must not be made to
-/// hold packets below its rate. With one packet per turn, a steady 150 Mbit/s
-/// sender of weight 2 waited behind its core mates' 64 KiB sends, held packets
-/// whole intervals, was counted hungry one interval in four and given its
-/// guarantee, and its core mates sent what it did not use: 9.5% over their
-/// ideal, while the other core's tenant got 7.6% under its own.
+/// Its classes on their own tokens take turns by bytes ([`GreenTurns::Charged`],
+/// as on one core): a core lends what one of its classes leaves at once to its
+/// other classes, and other cores only at the next recomputation, so a class
+/// must not be made to hold packets below its rate. With one packet per turn, a
+/// steady 150 Mbit/s sender of weight 2 waited behind its core mates' 64 KiB
+/// sends, held packets whole intervals, was counted hungry one interval in four
+/// and given its guarantee, and its core mates sent what it did not use: 9.5%
+/// over their ideal, while the other core's tenant got 7.6% under its own.
 #[derive(Debug)]
 pub struct Shard {
     shared: Arc<SharedRates>,
@@ -568,8 +574,7 @@ impl Shard {
         let rate_bps = shared.core_rates_bps[usize::from(core)].load(Ordering::Relaxed);
         let mut link = Bucket::new(rate_bps, shared.interval_ns);
         link.cap = link_share_cap(policy, rate_bps, shared.interval_ns);
-        let mut tree = class_tree(policy, capacity);
-        tree.set_green_turns(GreenTurns::Charged);
+        let tree = class_tree(policy, capacity);
         let mut shard = Shard {
             core,
             tree,
