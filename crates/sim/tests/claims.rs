@@ -247,6 +247,20 @@ fn plain_app(kind: Kind, flows: u32, load: f64, matched: bool) -> App {
     }
 }
 
+/// A case of 16 queues, one engine core, no packet cost and intervals of 500 ms.
+fn one_core_case(link_mbit: u64, intervals: u32, seed: u64, tenants: Vec<Tenant>) -> Case {
+    Case {
+        link_mbit,
+        queues: 16,
+        engine_cores: 1,
+        packet_cost_ns: 0,
+        intervals,
+        interval_ms: 500,
+        seed,
+        tenants,
+    }
+}
+
 /// A tenant of priority 1 with no rates or cores of its own.
 fn plain_tenant(weight: u32, apps: Vec<App>) -> Tenant {
     Tenant {
@@ -280,14 +294,8 @@ fn heavy_case() -> impl Strategy<Value = Case> {
                 let mut tenants = vec![tenant(heavy)];
                 tenants.extend((0..light).map(|_| tenant(1)));
                 Case {
-                    link_mbit,
-                    queues: 16,
-                    engine_cores: 1,
-                    packet_cost_ns: 0,
-                    intervals,
                     interval_ms,
-                    seed,
-                    tenants,
+                    ..one_core_case(link_mbit, intervals, seed, tenants)
                 }
             },
         )
@@ -340,16 +348,7 @@ fn default_case() -> impl Strategy<Value = Case> {
                     app.kind = Kind::Bulk;
                 }
             }
-            Case {
-                link_mbit,
-                queues: 16,
-                engine_cores: 1,
-                packet_cost_ns: 0,
-                intervals,
-                interval_ms: 500,
-                seed,
-                tenants,
-            }
+            one_core_case(link_mbit, intervals, seed, tenants)
         })
 }
 
