@@ -317,13 +317,17 @@ pub fn approximation(policy: &Policy) -> Approximation {
         ignored: Vec::new(),
         share_error_max: Some(SHARE_ERROR_MAX),
     };
-    if shares_follow_borrowing(policy) {
+    let (follow, outside) = (
+        shares_follow_borrowing(policy),
+        default_app_outside_rates(policy),
+    );
+    if follow {
         out.approximate.push("shares when every app is backlogged: split classes have no rate of their own and live on what their app, tenant and the link lend, and apps of a better priority borrow first, so a tenant's share follows how much of it borrows, not only its rate: no bound on tenants' or apps' shares (generated policies were up to 19% off the ideal)".into());
     }
-    if default_app_outside_rates(policy) {
+    if outside {
         out.approximate.push("shares when the implicit `default` app of a tenant whose declared apps are capped below its share has traffic: the tenant's rate counts that app idle (an idle class's rate is lent by weight, not as the ideal re-shares), so the tenant gets its apps' caps and what the link lends beyond the other tenants' rates: no bound on tenants' or apps' shares (50 of an ideal 500 Mbit/s beside two backlogged neighbours)".into());
     }
-    if shares_bounded(policy) {
+    if !follow && !outside {
         out.exact.insert(
             1,
             "shares when every app is backlogged: each class's rate is its ideal share".into(),

@@ -58,8 +58,9 @@ struct Tenant {
     catch_all: bool,
     /// Whether the last app is the implicit `default` (weight 1, priority 1, no
     /// rates), taking what no declared app's `match` does: every declared app
-    /// then has one, priority 1 and a weight of at most 4. Scenarios written from the docs found `htb` giving such an
-    /// app 1.3 kbit/s of an ideal 51.8 Mbit/s beside a TCP sibling.
+    /// then has one, priority 1 and a weight of at most 4. Scenarios written
+    /// from the docs found `htb` giving such an app 1.3 kbit/s of an ideal 51.8
+    /// Mbit/s beside a TCP sibling.
     unmatched: bool,
 }
 
@@ -157,8 +158,7 @@ fn tenant(backlogged: bool) -> impl Strategy<Value = Tenant> {
                         app.weight = 1 + app.weight % 4;
                         app.priority = 1;
                     }
-                }
-                if unmatched && let Some(last) = apps.last_mut() {
+                    let last = apps.last_mut().expect("more than one app");
                     *last = App {
                         window: last.window,
                         cost_ns: last.cost_ns,

@@ -1189,21 +1189,22 @@ impl Wf2q {
         let v = self.bands[band].v;
         self.advance_levels::<LEVELS>(app, packet.len_bytes, v, t);
         if self.app_capped[app] {
+            // Each cap's tag moves on by the packet at the cap, from no earlier
+            // than its credit behind real time.
+            let credit_from = t.saturating_sub(CAP_CREDIT_BYTES << V_FRAC_BITS);
             let cost = cost(packet.len_bytes, self.cap_t_per_byte(class));
             let start = &mut self.class[class].cap_t;
             let previous = *start;
-            *start = (*start).max(t.saturating_sub(CAP_CREDIT_BYTES << V_FRAC_BITS)) + cost;
+            *start = (*start).max(credit_from) + cost;
             debug_assert!(*start > previous, "each packet moves its cap's tag on");
-            let credit_from = t.saturating_sub(CAP_CREDIT_BYTES << V_FRAC_BITS);
             if let Some(t_per_byte) = self.app_cap_t_per_byte[app] {
                 let start = &mut self.app_cap_t[app];
                 *start = (*start).max(credit_from) + self::cost(packet.len_bytes, t_per_byte);
             }
             let tenant = usize::from(self.app_tenant[app]);
             if let Some(t_per_byte) = self.tenant_cap_t_per_byte[tenant] {
-                let tenant_cost = self::cost(packet.len_bytes, t_per_byte);
                 let start = &mut self.tenant_cap_t[tenant];
-                *start = (*start).max(credit_from) + tenant_cost;
+                *start = (*start).max(credit_from) + self::cost(packet.len_bytes, t_per_byte);
             }
         }
         let v_before = v;
