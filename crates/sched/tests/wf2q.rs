@@ -663,6 +663,64 @@ tenants:
     assert!((b / 5e9 - 1.0).abs() < 0.01, "b {b}");
 }
 
+/// Guaranteed tenants each with an app capped below its share: a tenant's demand
+/// is that cap or unbounded (its implicit default app), so `n` tenants can be
+/// backlogged 2^n ways. `check` weighs them all up to 4096, and states no share
+/// bound beyond, with a sentence saying why.
+fn guaranteed_tenants_with_capped_apps(n: usize) -> policy::Policy {
+    let tenants: String = (0..n)
+        .map(|i| {
+            format!(
+                "  - name: t{i}\n    weight: {}\n    min_rate: {}Mbit\n    apps:\n      - {{ name: a, max_rate: {}Mbit, match: {{ ports: [5000] }} }}\n",
+                i + 1,
+                100 + 10 * i,
+                200 + 50 * i
+            )
+        })
+        .collect();
+    policy(&format!("link: {{ rate: 10Gbit }}\ntenants:\n{tenants}"))
+}
+
+#[test]
+fn check_weighs_every_backlog_of_guaranteed_tenants_up_to_its_limit() {
+    let weighed = sched::approximation("wf2q", &guaranteed_tenants_with_capped_apps(12)).unwrap();
+    let error = weighed
+        .share_error_max
+        .expect("a share error for 4096 ways");
+    assert!(
+        weighed
+            .ignored
+            .iter()
+            .any(|l| l.contains("with some apps of a tenant idle by up to")),
+        "{weighed:?}"
+    );
+    let p = guaranteed_tenants_with_capped_apps(12);
+    let stated = sched::bounds("wf2q", &p).unwrap();
+    assert!(
+        stated
+            .iter()
+            .any(|b| b.holds_share_error() && b.max == error),
+        "{stated:?}"
+    );
+
+    let p = guaranteed_tenants_with_capped_apps(13);
+    let unweighed = sched::approximation("wf2q", &p).unwrap();
+    assert_eq!(unweighed.share_error_max, None);
+    assert!(
+        unweighed
+            .approximate
+            .iter()
+            .any(|l| l.contains("more than 4096 ways to backlog its tenants")),
+        "{unweighed:?}"
+    );
+    assert!(
+        !sched::bounds("wf2q", &p)
+            .unwrap()
+            .iter()
+            .any(|b| b.holds_share_error())
+    );
+}
+
 #[test]
 fn a_backlogged_priority_app_takes_its_tenants_share_and_no_more() {
     let p = policy(PRIO_PROBE);
