@@ -191,6 +191,41 @@ traffic:
     assert!(error <= sched::fairnic::STEAL_SHARE_ERROR_MAX, "{at}");
 }
 
+/// The link stays busy while tenants are backlogged: two tenants of weights 1
+/// and 2 beside an idle one of weight 8, whose base rate reaches them through the
+/// link's pool. A stealer past its allowance waited for a full pool while the one
+/// within its allowance held no packet, and the link idled meanwhile: 988-995 of
+/// 1000 Mbit/s in every interval.
+#[test]
+fn the_link_stays_busy_while_stealers_are_past_their_allowances() {
+    let record = checked_run(
+        "policy:
+  link: { rate: 1Gbit }
+  tenants:
+    - { name: a, weight: 1 }
+    - { name: b, weight: 2 }
+    - { name: c, weight: 8 }
+duration: 6s
+interval: 500ms
+traffic:
+  - { tenant: a, kind: bulk, flows: 2 }
+  - { tenant: b, kind: bulk, flows: 2 }
+",
+        "fairnic",
+    );
+    for interval in &record.intervals[1..] {
+        let sent_bits = interval.class_bytes.iter().sum::<u64>() as f64 * 8.0;
+        let mbps = sent_bits / interval.length_s() / 1e6;
+        assert!(
+            mbps >= 999.0,
+            "{mbps:.1} Mbit/s until {} ns",
+            interval.end_ns
+        );
+    }
+    let (error, at) = worst_interval_error(&record, 0.5);
+    assert!(error <= 0.01, "{at}");
+}
+
 /// Issue 25 (3): one core, `cpu: weighted`. The antagonist's datagrams cost the
 /// core 20 µs each, 1.5 times the core at 600 Mbit/s; the masks share the one core,
 /// which served it in arrival order whatever `cpu` said, and the victim's sends
