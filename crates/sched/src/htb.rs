@@ -322,7 +322,17 @@ pub fn approximation(policy: &Policy) -> Approximation {
         default_app_outside_rates(policy),
     );
     if follow {
-        out.approximate.push("shares when every app is backlogged: split classes have no rate of their own and live on what their app, tenant and the link lend, and apps of a better priority borrow first, so a tenant's share follows how much of it borrows, not only its rate: no bound on tenants' or apps' shares (generated policies were up to 19% off the ideal)".into());
+        let splits = policy.apps.iter().any(|a| a.split.is_some());
+        let why = match (splits, crate::tenant_has_app_priorities(policy)) {
+            (true, true) => {
+                "split classes have no rate of their own and live on what their app, tenant and the link lend, and apps of a better priority borrow first"
+            }
+            (true, false) => {
+                "split classes have no rate of their own and live on what their app, tenant and the link lend"
+            }
+            (false, _) => "apps of a better priority borrow first",
+        };
+        out.approximate.push(format!("shares when every app is backlogged: {why}, so a tenant's share follows how much of it borrows, not only its rate: no bound on tenants' or apps' shares (generated policies were up to 19% off the ideal)"));
     }
     if outside {
         out.approximate.push("shares when the implicit `default` app of a tenant whose declared apps are capped below its share has traffic: the tenant's rate counts that app idle (an idle class's rate is lent by weight, not as the ideal re-shares), so the tenant gets its apps' caps and what the link lends beyond the other tenants' rates: no bound on tenants' or apps' shares (50 of an ideal 500 Mbit/s beside two backlogged neighbours)".into());
