@@ -351,10 +351,18 @@ fn common_ignored(policy: &Policy, out: &mut Approximation) {
     }
     for a in &policy.apps {
         let tenant = &policy.tenant(a.tenant).name;
-        if a.min_rate_bps.is_some() || a.max_rate_bps.is_some() {
+        if let Some(min) = a.min_rate_bps {
             out.ignored.push(format!(
-                "{tenant}/{}: min_rate/max_rate (no shaping)",
-                a.name
+                "{tenant}/{}: min_rate {} (no guarantees)",
+                a.name,
+                format_rate(min as f64)
+            ));
+        }
+        if let Some(max) = a.max_rate_bps {
+            out.ignored.push(format!(
+                "{tenant}/{}: max_rate {} (no shaping)",
+                a.name,
+                format_rate(max as f64)
             ));
         }
         if a.split.is_some() {

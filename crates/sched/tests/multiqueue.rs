@@ -143,3 +143,34 @@ tenants:
     fifo.enqueue(0, packet(8)).unwrap();
     assert_eq!(fifo.backlog_packets(), 7);
 }
+
+/// `check` names what a queue-per-pool NIC ignores of each app, each as it is set.
+#[test]
+fn check_names_each_app_limit_it_ignores_as_set() {
+    let policy = parse_policy(
+        "link: { rate: 1Gbit }
+tenants:
+  - name: web
+    min_rate: 100Mbit
+    apps:
+      - { name: api, max_rate: 200Mbit, match: { ports: [443] } }
+      - { name: db, min_rate: 50Mbit, match: { ports: [5432] } }
+",
+        "p.yaml",
+    )
+    .unwrap();
+    let ignored = sched::approximation("tonic", &policy).unwrap().ignored;
+    for line in [
+        "web: min_rate 100Mbit (no guarantees)",
+        "web/api: max_rate 200Mbit (no shaping)",
+        "web/db: min_rate 50Mbit (no guarantees)",
+    ] {
+        assert!(ignored.iter().any(|l| l == line), "{line}: {ignored:?}");
+    }
+    assert!(
+        !ignored
+            .iter()
+            .any(|l| l.contains("api: min_rate") || l.contains("db: max_rate")),
+        "{ignored:?}"
+    );
+}
