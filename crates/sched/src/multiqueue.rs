@@ -334,37 +334,16 @@ fn common_ignored(policy: &Policy, out: &mut Approximation) {
             .push("tenant priorities (the NIC serves every queue alike)".into());
     }
     for t in &policy.tenants {
-        if let Some(min) = t.min_rate_bps {
-            out.ignored.push(format!(
-                "{}: min_rate {} (no guarantees)",
-                t.name,
-                format_rate(min as f64)
-            ));
-        }
-        if let Some(max) = t.max_rate_bps {
-            out.ignored.push(format!(
-                "{}: max_rate {} (no shaping)",
-                t.name,
-                format_rate(max as f64)
-            ));
-        }
+        out.ignored
+            .extend(limits_ignored(&t.name, t.min_rate_bps, t.max_rate_bps));
     }
     for a in &policy.apps {
         let tenant = &policy.tenant(a.tenant).name;
-        if let Some(min) = a.min_rate_bps {
-            out.ignored.push(format!(
-                "{tenant}/{}: min_rate {} (no guarantees)",
-                a.name,
-                format_rate(min as f64)
-            ));
-        }
-        if let Some(max) = a.max_rate_bps {
-            out.ignored.push(format!(
-                "{tenant}/{}: max_rate {} (no shaping)",
-                a.name,
-                format_rate(max as f64)
-            ));
-        }
+        out.ignored.extend(limits_ignored(
+            &format!("{tenant}/{}", a.name),
+            a.min_rate_bps,
+            a.max_rate_bps,
+        ));
         if a.split.is_some() {
             out.ignored.push(format!(
                 "{tenant}/{}: split (no per-destination limits)",
@@ -392,6 +371,13 @@ pub fn build(
         driver,
         capacity.qdisc_packets,
     )?))
+}
+
+/// What `check` says a NIC's queues ignore of `who`'s guarantee and cap, each as set.
+fn limits_ignored(who: &str, min_bps: Option<u64>, max_bps: Option<u64>) -> Vec<String> {
+    let min = min_bps.map(|r| format!("{who}: min_rate {} (no guarantees)", format_rate(r as f64)));
+    let max = max_bps.map(|r| format!("{who}: max_rate {} (no shaping)", format_rate(r as f64)));
+    min.into_iter().chain(max).collect()
 }
 
 /// What `check` says for the multiqueue drivers.
