@@ -32,6 +32,7 @@
 
 mod baseline;
 mod checks;
+pub mod claims;
 mod compare;
 mod figures;
 mod files;

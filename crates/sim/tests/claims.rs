@@ -10,8 +10,7 @@
 
 use policy::parse_scenario;
 use proptest::prelude::*;
-use report::RunRecord;
-use sched::{Bound, Condition, Figure, Subject};
+use report::{RunRecord, claims};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -579,176 +578,6 @@ impl Case {
                 .iter()
                 .all(|t| t.apps.iter().all(|a| a.cost_ns == 0))
     }
-
-    fn holds(&self, condition: Condition) -> bool {
-        // All of a tenant's traffic, not some: an rpc beside a bulk app has an
-        // ideal from its unloaded round trip that its queue behind the bulk app
-        // does not let it reach (a tenant's total fell 11-15% short of it).
-        let whole_run_bulk = |t: &Tenant| {
-            t.apps
-                .iter()
-                .all(|a| a.kind == Kind::Bulk && a.window.is_none())
-        };
-        match condition {
-            Condition::AnyTraffic => true,
-            Condition::SteadySenders => {
-                self.no_cost()
-                    && self.tenants.iter().all(|t| {
-                        t.apps
-                            .iter()
-                            .all(|a| matches!(a.kind, Kind::Bulk | Kind::Udp))
-                    })
-            }
-            Condition::EveryTenantBacklogged => {
-                self.no_cost() && self.tenants.iter().all(whole_run_bulk)
-            }
-            Condition::EveryTenantBackloggedFewTenants => {
-                self.tenants.len() <= sched::FEW_TENANTS_MAX
-                    && self.holds(Condition::EveryTenantBacklogged)
-            }
-            Condition::SteadySendersFewTenants => {
-                self.tenants.len() <= sched::FEW_TENANTS_MAX && self.holds(Condition::SteadySenders)
-            }
-            Condition::EveryTenantBackloggedOnEveryQueue => {
-                let weights: Vec<u32> = self.tenants.iter().map(|t| t.weight).collect();
-                self.holds(Condition::EveryTenantBacklogged)
-                    && sched::multiqueue::tonic_pools(&weights, self.queues).is_some_and(|pools| {
-                        self.tenants.iter().zip(&pools).all(|(t, pool)| {
-                            let flows: u32 = t.apps.iter().map(|a| a.flows).sum();
-                            flows >= u32::from(pool.len)
-                        })
-                    })
-            }
-        }
-    }
-}
-
-/// The intervals bounds are judged over ([`sched::Figure`]).
-fn settled(run: &RunRecord) -> Vec<usize> {
-    (1..run.intervals.len())
-        .filter(|&k| {
-            let (before, now) = (&run.intervals[k - 1], &run.intervals[k]);
-            now.steady && before.steady && before.class_active == now.class_active
-        })
-        .collect()
-}
-
-/// The worst subject's figure, and which subject it is.
-fn figure(run: &RunRecord, policy: &policy::Policy, bound: &Bound) -> Option<(f64, String)> {
-    let settled = settled(run);
-    let frame_bits = f64::from(policy.link.mtu_bytes) * 8.0;
-    let judged = |ideal: f64, k: usize| {
-        ideal * run.intervals[k].length_s() >= sched::JUDGED_FRAMES_MIN as f64 * frame_bits
-    };
-    let mean = |values: Vec<f64>| {
-        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-    };
-    // An interval's distance from the ideal, in bit/s, less what the grain forgives.
-    let beyond_grain = |throughput: f64, ideal: f64, grain: sched::Grain, k: usize| {
-        let length_s = run.intervals[k].length_s();
-        ((throughput - ideal).abs() - grain.bits(ideal, policy.link.mtu_bytes) / length_s).max(0.0)
-    };
-    // What a subject sent over every interval it is active in above its cap, less
-    // one grain (a burst is allowed once, not every interval), over what the cap
-    // sends in them: a cap holds over the run, and a class served late catches up.
-    let over_cap = |cap: f64,
-                    grain: sched::Grain,
-                    active: &dyn Fn(usize) -> bool,
-                    sent: &dyn Fn(usize) -> f64| {
-        let (mut excess_bits, mut length_s) = (0.0, 0.0);
-        for k in (0..run.intervals.len()).filter(|&k| active(k)) {
-            let len = run.intervals[k].length_s();
-            excess_bits += (sent(k) - cap) * len;
-            length_s += len;
-        }
-        (length_s > 0.0)
-            .then(|| (excess_bits - grain.bits(cap, policy.link.mtu_bytes)) / (cap * length_s))
-    };
-    let per_class = |f: &dyn Fn(usize, usize) -> Option<f64>| -> Vec<(f64, String)> {
-        (0..run.classes.len())
-            .filter_map(|c| {
-                let values: Vec<f64> = settled.iter().filter_map(|&k| f(c, k)).collect();
-                mean(values).map(|v| {
-                    (
-                        v,
-                        format!("{}/{}", run.classes[c].tenant, run.classes[c].app),
-                    )
-                })
-            })
-            .collect()
-    };
-    let per_tenant = |f: &dyn Fn(usize, usize) -> Option<f64>| -> Vec<(f64, String)> {
-        (0..run.tenants.len())
-            .filter_map(|t| {
-                let values: Vec<f64> = settled.iter().filter_map(|&k| f(t, k)).collect();
-                mean(values).map(|v| (v, run.tenants[t].clone()))
-            })
-            .collect()
-    };
-    let found = match (bound.subject, bound.figure) {
-        (Subject::Tenant, Figure::RelErrorMean { grain }) => per_tenant(&|t, k| {
-            let i = &run.intervals[k];
-            let ideal = i.tenant_ideal_bps(t);
-            judged(ideal, k)
-                .then(|| beyond_grain(run.tenant_throughput_bps(i, t), ideal, grain, k) / ideal)
-        }),
-        (Subject::App, Figure::RelErrorMean { grain }) => per_class(&|c, k| {
-            let i = &run.intervals[k];
-            let ideal = i.class_ideal_bps(c);
-            judged(ideal, k)
-                .then(|| beyond_grain(i.class_throughput_bps(c), ideal, grain, k) / ideal)
-        }),
-        (Subject::App, Figure::AppErrorMean { of_tenant, grain }) => per_class(&|c, k| {
-            let i = &run.intervals[k];
-            let ideal = i.class_ideal_bps(c);
-            let floor = ideal.max(of_tenant * i.tenant_ideal_bps(run.class_tenant[c]));
-            (i.class_active(c) && judged(floor, k))
-                .then(|| beyond_grain(i.class_throughput_bps(c), ideal, grain, k) / floor)
-        }),
-        (Subject::Tenant, Figure::AppErrorMean { .. }) => {
-            panic!("{bound:?}: an app figure of tenants")
-        }
-        (Subject::Tenant, Figure::OverCap { cap_min_bps, grain }) => (0..run.tenants.len())
-            .filter_map(|t| {
-                let cap = policy.tenants[t]
-                    .max_rate_bps
-                    .filter(|&m| m >= cap_min_bps)?;
-                let active = |k: usize| run.intervals[k].tenant_active(t);
-                let sent = |k: usize| run.tenant_throughput_bps(&run.intervals[k], t);
-                over_cap(cap as f64, grain, &active, &sent).map(|v| (v, run.tenants[t].clone()))
-            })
-            .collect(),
-        (Subject::App, Figure::OverCap { cap_min_bps, grain }) => (0..run.classes.len())
-            .filter_map(|c| {
-                let cap = app_cap(run, policy, c).filter(|&m| m >= cap_min_bps)?;
-                let active = |k: usize| run.intervals[k].class_active(c);
-                let sent = |k: usize| run.intervals[k].class_throughput_bps(c);
-                over_cap(cap as f64, grain, &active, &sent).map(|v| {
-                    (
-                        v,
-                        format!("{}/{}", run.classes[c].tenant, run.classes[c].app),
-                    )
-                })
-            })
-            .collect(),
-    };
-    // A mean below the cap is no excess.
-    let clamp = matches!(bound.figure, Figure::OverCap { .. });
-    found
-        .into_iter()
-        .map(|(value, subject)| (if clamp { value.max(0.0) } else { value }, subject))
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-}
-
-fn app_cap(run: &RunRecord, policy: &policy::Policy, class: usize) -> Option<u64> {
-    let name = &run.classes[class];
-    let tenant = policy.tenants.iter().find(|t| t.name == name.tenant)?;
-    tenant
-        .apps
-        .iter()
-        .map(|&a| policy.app(a))
-        .find(|a| a.name == name.app)?
-        .max_rate_bps
 }
 
 /// The ideal's totals in every interval: no tenant above its cap, the tenants
@@ -842,8 +671,11 @@ fn hold_rows<'a>(
             // at build; check says the same.
             continue;
         };
+        // The run's `claims` check holds it to the bounds below, which this test
+        // reports bound by bound (and, in a survey, all of them).
         let failed: Vec<_> = run
             .failed_checks()
+            .filter(|c| c.name != "claims")
             .map(|c| format!("{}: {}", c.name, c.detail))
             .collect();
         prop_assert!(
@@ -854,8 +686,11 @@ fn hold_rows<'a>(
         );
         ideal_totals(case, &run, &scenario.policy)
             .map_err(|e| TestCaseError::fail(format!("{}: {e}\n{}", info.name, context())))?;
-        for bound in bounds.iter().filter(|b| case.holds(b.condition)) {
-            if let Some((value, subject)) = figure(&run, &scenario.policy, bound) {
+        for bound in bounds
+            .iter()
+            .filter(|b| claims::condition_holds(b.condition, &scenario))
+        {
+            if let Some((value, subject)) = claims::figure(&run, &scenario.policy, bound) {
                 // A survey, for before a release: every bound exceeded, not only the first.
                 if survey() {
                     if value > bound.max {
@@ -964,4 +799,72 @@ fn rows_without_bounds_are_named() {
     println!("rows stating no bound (nothing of theirs is held): {unbounded:?}");
     // xps: flows may draw one core of their tenant's, whatever their number.
     assert_eq!(unbounded, ["fifo", "hash", "xps"]);
+}
+
+/// Every run holds itself to what `check` states of its enforcer: a `claims`
+/// check. `fifo`'s frames reported as `htb` break `htb`'s share bound (weights
+/// 1:3, every tenant backlogged: fifo halves the link); `htb` itself keeps it; a
+/// udp tenant leaves the share bound's condition unmet, so only the cap bounds
+/// are judged.
+#[test]
+fn every_run_holds_itself_to_what_check_states() {
+    let text = |kind: &str| {
+        format!(
+            "policy:
+  link: {{ rate: 1Gbit }}
+  tenants: [{{ name: a }}, {{ name: b, weight: 3 }}]
+duration: 2s
+interval: 250ms
+traffic:
+  - {{ tenant: a, kind: bulk, flows: 2 }}
+  - {{ tenant: b, {kind} }}
+"
+        )
+    };
+    let parse = |text: &str| {
+        parse_scenario(text, "s.yaml", Path::new("."), &sched::registry::names()).unwrap()
+    };
+    let check_of = |run: &RunRecord| {
+        run.checks
+            .iter()
+            .find(|c| c.name == "claims")
+            .cloned()
+            .expect("a claims check")
+    };
+    let backlogged = parse(&text("kind: bulk, flows: 2"));
+    let fifo = sched::build("fifo", &backlogged.policy).unwrap();
+    let posing = sim::run_enforcer(
+        &backlogged,
+        "htb",
+        fifo,
+        sim::HostModel::default(),
+        &mut |_| {},
+    );
+    let broken = check_of(&posing);
+    assert!(!broken.ok, "{broken:?}");
+    assert!(broken.detail.contains("each tenant: mean"), "{broken:?}");
+    assert_eq!(posing.failed_checks().count(), 1);
+
+    let kept =
+        check_of(&sim::run(&backlogged, "htb", sim::HostModel::default(), &mut |_| {}).unwrap());
+    assert!(
+        kept.ok && kept.detail.contains("tenants' mean error"),
+        "{kept:?}"
+    );
+
+    let udp = parse(&text("kind: udp, rate: 900Mbit"));
+    assert!(!claims::condition_holds(
+        sched::Condition::EveryTenantBacklogged,
+        &udp
+    ));
+    assert!(claims::condition_holds(
+        sched::Condition::SteadySenders,
+        &udp
+    ));
+    let unjudged =
+        check_of(&sim::run(&udp, "htb", sim::HostModel::default(), &mut |_| {}).unwrap());
+    assert!(
+        unjudged.ok && unjudged.detail.starts_with("no bound"),
+        "{unjudged:?}"
+    );
 }
