@@ -1372,9 +1372,13 @@ fn shares_follow_weights(policy: &Policy) -> bool {
 /// tenant backlogged where [`shares_follow_weights`], and caps.
 pub fn bounds(policy: &Policy) -> Vec<crate::Bound> {
     let period_ns = crate::update_interval_ns(policy.link.rate_bps);
+    // A tenant idle for a while comes back with its cores' buckets and its pool
+    // full, two periods of its base rate each, on top of what it steals within its
+    // cap: one that started at its cap of 35.5 Mbit/s sent 64.6 in its first 200 ms
+    // (the claims oracle, seed 17, against a grain of two periods).
     let mut out = vec![crate::Bound::over_cap(
         crate::Subject::Tenant,
-        2 * period_ns,
+        2 * BURST_PERIODS as u64 * period_ns,
     )];
     if shares_follow_weights(policy) {
         out.push(crate::Bound {
@@ -1427,8 +1431,8 @@ pub fn approximation(policy: &Policy) -> Approximation {
                 format_rate(f64::from(TSO_BYTES_MAX) * 8.0 / STEAL_GRAIN_PERIODS / (period_ns as f64 / 1e9)),
             ),
             format!(
-                "bursts: a core's tokens hold two periods of its rate ({} for a tenant at the link rate)",
-                policy::format_size(bytes_in(policy.link.rate_bps, 2 * period_ns))
+                "bursts: a core's tokens hold two periods of its rate, and its tenant's pool two periods of its base rate, so a tenant back from idle may send four periods of its base rate at once beyond its share, or its cap ({} for a tenant at the link rate)",
+                policy::format_size(bytes_in(policy.link.rate_bps, 2 * BURST_PERIODS as u64 * period_ns))
             ),
             format!(
                 "engine cores: a tenant's packets are processed only on its cores (a mask by weight over {cores} engine cores){shared_cores}. A tenant whose traffic's `cost` needs more of the cores than its mask gives it gets what they process, below its ideal (which counts only the link), and the others take what it leaves as they take an idle tenant's: the bounds above hold for the tenants the cores do not limit"

@@ -226,6 +226,39 @@ traffic:
     assert!(error <= 0.01, "{at}");
 }
 
+/// A capped tenant back from idle comes with its cores' buckets and its pool
+/// full, two periods of its base rate each: capped at 35.5 Mbit/s on 3 of 11
+/// engine cores, it sent 64.6 in its first whole interval, past the grain of two
+/// periods `check` stated (the claims oracle, seed 17). The run's `claims` check
+/// holds it to the four `check` states now.
+#[test]
+fn a_capped_tenant_back_from_idle_stays_within_the_burst_check_states() {
+    let record = checked_run(
+        "policy:
+  link: { rate: 100Mbit, queues: 12 }
+  engine: { cores: 11 }
+  tenants:
+    - { name: t0, weight: 716, max_rate: 10826kbit }
+    - { name: t1, weight: 990, min_rate: 4164kbit, max_rate: 35490kbit, cores: [0, 5, 6] }
+    - { name: t2, weight: 1 }
+    - { name: t3, weight: 2 }
+duration: 2800ms
+interval: 200ms
+traffic:
+  - { tenant: t0, kind: bulk, flows: 5 }
+  - { tenant: t1, kind: bulk, flows: 5, start: 1066ms }
+  - { tenant: t2, kind: udp, rate: 18961kbit, flows: 5 }
+  - { tenant: t3, kind: poisson, rate: 9102kbit, size: 200B, flows: 5 }
+",
+        "fairnic",
+    );
+    let claims = record.checks.iter().find(|c| c.name == "claims").unwrap();
+    assert!(
+        claims.detail.contains("tenants above max_rate: t1"),
+        "{claims:?}"
+    );
+}
+
 /// Issue 25 (3): one core, `cpu: weighted`. The antagonist's datagrams cost the
 /// core 20 µs each, 1.5 times the core at 600 Mbit/s; the masks share the one core,
 /// which served it in arrival order whatever `cpu` said, and the victim's sends
