@@ -1142,9 +1142,9 @@ impl<P: Overflow> FairNic<P> {
         // allowance (the first in turn of those as far). Once a tenant within its
         // allowance went short this period, one past its allowance takes only
         // what a full pool would lose, or the pool while no tenant within its
-        // allowance holds a packet ([`FairNic::next_stealer`]). A shard's stealer also waits for stealers of
-        // other cores that stole less per weight this period, unless the pool is
-        // full.
+        // allowance holds a packet ([`FairNic::next_stealer`]). A shard's stealer
+        // also waits for stealers of other cores that stole less per weight this
+        // period, unless the pool is full.
         let pool = self.pool.bucket();
         let pool_full = pool.tokens >= pool.cap;
         let full = !self.steal.someone_short || pool_full;
