@@ -142,7 +142,12 @@ fn class_tree(policy: &Policy, capacity: crate::Capacity) -> Hierarchy {
             rate_bps,
             buffer_bytes: rate_burst_bytes(rate_bps, others, mtu, interval_ns),
             ceil_bps: max_rate_bps,
-            cbuffer_bytes: max_rate_bps.map_or(0, |r| burst_bytes(r, mtu, interval_ns)),
+            // A cap's bucket holds a TSO send beside its interval: with an MTU
+            // only, an app capped at 38 Mbit/s (40 KiB an interval) waited for a
+            // 64 KiB send's tokens, its turn came late and what it earned
+            // meanwhile overflowed: 32.2 Mbit/s (the claims oracle, seed 21).
+            cbuffer_bytes: max_rate_bps
+                .map_or(0, |r| rate_burst_bytes(r, u64::MAX, mtu, interval_ns)),
             quantum_bytes: weight.saturating_mul(mtu),
             prio: priority,
         }
@@ -923,9 +928,10 @@ pub fn approximation(policy: &Policy) -> Approximation {
                 update_interval_ns(policy.link.rate_bps) as f64 / 1e6
             ),
             format!(
-                "bursts: a class may exceed its cap by one interval's worth of it plus an MTU ({} at the link rate)",
-                policy::format_size(burst_bytes(
+                "bursts: a tenant or app may exceed its cap by one interval's worth of it plus a TSO send ({} at the link rate), a split class by one interval's worth plus an MTU",
+                policy::format_size(rate_burst_bytes(
                     policy.link.rate_bps,
+                    u64::MAX,
                     policy.link.mtu_bytes,
                     update_interval_ns(policy.link.rate_bps)
                 ))
