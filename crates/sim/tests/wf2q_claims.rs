@@ -297,7 +297,10 @@ traffic:
 /// implicit default app idle too its demand is that cap. `check` stated 35.1%
 /// from every app backlogged (found by the claims oracle, 37.7% measured); the
 /// ideal gives `a` 92.5 Mbit/s and `wf2q`, sharing as if there were no
-/// guarantees, 129 (39.5%).
+/// guarantees, 129 (39.5%). `check` then weighed every backlog (40.94%); since
+/// `big` is capped below the link, it states no share bound at all (a capped
+/// tenant was held under its share, seed 21), so the run's `claims` check judges
+/// only the caps.
 #[test]
 fn the_share_error_stated_covers_guarantees_with_some_apps_idle() {
     let text = "policy:
@@ -320,10 +323,13 @@ traffic:
 ";
     let scenario =
         policy::parse_scenario(text, "s.yaml", Path::new("."), &sched::registry::names()).unwrap();
-    let stated = sched::approximation("wf2q", &scenario.policy)
-        .unwrap()
-        .share_error_max
-        .unwrap();
+    let said = sched::approximation("wf2q", &scenario.policy).unwrap();
+    assert_eq!(said.share_error_max, None, "{said:?}");
+    assert!(
+        said.ignored.iter().any(|l| l.starts_with("g: min_rate")
+            && l.contains("with some apps of a tenant idle by up to 39.5%")),
+        "{said:?}"
+    );
     let summary = run(text);
     let a = tenant(&summary, "a");
     assert!(
@@ -331,7 +337,9 @@ traffic:
         "ideal {}",
         a.ideal_bps
     );
-    for t in &summary.tenants {
-        assert_near_ideal(t, stated);
-    }
+    assert!(
+        (a.throughput_bps / 1e6 - 129.0).abs() < 1.5,
+        "{}",
+        a.throughput_bps
+    );
 }

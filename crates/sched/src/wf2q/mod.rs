@@ -1499,7 +1499,6 @@ fn worst_guarantee_error(policy: &Policy) -> Option<f64> {
     Some(worst)
 }
 
-/// What `check` says for `wf2q`.
 /// Whether a tenant's share may stray by more than a couple of sends: where a
 /// tenant has apps of several priorities (prioritised apps go before other
 /// eligible classes, so another tenant's packet waits a packet per prioritised
@@ -1509,6 +1508,17 @@ fn worst_guarantee_error(policy: &Policy) -> Option<f64> {
 /// from 21.7 to 28.9 Mbit/s about an ideal of 24.1 over 500 ms intervals).
 fn shares_beyond_packets(policy: &Policy) -> bool {
     policy.apps.iter().any(|a| a.split.is_some()) || crate::tenant_has_app_priorities(policy)
+}
+
+/// Whether a tenant has a `max_rate` below the link. Beside a tenant of weight 1,
+/// one capped at 328 Mbit/s, well above its share of 108.3, got 97.5, and capped
+/// at 150, 94.4 (the claims oracle, seed 21; with the cap at the link, 108.3):
+/// the cause is not found yet, so `check` states no share bound there.
+fn tenant_capped_below_link(policy: &Policy) -> bool {
+    policy
+        .tenants
+        .iter()
+        .any(|t| t.max_rate_bps.is_some_and(|max| max < policy.link.rate_bps))
 }
 
 /// What `approximation` says, in numbers: each tenant's share with every tenant
@@ -1522,6 +1532,7 @@ pub fn bounds(policy: &Policy) -> Vec<crate::Bound> {
         crate::Bound::over_cap(crate::Subject::App, credit_ns),
     ];
     if !shares_beyond_packets(policy)
+        && !tenant_capped_below_link(policy)
         && let Some(guarantee_error) = worst_guarantee_error(policy)
     {
         out.push(crate::Bound {
@@ -1630,6 +1641,9 @@ pub fn approximation(policy: &Policy) -> Approximation {
     if shares_beyond_packets(policy) {
         out.share_error_max = None;
         out.approximate.push("tenants' shares with every tenant backlogged: no bound for a policy with split classes or tenants with apps of several priorities, as a tenant is within a packet per class of it and waits a packet per prioritised class (a tenant capped at its share got 4% less beside five prioritised apps; one with eight split classes swung from 21.7 to 28.9 Mbit/s about 24.1 over 500 ms)".into());
+    } else if tenant_capped_below_link(policy) {
+        out.share_error_max = None;
+        out.approximate.push("tenants' shares with every tenant backlogged: no bound for a policy with a tenant capped below the link, as beside a tenant of weight 1 one capped at 328 Mbit/s, well above its share of 108.3, got 97.5 (10% under; why is not yet known)".into());
     } else if worst.is_none() {
         out.approximate.push(format!("tenants' shares with every tenant backlogged: no bound for this policy, as the guarantees `wf2q` ignores move a share by what each tenant's backlogged apps' caps add up to, and there are more than {BACKLOGS_MAX} ways to backlog its tenants"));
     }
