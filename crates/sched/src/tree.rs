@@ -1610,6 +1610,12 @@ impl Hierarchy {
         }
     }
 
+    /// Starts fixed node `x`'s ceil bucket with at most `bytes` of tokens.
+    pub fn start_cap_bucket_at(&mut self, x: usize, bytes: u64) {
+        let node = &mut self.nodes[x];
+        node.ctokens = node.ctokens.min(bytes_to_tokens(bytes));
+    }
+
     /// How turns on own tokens end from now on ([`GreenTurns::Forgiven`] unless set).
     pub fn set_green_turns(&mut self, green_turns: GreenTurns) {
         self.green_turns = green_turns;
