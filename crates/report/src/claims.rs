@@ -207,7 +207,7 @@ pub fn claims(run: &RunRecord, scenario: &Scenario, bounds: &[Bound]) -> Check {
             continue;
         };
         let (value, max) = (value * 100.0, bound.max * 100.0);
-        if value > bound.max * 100.0 {
+        if value > max {
             broken.push(format!("{subject} {value:.2}% against `{bound}`"));
         } else {
             held.push(format!(

@@ -1033,30 +1033,35 @@ impl<P: Overflow> FairNic<P> {
         self.steal.may_steal(t).then_some((t, packet.len_bytes))
     }
 
-    /// The lane the link's pool goes to next: (flattened lane, tenant, head
-    /// packet's length) of the stealer furthest below its allowance, the first in
-    /// turn of those as far; with `full` false only tenants within theirs.
-    fn best_stealer(&self, full: bool) -> Option<(usize, usize, u32)> {
-        let mut best: Option<(usize, usize, u32)> = None;
+    /// The lanes the link's pool may go to next, found in one pass: (flattened
+    /// lane, tenant, head packet's length) of the stealer furthest below its
+    /// allowance (the first in turn of those as far) among the tenants within
+    /// their allowance, and among all.
+    fn stealers(&self) -> [Option<(usize, usize, u32)>; 2] {
+        let mut best: [Option<(usize, usize, u32)>; 2] = [None; 2];
         for k in 0..self.lanes {
             let flat = (self.cursor + k) % self.lanes;
-            if let Some((t, len)) = self.stealer_at(flat)
-                && (full || self.steal.within(t))
-                && best.is_none_or(|(_, b, _)| self.steal.before(t, b))
-            {
-                best = Some((flat, t, len));
+            let Some((t, len)) = self.stealer_at(flat) else {
+                continue;
+            };
+            for (slot, eligible) in best.iter_mut().zip([self.steal.within(t), true]) {
+                if eligible && slot.is_none_or(|(_, b, _)| self.steal.before(t, b)) {
+                    *slot = Some((flat, t, len));
+                }
             }
         }
         best
     }
 
-    /// [`FairNic::best_stealer`], or where no tenant within its allowance holds a
-    /// packet, one past it: the pool would otherwise fill while the link idles, and
-    /// link time is not saved by tokens (two tenants backlogged beside an idle one
-    /// left 0.7-1% of the link idle).
+    /// The lane the link's pool goes to next: the best stealer of
+    /// [`FairNic::stealers`], with `full` false one within its allowance, or
+    /// where no tenant within its allowance holds a packet, one past it: the pool
+    /// would otherwise fill while the link idles, and link time is not saved by
+    /// tokens (two tenants backlogged beside an idle one left 0.7-1% of the link
+    /// idle).
     fn next_stealer(&self, full: bool) -> Option<(usize, usize, u32)> {
-        self.best_stealer(full)
-            .or_else(|| if full { None } else { self.best_stealer(true) })
+        let [within, any] = self.stealers();
+        if full { any } else { within.or(any) }
     }
 
     /// The packets the lanes hold together: O(lanes), for the debug builds' checks.
@@ -1241,7 +1246,7 @@ impl<P: Overflow> Enforcer for FairNic<P> {
         };
         // Once the pool is full, tenants past their allowance may take it too.
         let link_wanted_past =
-            waits_for_another || (self.steal.someone_short && self.best_stealer(true).is_some());
+            waits_for_another || (self.steal.someone_short && self.stealers()[1].is_some());
         for (t, places) in self.places.iter().enumerate() {
             let mut own_inflow_bps = 0;
             let mut own_wanted = None;

@@ -190,12 +190,8 @@ fn class_tree(policy: &Policy, capacity: crate::Capacity) -> Hierarchy {
     // A cap's bucket starts with an interval of the cap and an MTU, not the TSO
     // send it may hold later: with it, a tenant capped at 10 Mbit/s sent 2.7% over
     // its cap in a 2 s run (SENIC's Table 3).
-    let tenant_caps = (policy.tenants.iter().enumerate())
-        .map(|(t, tenant)| (layout.tenant(TenantId(t as u16)), tenant.max_rate_bps));
-    let app_caps = (policy.apps.iter().enumerate())
-        .map(|(a, app)| (layout.app(AppId(a as u32)), app.max_rate_bps));
-    for (x, cap) in tenant_caps.chain(app_caps) {
-        if let Some(cap_bps) = cap {
+    for (x, node) in params.iter().enumerate() {
+        if let Some(cap_bps) = node.ceil_bps {
             tree.start_cap_bucket_at(x, burst_bytes(cap_bps, mtu, interval_ns));
         }
     }

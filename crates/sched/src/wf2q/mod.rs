@@ -1521,6 +1521,16 @@ fn tenant_capped_below_link(policy: &Policy) -> bool {
         .any(|t| t.max_rate_bps.is_some_and(|max| max < policy.link.rate_bps))
 }
 
+/// The share error `check` states with every tenant backlogged, given
+/// [`worst_guarantee_error`]: none where shares stray beyond packets, a tenant is
+/// capped below the link, or the guarantees' effect is not weighed.
+fn share_error(policy: &Policy, worst_guarantee_error: Option<f64>) -> Option<f64> {
+    if shares_beyond_packets(policy) || tenant_capped_below_link(policy) {
+        return None;
+    }
+    worst_guarantee_error.map(|worst| SHARE_ERROR_MAX + worst)
+}
+
 /// What `approximation` says, in numbers: each tenant's share with every tenant
 /// backlogged within the share error `check` prints (what ignoring guarantees moves
 /// included), give or take two sends, unless [`shares_beyond_packets`]; caps in
@@ -1531,10 +1541,7 @@ pub fn bounds(policy: &Policy) -> Vec<crate::Bound> {
         crate::Bound::over_cap(crate::Subject::Tenant, credit_ns),
         crate::Bound::over_cap(crate::Subject::App, credit_ns),
     ];
-    if !shares_beyond_packets(policy)
-        && !tenant_capped_below_link(policy)
-        && let Some(guarantee_error) = worst_guarantee_error(policy)
-    {
+    if let Some(max) = share_error(policy, worst_guarantee_error(policy)) {
         out.push(crate::Bound {
             subject: crate::Subject::Tenant,
             figure: crate::Figure::RelErrorMean {
@@ -1543,7 +1550,7 @@ pub fn bounds(policy: &Policy) -> Vec<crate::Bound> {
                     ideal_ns: 0,
                 },
             },
-            max: SHARE_ERROR_MAX + guarantee_error,
+            max,
             condition: crate::Condition::EveryTenantBacklogged,
         });
     }
@@ -1554,7 +1561,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
     let guarantee_error = guarantee_error(policy);
     let worst = worst_guarantee_error(policy);
     let mut out = Approximation {
-        share_error_max: worst.map(|worst| SHARE_ERROR_MAX + worst),
+        share_error_max: share_error(policy, worst),
         ..Approximation::default()
     };
     let some_idle = match worst {
@@ -1639,10 +1646,8 @@ pub fn approximation(policy: &Policy) -> Approximation {
         }
     }
     if shares_beyond_packets(policy) {
-        out.share_error_max = None;
         out.approximate.push("tenants' shares with every tenant backlogged: no bound for a policy with split classes or tenants with apps of several priorities, as a tenant is within a packet per class of it and waits a packet per prioritised class (a tenant capped at its share got 4% less beside five prioritised apps; one with eight split classes swung from 21.7 to 28.9 Mbit/s about 24.1 over 500 ms)".into());
     } else if tenant_capped_below_link(policy) {
-        out.share_error_max = None;
         out.approximate.push("tenants' shares with every tenant backlogged: no bound for a policy with a tenant capped below the link, as beside a tenant of weight 1 one capped at 328 Mbit/s, well above its share of 108.3, got 97.5 (10% under; why is not yet known)".into());
     } else if worst.is_none() {
         out.approximate.push(format!("tenants' shares with every tenant backlogged: no bound for this policy, as the guarantees `wf2q` ignores move a share by what each tenant's backlogged apps' caps add up to, and there are more than {BACKLOGS_MAX} ways to backlog its tenants"));
