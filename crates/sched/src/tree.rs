@@ -1669,6 +1669,31 @@ impl Hierarchy {
         std::mem::replace(&mut self.nodes[x].short, short_now)
     }
 
+    /// Whether a child of the root may send on its own tokens: no lender needed.
+    fn root_has_own_tokens(&self) -> bool {
+        (self.occupied[ROOT].trailing_zeros() as usize) < usize::from(BORROW) * PRIO_LEVELS
+    }
+
+    /// When a child of the root may next send on its own tokens, at the earliest
+    /// `now_ns`, as far as the tree knows without running its events (`None`:
+    /// not before something else changes).
+    pub fn own_tokens_ready_ns(&self, now_ns: u64) -> Option<u64> {
+        if self.root_has_own_tokens() {
+            return Some(now_ns);
+        }
+        self.events.next_at_ns().map(|at_ns| at_ns.max(now_ns))
+    }
+
+    /// [`Hierarchy::dequeue`] for a child of the root on its own tokens only:
+    /// the root lends nothing.
+    pub fn dequeue_own_tokens(&mut self, now_ns: u64) -> Option<Frame> {
+        self.run_events(now_ns);
+        if !self.root_has_own_tokens() {
+            return None;
+        }
+        self.dequeue(now_ns)
+    }
+
     /// Whether node `x` holds packets in its subtree.
     pub fn is_backlogged(&self, x: usize) -> bool {
         self.nodes[x].queued > 0

@@ -739,8 +739,14 @@ impl Enforcer for Shard {
     fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
         self.advance(now_ns);
         self.link.refill(now_ns);
+        // The core's part of the link holds back borrowing only: a tenant on its
+        // own tokens sends even while a core mate's borrowing has put the part in
+        // debt, which its mate then repays before it borrows again. Held back, a
+        // steady sender whose part a core mate had borrowed before its packets
+        // came sent under its rate, was counted as wanting less, and left its
+        // mate 16% over its ideal.
         let frame = if self.link.tokens < 0 {
-            None
+            self.tree.dequeue_own_tokens(now_ns)
         } else {
             self.tree.dequeue(now_ns)
         };
@@ -754,11 +760,15 @@ impl Enforcer for Shard {
 
     fn next_ready_ns(&self, now_ns: u64) -> Option<u64> {
         let tree = self.tree.next_ready_ns(now_ns)?;
-        // The next recomputation may give the core tokens sooner.
-        Some(
-            tree.max(self.link_ready_ns(now_ns))
-                .min(self.next_flush_ns.max(now_ns)),
-        )
+        // A tenant on its own tokens does not wait for the core's part of the
+        // link, and the next recomputation may give the core tokens sooner.
+        let link = self
+            .tree
+            .own_tokens_ready_ns(now_ns)
+            .map_or(self.link_ready_ns(now_ns), |at| {
+                at.min(self.link_ready_ns(now_ns))
+            });
+        Some(tree.max(link).min(self.next_flush_ns.max(now_ns)))
     }
 
     fn backlog_packets(&self) -> usize {
