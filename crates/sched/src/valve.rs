@@ -702,15 +702,18 @@ impl Shard {
         self.adopt(now_ns);
     }
 
-    /// When its part of the link has tokens again (it may go into debt by a packet).
+    /// When its part of the link has tokens again (it goes into debt by a packet
+    /// of borrowing, and by what its tenants send on their own tokens).
     fn link_ready_ns(&self, now_ns: u64) -> u64 {
         let rate = self.link.rate_bps;
         let earned = i128::from(rate) * i128::from(now_ns.saturating_sub(self.link.stamp_ns));
         if self.link.tokens + earned >= 0 {
             return now_ns;
         }
-        // A debt is at most a packet, well within a u64, whose division is several
-        // times faster than an i128's on the path of every packet a core holds back.
+        // A debt is at most what its tenants' own buckets hold (an interval of
+        // each one's rate and a TSO send: sends on own tokens go into debt), well
+        // within a u64, whose division is several times faster than an i128's on
+        // the path of every packet a core holds back.
         let Ok(debt) = u64::try_from(-self.link.tokens) else {
             return u64::MAX;
         };
