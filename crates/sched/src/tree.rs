@@ -436,6 +436,10 @@ struct SplitApp {
     /// The leaf that left the borrowing ring in the middle of its turn while still
     /// holding packets (see `Hierarchy::resumes`).
     resume: u32,
+    /// Its leaves that hold packets, and the most of them at once since the last
+    /// [`Hierarchy::take_split_peak`].
+    held: u32,
+    held_peak: u32,
 }
 
 /// The rings of a split app: a split class is green until it has spent its burst,
@@ -950,6 +954,8 @@ impl Hierarchy {
                         quantum: p.quantum_bytes.max(1) as i32,
                         tails: [NONE; 2],
                         resume: NONE,
+                        held: 0,
+                        held_peak: 0,
                     }
                 })
             })
@@ -1016,6 +1022,11 @@ impl Hierarchy {
                 self.slab_next[leaf.tail as usize] = index;
             } else {
                 self.slab_next[index as usize] = index;
+                let split = self.split[packet.app.index()]
+                    .as_mut()
+                    .expect("a leaf's app splits");
+                split.held += 1;
+                split.held_peak = split.held_peak.max(split.held);
             }
             leaf.tail = index;
             // A leaf that holds packets and is in no ring is over its ceil, and has
@@ -1233,6 +1244,8 @@ impl Hierarchy {
         let index = self.slab_next[tail] as usize;
         if index == tail {
             self.leaves[l].tail = NONE;
+            let app = self.leaves[l].app as usize;
+            self.split[app].as_mut().expect("a leaf's app splits").held -= 1;
         } else {
             self.slab_next[tail] = self.slab_next[index];
         }
@@ -1651,6 +1664,15 @@ impl Hierarchy {
     /// Bytes app `app` holds, its split classes together.
     pub fn app_buffered_bytes(&self, app: AppId) -> u64 {
         self.accounting.app_buffered_bytes(app)
+    }
+
+    /// The most split classes of app `app` that held packets at once since the
+    /// last call (0 for an app that does not split); starts a new watch from
+    /// those that hold packets now.
+    pub fn take_split_peak(&mut self, app: AppId) -> u32 {
+        self.split[app.index()].as_mut().map_or(0, |split| {
+            std::mem::replace(&mut split.held_peak, split.held)
+        })
     }
 
     /// Whether app `app` held packets all along since the last call, save for
