@@ -535,6 +535,14 @@ struct Census {
     packets: usize,
 }
 
+/// The tighter of two limits in bit/s, `None` being none.
+fn tighter(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// V (or T) units per byte at `rate_bps` on a link of `link_bps`.
 fn per_byte(link_bps: u64, rate_bps: f64) -> f64 {
     link_bps as f64 / rate_bps * f64::from(1u32 << V_FRAC_BITS)
@@ -575,10 +583,7 @@ impl TenantBands {
         for ((t, &band), &child) in policy.tenants.iter().zip(&tenant_band).zip(&tenant_child) {
             band_weight[band as usize] += u64::from(t.weight);
             let apps = t.apps.iter().map(|&a| policy.app(a).max_rate_bps).sum();
-            let limit = match (t.max_rate_bps, apps) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let limit = tighter(t.max_rate_bps, apps);
             full[band as usize].set(
                 child as usize,
                 Some(Demand {
@@ -831,10 +836,7 @@ impl Wf2q {
     fn app_demand(&self, app: usize) -> Demand {
         let split = (self.split_bps[app] > 0)
             .then(|| self.split_bps[app] * u64::from(self.split_backlogged[app]));
-        let limit = match (self.app_max_bps[app], split) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let limit = tighter(self.app_max_bps[app], split);
         Demand {
             weight: self.app_weight[app],
             limit,
@@ -860,10 +862,7 @@ impl Wf2q {
                 }
             }
         }
-        let limit = match (self.tenant_max_bps[tenant], limit) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let limit = tighter(self.tenant_max_bps[tenant], limit);
         active.then_some(Demand {
             weight: self.tenant_weight[tenant],
             limit,
