@@ -1124,8 +1124,14 @@ impl Hierarchy {
     }
 
     pub fn dequeue(&mut self, now_ns: u64) -> Option<Frame> {
+        self.take::<true>(now_ns)
+    }
+
+    /// [`Hierarchy::dequeue`], where the root lends only if `LENDS`.
+    #[inline]
+    fn take<const LENDS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
         self.run_events(now_ns);
-        if self.occupied[ROOT] == 0 {
+        if self.occupied[ROOT] == 0 || (!LENDS && !self.root_has_own_tokens()) {
             return None;
         }
         // The fixed nodes taken below the root, then the split class, if any.
@@ -1709,11 +1715,7 @@ impl Hierarchy {
     /// [`Hierarchy::dequeue`] for a child of the root on its own tokens only:
     /// the root lends nothing.
     pub fn dequeue_own_tokens(&mut self, now_ns: u64) -> Option<Frame> {
-        self.run_events(now_ns);
-        if !self.root_has_own_tokens() {
-            return None;
-        }
-        self.dequeue(now_ns)
+        self.take::<false>(now_ns)
     }
 
     /// Whether node `x` holds packets in its subtree.

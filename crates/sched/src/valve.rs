@@ -782,12 +782,11 @@ impl Enforcer for Shard {
         let tree = self.tree.next_ready_ns(now_ns)?;
         // A tenant on its own tokens does not wait for the core's part of the
         // link, and the next recomputation may give the core tokens sooner.
+        let link_ready = self.link_ready_ns(now_ns);
         let link = self
             .tree
             .own_tokens_ready_ns(now_ns)
-            .map_or(self.link_ready_ns(now_ns), |at| {
-                at.min(self.link_ready_ns(now_ns))
-            });
+            .map_or(link_ready, |at| at.min(link_ready));
         Some(tree.max(link).min(self.next_flush_ns.max(now_ns)))
     }
 

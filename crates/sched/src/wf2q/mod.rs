@@ -487,8 +487,8 @@ pub struct Wf2q {
     v_per_byte: Vec<(u64, f64)>,
     /// Per app: (epoch, T units per byte of one of its classes at its ceiling).
     cap_t_per_byte: Vec<(u64, f64)>,
-    /// Per tenant: (epoch, V units per byte at its rate).
-    tenant_v_per_byte: Vec<(u64, f64)>,
+    /// Per tenant: V units per byte at its tag rate, fixed as that rate is.
+    tenant_v_per_byte: Vec<f64>,
     /// Per fill of a tenant with several app priorities: the tenant's start tag for
     /// that level (module docs), in its band's V; 0 for the most urgent level.
     level_start_v: Vec<u64>,
@@ -693,6 +693,10 @@ impl Wf2q {
             fills,
             cap_fills,
         } = AppLevels::of(policy, link_bps);
+        let tenant_v_per_byte = tenant_tag_bps
+            .iter()
+            .map(|&bps| per_byte(link_bps, bps))
+            .collect();
         let classes = Classes::new(policy, config.classes_max);
         let speed_fx = (u128::from(link_bps) << (V_FRAC_BITS + SPEED_FRAC_BITS)) / 8_000_000_000;
         let levels = fills.len();
@@ -754,7 +758,7 @@ impl Wf2q {
             epoch: 1,
             v_per_byte: vec![(0, 0.0); policy.apps.len()],
             cap_t_per_byte: vec![(0, 0.0); policy.apps.len()],
-            tenant_v_per_byte: vec![(0, 0.0); policy.tenants.len()],
+            tenant_v_per_byte,
             level_start_v: vec![0; levels],
             level_start_t: vec![0; levels],
             tenant_cap_t: vec![0; policy.tenants.len()],
@@ -897,12 +901,10 @@ impl Wf2q {
     }
 
     /// A backlogged tenant's rate, its share of the link among its band's
-    /// backlogged tenants as if no more urgent band sent, and the rate its tags
-    /// run at (module docs: rates at the link).
-    fn tenant_bps(&mut self, tenant: usize) -> (f64, f64) {
+    /// backlogged tenants as if no more urgent band sent.
+    fn tenant_bps(&mut self, tenant: usize) -> f64 {
         let band = self.tenant_band[tenant] as usize;
-        let bps = self.root[band].rate(self.tenant_child[tenant] as usize, self.link_bps);
-        (bps, self.tenant_tag_bps[tenant])
+        self.root[band].rate(self.tenant_child[tenant] as usize, self.link_bps)
     }
 
     /// V units per byte of `class` at its fair rate: its app's share of its tenant's
@@ -915,10 +917,10 @@ impl Wf2q {
             return cached;
         }
         let tenant = usize::from(self.app_tenant[app]);
-        let (tenant_bps, tenant_tag_bps) = self.tenant_bps(tenant);
-        let capacity = tenant_bps.round().max(1.0) as u64;
+        let capacity = self.tenant_bps(tenant).round().max(1.0) as u64;
         let (fill, child) = (self.app_fill[app] as usize, self.app_child[app] as usize);
-        let mut rate = self.fills[fill].rate(child, capacity) / capacity as f64 * tenant_tag_bps;
+        let mut rate =
+            self.fills[fill].rate(child, capacity) / capacity as f64 * self.tenant_tag_bps[tenant];
         if self.is_split(class) {
             rate /= f64::from(self.split_backlogged[app]);
         }
@@ -968,14 +970,7 @@ impl Wf2q {
         if count < 2 {
             return;
         }
-        let (epoch, cached) = self.tenant_v_per_byte[tenant];
-        let v_per_byte = if epoch == self.epoch {
-            cached
-        } else {
-            let fresh = per_byte(self.link_bps, self.tenant_bps(tenant).1);
-            self.tenant_v_per_byte[tenant] = (self.epoch, fresh);
-            fresh
-        };
+        let v_per_byte = self.tenant_v_per_byte[tenant];
         let cost_v = cost(len_bytes, v_per_byte);
         let credit = ((LEVEL_CREDIT_BYTES as f64 * v_per_byte) as u64).min(COST_V_MAX);
         let floor_v = v.saturating_sub(credit);
