@@ -663,6 +663,46 @@ tenants:
     assert!((b / 5e9 - 1.0).abs() < 0.01, "b {b}");
 }
 
+/// A split app's demand grows with its flows, so what ignoring guarantees moves is
+/// figured with it backlogged by one class, and the sentence says so: here a is
+/// moved by nothing with one class of s's (s wants 100 Mbit/s either way), but
+/// with four (400 Mbit/s) a's ideal is 700 and `wf2q` gives it 600.
+#[test]
+fn check_says_the_guarantees_figure_counts_a_split_app_by_one_class() {
+    let split = policy(
+        "
+link: { rate: 1Gbit }
+tenants:
+  - { name: a, min_rate: 400Mbit }
+  - name: s
+    apps:
+      - { name: fan, split: { by: flow, max_rate: 100Mbit } }
+",
+    );
+    let a = sched::approximation("wf2q", &split).unwrap();
+    assert!(
+        a.ignored.iter().any(|l| l.starts_with("a: min_rate")
+            && l.contains("with every app backlogged by one flow and a split app by one class")
+            && l.contains("by up to 0.0% of its ideal")),
+        "{a:?}"
+    );
+    let unsplit = policy(
+        "
+link: { rate: 1Gbit }
+tenants:
+  - { name: a, min_rate: 400Mbit }
+  - { name: s }
+",
+    );
+    let a = sched::approximation("wf2q", &unsplit).unwrap();
+    assert!(
+        a.ignored
+            .iter()
+            .any(|l| l.contains("with every app backlogged, ignoring")),
+        "{a:?}"
+    );
+}
+
 /// Guaranteed tenants each with an app capped below its share: a tenant's demand
 /// is that cap or unbounded (its implicit default app), so `n` tenants can be
 /// backlogged 2^n ways. `check` weighs them all up to 4096, and states no share

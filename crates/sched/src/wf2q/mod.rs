@@ -1589,6 +1589,12 @@ pub fn approximation(policy: &Policy) -> Approximation {
             ", and with some apps of a tenant idle by what `check` does not weigh here (more than {BACKLOGS_MAX} ways to backlog the tenants, or a split app)"
         ),
     };
+    // A split app's demand grows with its flows: the figure counts one class.
+    let every_app = if policy.apps.iter().any(|a| a.split.is_some()) {
+        "with every app backlogged by one flow and a split app by one class (with more classes its tenant wants more, which the figure does not cover)"
+    } else {
+        "with every app backlogged"
+    };
     let rate = |bps: u64| format_rate(bps as f64);
     let credit = link_time(CAP_CREDIT_BYTES, policy.link.rate_bps);
     let cap = |bps: u64| {
@@ -1603,7 +1609,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
         }
         if let Some(min) = t.min_rate_bps {
             out.ignored.push(format!(
-                "{}: min_rate {} (SENIC has no guarantees; only weights, priorities and caps share the link: with every app backlogged, ignoring this policy's guarantees moves a tenant's share by up to {:.1}% of its ideal{some_idle})",
+                "{}: min_rate {} (SENIC has no guarantees; only weights, priorities and caps share the link: {every_app}, ignoring this policy's guarantees moves a tenant's share by up to {:.1}% of its ideal{some_idle})",
                 t.name,
                 rate(min),
                 guarantee_error * 100.0
