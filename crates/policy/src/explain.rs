@@ -138,6 +138,8 @@ pub struct LinkClass {
     pub queues: u16,
     pub mtu_bytes: u32,
     pub host_cores: u16,
+    /// `engine.cores`: the cores that process tenants' packets, not the host's.
+    pub engine_cores: u16,
     pub buffer_bytes: Option<u64>,
 }
 
@@ -231,6 +233,7 @@ fn link_class(policy: &Policy) -> LinkClass {
         queues: policy.link.queues,
         mtu_bytes: policy.link.mtu_bytes,
         host_cores: policy.host_cores,
+        engine_cores: policy.engine.cores,
         buffer_bytes: policy.buffer_bytes,
     }
 }
@@ -403,11 +406,12 @@ impl Explanation {
         let link = &self.link;
         write!(
             out,
-            "link {}  queues {}  mtu {}  cores {}",
+            "link {}  queues {}  mtu {}  host cores {}  engine cores {}",
             format_rate(link.rate_bps as f64),
             link.queues,
             format_size(u64::from(link.mtu_bytes)),
-            link.host_cores
+            link.host_cores,
+            link.engine_cores
         )?;
         if let Some(buffer) = link.buffer_bytes {
             write!(out, "  buffer {}", format_size(buffer))?;
@@ -541,7 +545,7 @@ tenants:
         let p = parse_policy(POLICY, "p.yaml").unwrap();
         let text = explain(&p, &parse_active(&p, "web/batch*10,db").unwrap()).to_string();
         assert!(
-            text.starts_with("link 10Gbit  queues 16  mtu 1500B  cores 3"),
+            text.starts_with("link 10Gbit  queues 16  mtu 1500B  host cores 3  engine cores 1"),
             "{text}"
         );
         assert!(text.contains("├─ web"), "{text}");
