@@ -6,7 +6,9 @@
 //! CI runs `CASES_DEFAULT` cases; before a release, docs/results/claims.md gives the
 //! longer run (`PROPTEST_CASES`) and the survey (`CLAIMS_SURVEY=1`: every bound
 //! exceeded is printed rather than the first failed; `CLAIMS_ROWS=a,b` surveys only
-//! those rows). Every bound a row states is held: none is skipped.
+//! those rows; `CLAIMS_LONGER=K` runs every case K times as many intervals, for what
+//! shows only after seconds of overload). Every bound a row states is held: none is
+//! skipped.
 
 use policy::parse_scenario;
 use proptest::prelude::*;
@@ -220,7 +222,7 @@ fn case() -> impl Strategy<Value = Case> {
                     queues,
                     engine_cores,
                     packet_cost_ns,
-                    intervals,
+                    intervals: intervals * longer(),
                     interval_ms,
                     seed,
                     tenants,
@@ -253,7 +255,7 @@ fn one_core_case(link_mbit: u64, intervals: u32, seed: u64, tenants: Vec<Tenant>
         queues: 16,
         engine_cores: 1,
         packet_cost_ns: 0,
-        intervals,
+        intervals: intervals * longer(),
         interval_ms: 500,
         seed,
         tenants,
@@ -404,7 +406,7 @@ fn steady_case() -> impl Strategy<Value = Case> {
                     queues: 1,
                     engine_cores,
                     packet_cost_ns: 0,
-                    intervals,
+                    intervals: intervals * longer(),
                     interval_ms: 500,
                     seed,
                     tenants,
@@ -553,6 +555,7 @@ impl Case {
                     ),
                 };
                 if let Some((from, length)) = a.window {
+                    let (from, length) = (from * longer(), length * longer());
                     let from = from.min(self.intervals - 2);
                     let to = (from + length).min(self.intervals);
                     let _ = write!(
@@ -723,6 +726,15 @@ fn survey() -> bool {
 /// Whether the survey runs `row`: all rows, or those `CLAIMS_ROWS` names (commas).
 fn surveyed(row: &str) -> bool {
     std::env::var("CLAIMS_ROWS").map_or(true, |rows| !survey() || rows.split(',').any(|r| r == row))
+}
+
+/// `CLAIMS_LONGER`: how many times as many intervals each case runs (default 1).
+fn longer() -> u32 {
+    std::env::var("CLAIMS_LONGER")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .filter(|&k| k >= 1)
+        .unwrap_or(1)
 }
 
 fn cases() -> u32 {
