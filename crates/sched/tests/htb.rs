@@ -143,12 +143,11 @@ fn a_green_priority_leaf_waits_at_most_one_quantum_of_its_neighbour() {
     }
 }
 
-/// A tenant whose `max_rate` is at most its share has its ceil for its rate: it
-/// cannot borrow, and tc's default burst is less than it earns while the other
-/// tenants' sends take their turns, so it loses part of its rate (122.1 of a cap
-/// of 131.2 Mbit/s beside five tenants, found by the claims oracle, seed 28,
-/// against the 5% `check` stated). `check` states no share bound there, and the
-/// bound where the cap is above the share.
+/// A tenant whose `max_rate` is at most its share has its ceil for its rate: what
+/// it does not send on its own tokens it cannot borrow back, and it got 122.1 of
+/// a cap of 131.2 Mbit/s beside five tenants of several apps each (the claims
+/// oracle, seed 28, against the 5% `check` stated). `check` states no share bound
+/// there, and the bound where the cap is above the share.
 #[test]
 fn check_states_no_share_bound_where_a_tenant_cap_binds() {
     let said = |cap: &str| {
