@@ -627,14 +627,14 @@ pub fn run_bench(
     }
 
     let plan = topology::Plan::new(&policy, crate::run_id()?)?;
-    let dir = std::env::temp_dir().join(format!("nicsched-lab-bench-{}", plan.prefix));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| LabError::Io(format!("cannot create {}: {e}", dir.display())))?;
+    let mut dir = crate::RunDir::new(None, &format!("nicsched-lab-bench-{}", plan.prefix));
+    std::fs::create_dir_all(&dir.path)
+        .map_err(|e| LabError::Io(format!("cannot create {}: {e}", dir.path.display())))?;
     let _signals = sys::signal::SignalGuard::install();
     let mut topology = Topology::create(plan.clone(), false)?;
-    let outcome = bench_in(&mut topology, &policy, options, &dir, progress);
+    let outcome = bench_in(&mut topology, &policy, options, &dir.path, progress);
+    dir.keep_if_named_in(&outcome, |_| &[]);
     drop(topology);
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(BenchReport {
         policy: label.to_string(),
         tenants: policy.tenants.len(),

@@ -442,14 +442,11 @@ pub fn run(
         )?);
     }
     let plan = HostsPlan::new(&scenario, crate::run_id()?)?;
-    let (dir, temporary) = match &options.out {
-        Some(dir) => (dir.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!("nicsched-lab-{}", plan.prefix)),
-            true,
-        ),
-    };
-    let (plans, frames) = plan_traffic(&scenario, &plan, &options.tools, &dir)?;
+    let mut dir = crate::RunDir::new(
+        options.out.as_deref(),
+        &format!("nicsched-lab-{}", plan.prefix),
+    );
+    let (plans, frames) = plan_traffic(&scenario, &plan, &options.tools, &dir.path)?;
     for program in ["ip", "ethtool", options.tools.iperf3.as_str()] {
         if !crate::program_exists(program) {
             return Err(LabError::MissingTool {
@@ -457,8 +454,8 @@ pub fn run(
             });
         }
     }
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| LabError::Io(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir.path)
+        .map_err(|e| LabError::Io(format!("cannot create {}: {e}", dir.path.display())))?;
     let prefix = plan.prefix.clone();
     // Declared first, dropped last: the namespaces go after the threads and
     // programs inside them.
@@ -466,15 +463,13 @@ pub fn run(
     let outcome = run_in(
         &scenario, enforcer, options, &plan, &plans, frames, &buffers, progress,
     );
+    dir.keep_if_named_in(&outcome, |run| &run.checks);
     if options.keep {
         let delete = topology.keep();
         eprintln!("nicsched lab: namespaces kept for inspection; delete them with: {delete}");
     }
     drop(topology);
     let mut run = outcome?;
-    if temporary {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
     let fastest = scenario.fastest_link_bps();
     run.settings.extend(options.settings(fastest));
     run.settings.insert(

@@ -270,6 +270,62 @@ pub(crate) fn run_id() -> Result<u32, LabError> {
     ))
 }
 
+/// Where a run's programs write their output: `--out`, or the run's own directory
+/// under the temporary directory, which goes when the run ends (however it ends)
+/// unless what the run says names a file in it.
+pub(crate) struct RunDir {
+    pub(crate) path: PathBuf,
+    temporary: bool,
+    keep: bool,
+}
+
+impl RunDir {
+    pub(crate) fn new(out: Option<&Path>, name: &str) -> RunDir {
+        match out {
+            Some(dir) => RunDir {
+                path: dir.to_path_buf(),
+                temporary: false,
+                keep: true,
+            },
+            None => RunDir {
+                path: std::env::temp_dir().join(name),
+                temporary: true,
+                keep: false,
+            },
+        }
+    }
+
+    /// Keeps the directory if `said` (an error, a check's detail) names a file in
+    /// it, so that the file it names is there to read.
+    pub(crate) fn keep_if_named(&mut self, said: &str) {
+        let mut inside = self.path.to_string_lossy().into_owned();
+        inside.push(std::path::MAIN_SEPARATOR);
+        self.keep |= said.contains(&inside);
+    }
+
+    /// Keeps it if `outcome`'s error or any of its checks names a file in it.
+    pub(crate) fn keep_if_named_in<T>(
+        &mut self,
+        outcome: &Result<T, LabError>,
+        checks: impl Fn(&T) -> &[report::Check],
+    ) {
+        match outcome {
+            Err(e) => self.keep_if_named(&e.to_string()),
+            Ok(run) => checks(run)
+                .iter()
+                .for_each(|c| self.keep_if_named(&c.detail)),
+        }
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if self.temporary && !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
 /// Threads in the engine and sink namespaces; stopped and joined when dropped, so
 /// no thread holds a namespace alive past the topology.
 struct Workers {
@@ -645,14 +701,11 @@ pub fn run_with_engine_stats(
         engine::HostBuffer::new(enforcer, policy, options.qdisc)?;
     }
     let mut plan = topology::Plan::new(policy, run_id()?)?;
-    let (dir, temporary) = match &options.out {
-        Some(dir) => (dir.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!("nicsched-lab-{}", plan.prefix)),
-            true,
-        ),
-    };
-    let plans = traffic::plan(&scenario, &mut plan, &options.tools, &dir)?;
+    let mut dir = RunDir::new(
+        options.out.as_deref(),
+        &format!("nicsched-lab-{}", plan.prefix),
+    );
+    let plans = traffic::plan(&scenario, &mut plan, &options.tools, &dir.path)?;
     let mut needed = vec!["ip", "ethtool"];
     if kernel_htb {
         needed.push("tc");
@@ -670,13 +723,16 @@ pub fn run_with_engine_stats(
             program: missing.to_string(),
         });
     }
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| LabError::Io(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir.path)
+        .map_err(|e| LabError::Io(format!("cannot create {}: {e}", dir.path.display())))?;
 
     // Declared first, dropped last: the namespaces go after the threads and
     // programs inside them.
     let mut topology = topology::Topology::create(plan.clone(), kernel_htb)?;
-    let outcome = run_in(&scenario, enforcer, options, &plan, &plans, &dir, watch);
+    let outcome = run_in(
+        &scenario, enforcer, options, &plan, &plans, &dir.path, watch,
+    );
+    dir.keep_if_named_in(&outcome, |(record, _)| &record.checks);
     if options.keep {
         let delete = topology.keep();
         eprintln!(
@@ -686,9 +742,6 @@ pub fn run_with_engine_stats(
     }
     drop(topology);
     let (mut record, engine_stats) = outcome?;
-    if temporary {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
     record.wall_s = started.elapsed().as_secs_f64();
     record.provenance.seed = scenario.seed;
     record.provenance.settings = options.settings(scenario.policy.link.rate_bps);

@@ -64,9 +64,23 @@ pub fn our_namespaces() -> Vec<String> {
         .collect()
 }
 
-/// Fails if a namespace of this process not in `before`, or an interface of this
-/// process's runs in this namespace, is still there.
+/// Fails if a namespace of this process not in `before`, an interface of this
+/// process's runs in this namespace, or a run's temporary directory
+/// (`nicsched-lab-nsl…`, `nicsched-lab-bench-nsl…`) is still there: every test
+/// that calls this gives its runs `--out` where it expects a log to be named.
 pub fn assert_nothing_left(before: &[String]) {
+    let temporary: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .expect("the temporary directory")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| {
+            let run = name.strip_prefix("nicsched-lab-").unwrap_or("");
+            ours(run.strip_prefix("bench-").unwrap_or(run))
+        })
+        .collect();
+    assert!(
+        temporary.is_empty(),
+        "run directories left behind: {temporary:?}"
+    );
     let new: Vec<String> = our_namespaces()
         .into_iter()
         .filter(|n| !before.contains(n))
