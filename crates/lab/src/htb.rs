@@ -338,8 +338,9 @@ pub fn approximation(policy: &Policy) -> sched::Approximation {
 /// Worst tenant share error with every tenant backlogged: see [`approximation`].
 const SHARE_ERROR_MAX: f64 = 0.05;
 
-/// What [`approximation`] says, in numbers (held in the lab, not by the
-/// simulator's claims oracle, which runs only registry rows).
+/// What [`approximation`] says, in numbers: held in the lab on generated cases
+/// (`lab --test agreement linux_htb_keeps_what_check_states_on_generated_scenarios`),
+/// not by the simulator's claims oracle, which runs only registry rows.
 pub fn bounds(policy: &Policy) -> Vec<sched::Bound> {
     let shares = (!sched::htb::cap_binds(policy)).then_some(sched::Bound {
         subject: sched::Subject::Tenant,
