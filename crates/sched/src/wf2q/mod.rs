@@ -408,16 +408,13 @@ struct Band {
 }
 
 impl Band {
-    /// A band, with an urgent queue if any of its apps is prioritised.
-    fn new(urgent: bool) -> Self {
+    /// A band: its queues hold buckets only once something is filed (a band
+    /// without prioritised apps never files an urgent class).
+    fn new() -> Self {
         Band {
             v: 0,
             eligible: Ordered::new(),
-            urgent: if urgent {
-                Ordered::new()
-            } else {
-                Ordered::unused()
-            },
+            urgent: Ordered::new(),
             ineligible: Sorted::new(),
             emptied: NIL,
         }
@@ -700,14 +697,7 @@ impl Wf2q {
         let classes = Classes::new(policy, config.classes_max);
         let speed_fx = (u128::from(link_bps) << (V_FRAC_BITS + SPEED_FRAC_BITS)) / 8_000_000_000;
         let levels = fills.len();
-        let bands =
-            (0..priorities.len())
-                .map(|band| {
-                    Band::new(policy.apps.iter().zip(&app_urgent).any(|(a, &urgent)| {
-                        urgent && tenant_band[a.tenant.index()] as usize == band
-                    }))
-                })
-                .collect();
+        let bands = (0..priorities.len()).map(|_| Band::new()).collect();
         Ok(Wf2q {
             link_bps,
             class: Vec::with_capacity(classes.capacity()),
