@@ -116,6 +116,17 @@ fn generated_with(case: u64, link: u64, backlogged: bool) -> String {
     yaml + "duration: 4s\ninterval: 500ms\ntraffic:\n" + &traffic
 }
 
+/// Generated case `case`, parsed as `nicsched` parses a scenario file.
+fn parsed(case: u64, yaml: &str) -> Scenario {
+    policy::parse_scenario(
+        yaml,
+        "agreement.yaml",
+        Path::new("."),
+        &lab::enforcer_names(),
+    )
+    .unwrap_or_else(|e| panic!("case {case} is a valid scenario: {e}\n{yaml}"))
+}
+
 /// Per tenant: its mean throughput and mean ideal over the intervals settled in
 /// `record` in which it is active.
 fn settled_means(record: &report::RunRecord) -> Vec<(f64, f64)> {
@@ -225,13 +236,7 @@ fn generated_one_host_scenarios_agree_in_sim_and_lab_within_5_percent_of_the_ide
     for case in 0..CASES {
         let yaml = generated(case);
         eprintln!("case {case}:\n{yaml}");
-        let scenario: Scenario = policy::parse_scenario(
-            &yaml,
-            "agreement.yaml",
-            Path::new("."),
-            &lab::enforcer_names(),
-        )
-        .unwrap_or_else(|e| panic!("case {case} is a valid scenario: {e}\n{yaml}"));
+        let scenario = parsed(case, &yaml);
         let names: Vec<String> = scenario
             .policy
             .tenants
@@ -295,13 +300,7 @@ fn linux_htb_keeps_what_check_states_on_generated_scenarios() {
     let mut failed = Vec::new();
     for (case, backlogged) in (0..CASES).flat_map(|c| [(c, false), (c + CASES, true)]) {
         let yaml = generated_with(case, HTB_LINK_MBIT, backlogged);
-        let scenario: Scenario = policy::parse_scenario(
-            &yaml,
-            "agreement.yaml",
-            Path::new("."),
-            &lab::enforcer_names(),
-        )
-        .unwrap_or_else(|e| panic!("case {case} is a valid scenario: {e}\n{yaml}"));
+        let scenario = parsed(case, &yaml);
         let before = our_namespaces();
         let record = lab::run(&scenario, "linux-htb", &LabOptions::default(), &mut |_| {})
             .unwrap_or_else(|e| panic!("case {case}: {e}"));
