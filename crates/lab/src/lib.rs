@@ -272,7 +272,10 @@ pub(crate) fn run_id() -> Result<u32, LabError> {
 
 /// Where a run's programs write their output: `--out`, or the run's own directory
 /// under the temporary directory, which goes when the run ends (however it ends)
-/// unless what the run says names a file in it.
+/// unless its error or a failed check names a file in it. A passing check may name
+/// one too ("not compared: iperf3's server wrote no result to FILE", beside a
+/// tenant's crafted flood), which is true of the run whether or not the file is
+/// kept.
 pub(crate) struct RunDir {
     pub(crate) path: PathBuf,
     temporary: bool,
@@ -295,15 +298,15 @@ impl RunDir {
         }
     }
 
-    /// Keeps the directory if `said` (an error, a check's detail) names a file in
-    /// it, so that the file it names is there to read.
+    /// Keeps the directory if `said` (an error, a failed check's detail) names a
+    /// file in it, so that the file it names is there to read.
     pub(crate) fn keep_if_named(&mut self, said: &str) {
         let mut inside = self.path.to_string_lossy().into_owned();
         inside.push(std::path::MAIN_SEPARATOR);
         self.keep |= said.contains(&inside);
     }
 
-    /// Keeps it if `outcome`'s error or any of its checks names a file in it.
+    /// Keeps it if `outcome`'s error or one of its failed checks names a file in it.
     pub(crate) fn keep_if_named_in<T>(
         &mut self,
         outcome: &Result<T, LabError>,
@@ -313,6 +316,7 @@ impl RunDir {
             Err(e) => self.keep_if_named(&e.to_string()),
             Ok(run) => checks(run)
                 .iter()
+                .filter(|c| !c.ok)
                 .for_each(|c| self.keep_if_named(&c.detail)),
         }
     }
