@@ -278,7 +278,7 @@ pub(crate) fn run_id() -> Result<u32, LabError> {
 /// kept.
 pub(crate) struct RunDir {
     pub(crate) path: PathBuf,
-    temporary: bool,
+    /// `--out` is always kept.
     keep: bool,
 }
 
@@ -287,12 +287,10 @@ impl RunDir {
         match out {
             Some(dir) => RunDir {
                 path: dir.to_path_buf(),
-                temporary: false,
                 keep: true,
             },
             None => RunDir {
                 path: std::env::temp_dir().join(name),
-                temporary: true,
                 keep: false,
             },
         }
@@ -324,7 +322,7 @@ impl RunDir {
 
 impl Drop for RunDir {
     fn drop(&mut self) {
-        if self.temporary && !self.keep {
+        if !self.keep {
             let _ = std::fs::remove_dir_all(&self.path);
         }
     }

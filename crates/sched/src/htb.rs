@@ -275,9 +275,10 @@ fn shares_bounded(policy: &Policy) -> bool {
 /// Whether a tenant of several apps (an implicit `default` app beside declared
 /// ones counts) has a `max_rate` at most its rate with every app backlogged, so
 /// that its rate is its ceil. Part of its rate is each app's, and where an app
-/// is idle (the implicit `default` app where no traffic falls through) its busy siblings get that part only by borrowing it from the tenant,
-/// which HTB serves only while no class anywhere has tokens of its own (the row
-/// of green leaves goes first); the tenant's tokens that are not lent meanwhile
+/// is idle (the implicit `default` app where no traffic falls through) its busy
+/// siblings get that part only by borrowing it from the tenant, which HTB serves
+/// only while no class anywhere has tokens of its own (the row of green leaves
+/// goes first); the tenant's tokens that are not lent meanwhile
 /// pass its burst, and its ceil keeps it from borrowing them back from the link.
 /// The claims oracle (seed 28) saw a tenant of two TCP apps capped at 131.2
 /// Mbit/s beside five tenants of several apps each get 122.1, 6.9% under: its
@@ -291,12 +292,10 @@ pub fn cap_binds(policy: &Policy) -> bool {
     let rates = tree::backlogged_rates_bps(policy);
     let layout = Layout::new(policy);
     policy.tenants.iter().enumerate().any(|(t, tenant)| {
-        let id = TenantId(t as u16);
-        let apps = policy.apps.iter().filter(|a| a.tenant == id).count();
-        apps > 1
-            && tenant
-                .max_rate_bps
-                .is_some_and(|max| rates[layout.tenant(id)] >= max as f64 * (1.0 - 1e-9))
+        tenant.apps.len() > 1
+            && tenant.max_rate_bps.is_some_and(|max| {
+                rates[layout.tenant(TenantId(t as u16))] >= max as f64 * (1.0 - 1e-9)
+            })
     })
 }
 
