@@ -296,10 +296,8 @@ pub fn approximation(policy: &Policy) -> sched::Approximation {
         "rates counted in Ethernet frames and GSO sends' per-segment headers (14 B and more per frame than nicsched's L3 bytes): in the lab every class runs 3-4% below its rate (3.0-3.3% measured with every tenant backlogged at 300 Mbit/s)".to_string(),
         "bursts: tc's default burst, rate / HZ + MTU, of each class".to_string(),
     ];
-    let capped = sched::htb::cap_binds(policy);
-    if capped {
-        approximate.push(sched::htb::CAP_BINDS.to_string());
-    }
+    let withheld = sched::htb::share_bound_withheld(policy);
+    approximate.extend(withheld.iter().map(|&reason| reason.to_string()));
     approximate.extend(policy.tenants.iter().filter(|t| t.match_src.is_none()).map(|t| {
         format!(
             "{}: no match.src, so u32 filters cannot single its traffic out on a real host (the lab gives it an address of its own)",
@@ -331,7 +329,7 @@ pub fn approximation(policy: &Policy) -> sched::Approximation {
         // with Ethernet headers: 14 B in a 1514 B frame, and HTB's clock.
         // 2% of HTB's own error (the engine's `htb`, same semantics) plus the 3-4%
         // its L2 counting leaves every class below its L3 rate.
-        share_error_max: (!capped).then_some(SHARE_ERROR_MAX),
+        share_error_max: withheld.is_empty().then_some(SHARE_ERROR_MAX),
     }
 }
 
@@ -342,17 +340,19 @@ const SHARE_ERROR_MAX: f64 = 0.05;
 /// (`lab --test agreement linux_htb_keeps_what_check_states_on_generated_scenarios`),
 /// not by the simulator's claims oracle, which runs only registry rows.
 pub fn bounds(policy: &Policy) -> Vec<sched::Bound> {
-    let shares = (!sched::htb::cap_binds(policy)).then_some(sched::Bound {
-        subject: sched::Subject::Tenant,
-        figure: sched::Figure::RelErrorMean {
-            grain: sched::Grain {
-                sends: 2,
-                ideal_ns: 0,
+    let shares = sched::htb::share_bound_withheld(policy)
+        .is_empty()
+        .then_some(sched::Bound {
+            subject: sched::Subject::Tenant,
+            figure: sched::Figure::RelErrorMean {
+                grain: sched::Grain {
+                    sends: 2,
+                    ideal_ns: 0,
+                },
             },
-        },
-        max: SHARE_ERROR_MAX,
-        condition: sched::Condition::EveryTenantBackloggedFewTenants,
-    });
+            max: SHARE_ERROR_MAX,
+            condition: sched::Condition::EveryTenantBackloggedFewTenants,
+        });
     shares
         .into_iter()
         .chain([

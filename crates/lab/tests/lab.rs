@@ -66,6 +66,22 @@ fn run_lab(scenario: &Scenario, enforcer: &str) -> (report::RunRecord, Vec<(f64,
     (record, means)
 }
 
+/// [`run_lab`] until the engine kept up with the link ([`common::kept_up`]): a
+/// run whose engine fell behind vouches for none of its figures. Judging every
+/// interval of the first run, a test failed once in CI on a run in which `web`
+/// got 35.3 of its 53.0 Mbit/s and its capped app 32.4 in one interval against
+/// the 31.5 allowed.
+fn run_lab_kept_up(scenario: &Scenario, enforcer: &str) -> (report::RunRecord, Vec<(f64, f64)>) {
+    let record = common::kept_up(enforcer, || run_lab(scenario, enforcer).0).unwrap_or_else(|| {
+        panic!(
+            "{enforcer}: the engine fell behind {} times",
+            common::ATTEMPTS
+        )
+    });
+    let means = tenant_means(&record);
+    (record, means)
+}
+
 fn run_and_check(enforcer: &str, tolerance: f64) {
     let (_, means) = run_lab(&two_tenants(), enforcer);
     let total: f64 = means.iter().map(|m| m.0).sum();
@@ -846,7 +862,7 @@ fn an_unseen_scenario_runs_unchanged_in_sim_and_lab_with_the_same_shape() {
     // The simulator's frame: the lab does not depend on the simulator, both fill
     // the measurement frame of `report::measure`.
     let mut asked = report::measure::asked_demands_bps(&scenario, &Default::default());
-    let (lab, means) = run_lab(&scenario, "valve");
+    let (lab, means) = run_lab_kept_up(&scenario, "valve");
     // The closed-loop rpc is judged at what its fastest 1% of round trips carry
     // where that is below the model's demand (the `rpc-round-trip` check).
     let fastest_ns = lab.latency[0].histogram_ns.value_at_quantile(0.01);

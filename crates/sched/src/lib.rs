@@ -349,7 +349,9 @@ pub enum Condition {
 /// borrowers. Generated cases of one heavy tenant beside light ones of weight 1
 /// (sim tests/claims.rs) broke no bound with up to 8 tenants in 64 cases; from 9 on
 /// `htb` was 7.3% off against its 5% (weight 20 beside 8), `valve` 2.6% against its
-/// 1% (weight 44 beside 9), and up to 12.6% and 7.2% with 27 tenants.
+/// 1% (weight 44 beside 9), and up to 12.6% and 7.2% with 27 tenants. A later
+/// survey found `htb` 6.0% off with 8 (weight 17 beside 7), so it also asks that
+/// no tenant be above half the link (`htb::share_bound_withheld`).
 pub const FEW_TENANTS_MAX: usize = 8;
 const _: () = assert!(FEW_TENANTS_MAX == 8, "Condition::words says 8");
 

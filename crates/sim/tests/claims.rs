@@ -279,16 +279,32 @@ fn plain_tenant(weight: u32, apps: Vec<App>) -> Tenant {
 /// One heavy tenant beside many light ones of weight 1, every tenant bulk: the
 /// shape the cases above rarely draw (their weights are spread), where scenarios
 /// written from the docs found `wf2q` 17.7% off its 1% (a weight-10 tenant beside
-/// ten of weight 1, one flow each).
+/// ten of weight 1, one flow each). Half the cases have at most 8 tenants, where
+/// `htb` and `valve` state their share bounds, in intervals of a second, where
+/// two sends' grain is a few percent of a light tenant's ideal: `htb` was 6.0%
+/// off its 5% with weight 17 beside seven, one flow each at 1 Gbit/s (seed 79 of
+/// the survey, where one case of five had 8 tenants or fewer and one of three
+/// intervals of a second), and states no bound now where one tenant is more
+/// than half the link.
 fn heavy_case() -> impl Strategy<Value = Case> {
-    (
-        (2u32..101, 2usize..31, 1u32..5),
-        prop_oneof![Just(100u64), Just(300), Just(1000)],
+    let few = (
+        prop_oneof![2u32..9, 9u32..33],
+        2usize..8,
+        (8u32..16, Just(1000u32)),
+    );
+    let many = (
+        2u32..101,
+        2usize..31,
         (8u32..16, prop_oneof![Just(250u32), Just(500), Just(1000)]),
+    );
+    (
+        prop_oneof![few, many],
+        1u32..5,
+        prop_oneof![Just(100u64), Just(300), Just(1000)],
         0u64..1_000_000,
     )
         .prop_map(
-            |((heavy, light, flows), link_mbit, (intervals, interval_ms), seed)| {
+            |((heavy, light, (intervals, interval_ms)), flows, link_mbit, seed)| {
                 let tenant = |weight: u32| {
                     plain_tenant(weight, vec![plain_app(Kind::Bulk, flows, 1.0, false)])
                 };
