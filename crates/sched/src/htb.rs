@@ -275,15 +275,34 @@ fn shares_bounded(policy: &Policy) -> bool {
 }
 
 /// Why tenants' shares with every tenant backlogged have no bound where they
-/// otherwise follow the rates: [`CAP_BINDS`] and [`HEAVY_TENANT`], each that
-/// applies. Linux's HTB, `linux-htb`, has the same classes and the same rows.
-pub fn share_bound_withheld(policy: &Policy) -> Vec<&'static str> {
+/// otherwise follow the rates. Linux's HTB, `linux-htb`, has the same classes
+/// and withholds its bound for the same reasons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Withheld {
+    /// [`cap_binds`].
+    CapBinds,
+    /// [`heavy_tenant_outpaced`].
+    HeavyTenant,
+}
+
+impl Withheld {
+    /// What `check -e htb` says.
+    pub fn words(self) -> &'static str {
+        match self {
+            Withheld::CapBinds => CAP_BINDS,
+            Withheld::HeavyTenant => HEAVY_TENANT,
+        }
+    }
+}
+
+/// Each reason `policy` has to withhold the share bound.
+pub fn share_bound_withheld(policy: &Policy) -> Vec<Withheld> {
     let mut reasons = Vec::new();
     if cap_binds(policy) {
-        reasons.push(CAP_BINDS);
+        reasons.push(Withheld::CapBinds);
     }
     if heavy_tenant_outpaced(policy) {
-        reasons.push(HEAVY_TENANT);
+        reasons.push(Withheld::HeavyTenant);
     }
     reasons
 }
@@ -423,7 +442,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
     }
     let withheld = share_bound_withheld(policy);
     out.approximate
-        .extend(withheld.iter().map(|&reason| reason.to_string()));
+        .extend(withheld.iter().map(|reason| reason.words().to_string()));
     if !follow && !outside && withheld.is_empty() {
         out.exact.insert(
             1,
