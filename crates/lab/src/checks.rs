@@ -590,13 +590,13 @@ const LOST_LINK_MAX: f64 = 0.01;
 /// `engine`: the engine kept the emulated link busy whenever the enforcer had a
 /// frame ready. On a machine too busy for the link rate it comes back late for
 /// a core and the link lies idle (at 1 Gbit/s on 2 cores, a flood, UDP and TCP
-/// beside each other lost 8-10% of the link; at 300 Mbit/s none). It is not only
-/// the machine: an open-loop rpc beside bulk traffic lost 5.5% of a 200 Mbit/s
-/// link and 33-39% of a 100 Mbit/s one, the engine coming back 1-2.4 ms late to
-/// send the rpc tenant's ACKs every few milliseconds (cause not found). The
-/// figures then are not the enforcer's alone, and not always low: on 2 engine
-/// threads the rpc's tenant got 58.5 of 93.5 Mbit/s while the others took
-/// 12-31% above their ideals. So the sentence names no cause and no direction.
+/// beside each other lost 8-10% of the link; at 300 Mbit/s none), and programs
+/// that spin do it at any rate: an open-loop rpc's four sockperf clients
+/// (`traffic::spinning_clients`) lost 5.5% of a 200 Mbit/s link and 33-39% of a
+/// 100 Mbit/s one. The figures then are not the enforcer's alone, and not
+/// always low: on 2 engine threads the rpc's tenant got 58.5 of 93.5 Mbit/s
+/// while the others took 12-31% above their ideals. So the sentence names no
+/// cause and no direction.
 ///
 /// Nor may a tenant's frames be dropped at the engine's port before it reads
 /// them (its receive ring full): the enforcer then never saw what the tenant sent.

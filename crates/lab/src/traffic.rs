@@ -124,6 +124,18 @@ pub struct TrafficPlan {
     pub stop_ns: u64,
 }
 
+/// How many of `plans`' clients pace an open-loop rpc with sockperf's `--mps`.
+/// sockperf waits between requests by spinning, so each keeps a core busy for
+/// the whole run (`sockperf ping-pong --mps=250` used 2.95 s of CPU in 3 s);
+/// memcached's load generator, the lab's own, sleeps.
+pub fn spinning_clients(plans: &[TrafficPlan]) -> usize {
+    plans
+        .iter()
+        .flat_map(|p| &p.clients)
+        .filter(|c| c.args.iter().any(|a| a.starts_with("--mps=")))
+        .count()
+}
+
 /// Default first port for traffic whose app names none (iperf3's own default).
 const PORT_BASE: u16 = 5201;
 /// iperf3's limit on parallel streams.
@@ -1157,6 +1169,8 @@ seed: 9
         // Another port: sockperf as before.
         assert_eq!(plans[2].servers[0].program, "sockperf");
         assert!(plans[2].generator.is_none());
+        // Nothing here spins: memcached's generator paces the open loop.
+        assert_eq!(spinning_clients(&plans), 0);
         // memcached over UDP is not what the lab runs: sockperf.
         let udp = scenario(
             "policy:
@@ -1171,6 +1185,23 @@ traffic: [{ name: u, tenant: t, app: kvs, kind: rpc }]
         let mut net = Plan::new(&udp.policy, 7).unwrap();
         let plans = plan(&udp, &mut net, &Tools::default(), Path::new("/tmp")).unwrap();
         assert_eq!(plans[0].servers[0].program, "sockperf");
+    }
+
+    /// An open-loop rpc that sockperf runs spins a core per connection; a
+    /// closed-loop one and memcached's open loop do not.
+    #[test]
+    fn open_loop_sockperf_clients_are_counted_as_spinning() {
+        let s = scenario(&format!(
+            "{KVS_POLICY}traffic:
+  - {{ name: open, tenant: t2, app: probe, kind: rpc, concurrency: 3, rate: 300 }}
+  - {{ name: closed, tenant: t1, kind: rpc, concurrency: 2 }}
+  - {{ name: m, tenant: t2, app: kvs, kind: rpc, rate: 500, concurrency: 4 }}
+"
+        ));
+        let mut net = Plan::new(&s.policy, 7).unwrap();
+        let plans = plan(&s, &mut net, &Tools::default(), Path::new("/tmp/x")).unwrap();
+        assert_eq!(spinning_clients(&plans), 3);
+        assert_eq!(spinning_clients(&plans[1..]), 0);
     }
 
     #[test]

@@ -138,6 +138,7 @@ pub(crate) struct LabBenchArgs {
 
 impl LabArgs {
     pub(crate) fn run(self) -> Result<(), Failure> {
+        crate::log_to_stderr();
         if self.cleanup {
             return commands::lab_cleanup();
         }

@@ -377,6 +377,16 @@ enum Command {
     },
 }
 
+/// Sends the `tracing` events of the commands that emit them (`enforce`'s lines
+/// of what it did, `lab`'s warnings) to stderr, where stdout stays the
+/// command's output.
+pub(crate) fn log_to_stderr() {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
 fn main() -> ExitCode {
     // A reader that closes early (`nicsched sim ... | head`) ends the program quietly,
     // as it does any Unix filter, rather than making a print panic.

@@ -267,10 +267,7 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 /// Runs until Ctrl-C or SIGTERM, printing a line per tenant and interval; then
 /// detaches and writes the summary. Status 3 when a self-check failed.
 pub(crate) fn enforce(args: EnforceArgs) -> Result<(), Failure> {
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
+    crate::log_to_stderr();
     let result = enforcing(args);
     if let Err(failure) = &result {
         tracing::error!("refused or failed: {}", failure.message);
