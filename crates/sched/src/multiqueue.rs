@@ -487,10 +487,14 @@ pub fn approximation(policy: &Policy, driver: Driver) -> Approximation {
                 if high.is_empty() {
                     continue;
                 }
-                out.exact.push(format!(
-                    "{}: apps {} prioritised, {how}",
+                out.approximate.push(format!(
+                    "{}: apps {} prioritised, {how}; a prioritised packet still waits behind what its Tx queue's ring holds ({} at the link rate) and for the NIC's round robin over the pool's queues, so an app whose round trip bounds what it sends (a closed-loop rpc) may get less than its ideal beside a busy app of its tenant (8 connections of 16 KiB responses beside 3 Gbit/s of UDP in a pool of 3 queues at 10 Gbit/s: 1287.6 of 2727.3 Mbit/s, where valve, htb and wf2q give it 2727.2-2727.3)",
                     tenant.name,
-                    high.join(", ")
+                    high.join(", "),
+                    policy::format_size(u64::from(crate::nic::ring_bytes_max(
+                        policy.link.rate_bps,
+                        policy.link.mtu_bytes
+                    )))
                 ));
                 let levels: std::collections::BTreeSet<u8> = tenant
                     .apps
