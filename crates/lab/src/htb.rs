@@ -342,7 +342,7 @@ pub fn approximation(policy: &Policy) -> sched::Approximation {
 /// (iperf3): the kernel loses less than `htb` does, its TCP sends not falling
 /// into step as the simulator's do, but it loses, and so close to the bound that
 /// the bound is not stated.
-const HEAVY_TENANT: &str = "tenants' shares with every tenant backlogged where, among four tenants or more, one's share is more than half the link: no bound, as it alternates with its neighbours' sends while they are green and loses what it earns meanwhile beyond tc's burst (in the lab at 1 Gbit/s, weight 17 beside seven of weight 1: 677.1 of 708.3 Mbit/s, 4.4% under where its neighbours were 3.3% under, as every class is for HTB's Ethernet bytes; `htb` in the simulator, whose sends fall into step, 3.6% under and its neighbours 8.7% over)";
+const HEAVY_TENANT: &str = "tenants' shares with every tenant backlogged where, among four tenants or more, one's share is more than half the link: no bound, as it can fall behind its rate while it waits behind its neighbours' sends and lose what tc's burst cannot hold (in the lab at 1 Gbit/s, weight 17 beside seven of weight 1: 677.1 of 708.3 Mbit/s, 4.4% under where its neighbours were 3.3% under, as every class is for HTB's Ethernet bytes; `htb` in the simulator, whose sends fall into step, 3.6% under and its neighbours 8.7% over)";
 
 /// Worst tenant share error with every tenant backlogged: see [`approximation`].
 const SHARE_ERROR_MAX: f64 = 0.05;

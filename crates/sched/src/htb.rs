@@ -337,11 +337,12 @@ fn cap_binds(policy: &Policy) -> bool {
 const CAP_BINDS: &str = "tenants' shares with every tenant backlogged where a tenant of several apps has a max_rate at most its share: no bound, as its rate is its ceil and part of that rate is its idle apps' (its implicit default app's where no traffic falls through to it), which its busy apps get only by borrowing from it, and HTB lends only while no class anywhere has tokens of its own, so what it cannot lend meanwhile passes its burst and is lost (capped at 131.2 Mbit/s beside five tenants of several apps: 122.1, 6.9% under, with its default app idle; 131.1 with traffic in its default app too, or with no apps declared)";
 
 /// Whether, among [`HEAVY_TENANT_FROM`] tenants or more, one's rate with every
-/// tenant backlogged is more than half the link. Its neighbours' sends fall into
-/// step, and while one of them is green too the two alternate, so a tenant of
-/// more than half the link falls behind its rate for as long as their row lasts;
-/// what it earns beyond its bucket (tc's burst: 1 ms of its rate and a GSO send)
-/// is lost, and its neighbours borrow what it leaves. The claims oracle (seed
+/// tenant backlogged is more than half the link. Such a tenant can fall behind
+/// its rate while it waits behind its neighbours' sends (green leaves take turns
+/// a send each), and what it earns beyond its bucket (tc's burst: 1 ms of its
+/// rate and a GSO send) is lost, its neighbours borrowing what it leaves. The
+/// sharp onsets below fit neighbours of one rate whose sends fall into step, a
+/// reading the measurements support but do not prove. The claims oracle (seed
 /// 79) saw a tenant of weight 17 beside seven of weight 1, one bulk flow each at
 /// 1 Gbit/s, get 682.9 Mbit/s of an ideal 708.3 and its neighbours 45.3 of 41.7
 /// (6.0% over, give or take two sends an interval). Measured with one heavy
@@ -362,7 +363,7 @@ fn heavy_tenant_outpaced(policy: &Policy) -> bool {
 const HEAVY_TENANT_FROM: usize = 4;
 
 /// What `check` says where [`heavy_tenant_outpaced`].
-const HEAVY_TENANT: &str = "tenants' shares with every tenant backlogged where, among four tenants or more, one's share is more than half the link: no bound, as its neighbours' sends fall into step and it alternates with them while they are green, so it falls behind its rate for as long as their row lasts and what it earns beyond tc's burst is lost to them (weight 17 beside seven of weight 1 at 1 Gbit/s: 682.9 of 708.3 Mbit/s, and its neighbours 6% over; the onset was at 56% of the link with eight tenants, 87% with four)";
+const HEAVY_TENANT: &str = "tenants' shares with every tenant backlogged where, among four tenants or more, one's share is more than half the link: no bound, as it can fall behind its rate while it waits behind its neighbours' sends, and a backlogged class under its rate has lost what its bucket (tc's burst) could not hold, which its neighbours borrow (weight 17 beside seven of weight 1 at 1 Gbit/s: 682.9 of 708.3 Mbit/s, its neighbours 45.3 of 41.7; the loss began above 56% of the link with eight tenants, 87% with four)";
 
 /// Worst tenant share error with every tenant backlogged, where shares follow the
 /// rates and nothing withholds the bound ([`share_bound_withheld`]). Random policies measured 1.1%
