@@ -421,7 +421,7 @@ pub fn approximation(policy: &Policy, driver: Driver) -> Approximation {
                     .join(", ")
             ));
             out.approximate.push(
-                "the sending core of a flow is where its thread runs: placed by the thread scheduler in the simulator, a stable hash of the flow onto the tenant's cores in the lab".into(),
+                "the sending core of a flow is where its thread runs: in the simulator one of the tenant's cores drawn at random with the scenario's seed, for the whole run (as a thread scheduler might place it); in the lab a stable hash of the flow onto the tenant's cores".into(),
             );
             out.approximate.push(
                 "tenants' shares: no bound, even with as many flows as cores, since flows may land on one core and leave its other cores' queues empty (weights 2:1 on cores 2:1, a flow per core: 500 of 666.7 Mbit/s when both of a's flows drew one core)".into(),
