@@ -549,8 +549,9 @@ fn tool_error(label: &str, message: String, log: &Path) -> LabError {
 /// engine and the other programs then wait for CPU. A scenario with four of them
 /// (one rpc of concurrency 4) on 2 cores left the link idle while frames were
 /// ready for 5.5% of a 200 Mbit/s run and 33-39% of a 100 Mbit/s one, the
-/// engine's `sendmmsg` running the sink's deferred receive work for up to 2.8 ms
-/// at a time; with memcached's generator instead every check passed.
+/// engine's `sendmmsg` to the sink taking up to 2.8 ms at a time (most likely
+/// the sink's deferred receive work run inside it); with memcached's generator
+/// instead every check passed.
 fn warn_of_spinning_clients(plans: &[traffic::TrafficPlan]) {
     let spinning = traffic::spinning_clients(plans);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
