@@ -362,7 +362,7 @@ pub fn bounds(policy: &Policy) -> Vec<sched::Bound> {
                 },
             },
             max: SHARE_ERROR_MAX,
-            condition: sched::Condition::EveryTenantBackloggedFewTenants,
+            condition: sched::Condition::EveryAppBackloggedFewTenants,
         });
     shares
         .into_iter()

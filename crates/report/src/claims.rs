@@ -39,12 +39,21 @@ pub fn condition_holds(condition: Condition, scenario: &Scenario) -> bool {
                 .all(|x| matches!(x.kind, TrafficKind::Bulk { .. } | TrafficKind::Udp { .. }))
     };
     let every_backlogged = || no_cost && (0..policy.tenants.len()).all(backlogged);
+    let every_app_busy = || {
+        policy.tenants.iter().all(|tenant| {
+            tenant
+                .apps
+                .iter()
+                .all(|&app| scenario.traffic.iter().any(|x| x.app == app))
+        })
+    };
     match condition {
         Condition::AnyTraffic => true,
         Condition::SteadySenders => steady(),
         Condition::SteadySendersFewTenants => few && steady(),
         Condition::EveryTenantBacklogged => every_backlogged(),
         Condition::EveryTenantBackloggedFewTenants => few && every_backlogged(),
+        Condition::EveryAppBackloggedFewTenants => few && every_backlogged() && every_app_busy(),
         Condition::EveryTenantBackloggedOnEveryQueue => {
             let weights: Vec<u32> = policy.tenants.iter().map(|t| t.weight).collect();
             every_backlogged()

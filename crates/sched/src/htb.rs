@@ -385,7 +385,7 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
                 },
             },
             max: SHARE_ERROR_MAX,
-            condition: Condition::EveryTenantBackloggedFewTenants,
+            condition: Condition::EveryAppBackloggedFewTenants,
         },
         Bound {
             subject: Subject::App,
@@ -397,7 +397,7 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
                 },
             },
             max: 0.12,
-            condition: Condition::EveryTenantBackloggedFewTenants,
+            condition: Condition::EveryAppBackloggedFewTenants,
         },
         Bound::over_cap(Subject::Tenant, 0),
         Bound::over_cap(Subject::App, 0),
@@ -451,7 +451,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
         );
         out.approximate.push(format!(
             "apps of a tenant that lives partly on lent tokens, with {}: each app can be off its ideal share by up to 12% of it, or 3% of its tenant's where that is more (a parent lends to whichever children borrow at the moment, which depends on the phase of their own token refills)",
-            Condition::EveryTenantBackloggedFewTenants.words()
+            Condition::EveryAppBackloggedFewTenants.words()
         ));
     } else {
         out.share_error_max = None;
