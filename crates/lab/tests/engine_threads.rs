@@ -213,9 +213,14 @@ traffic:
         let two = run_checked(scenario, "fairnic", 2);
         let name = &scenario.name;
         eprintln!("{name}, (throughput, ideal) per tenant: one thread {one:?}, two {two:?}");
+        // A second thread adds at most 5% of its ideal to any tenant's error.
+        // Errors, not figures, are compared: a one-thread run on the 2-core
+        // machine, its senders and sink on the same cores, once gave the
+        // idle-share flood 74.6 Mbit/s of 80.18 where the two-thread run of the
+        // same CI job gave it 80.14, the better of the two.
         for (t, ((one, ideal), (two, _))) in one.iter().zip(&two).enumerate() {
             assert!(
-                (two - one).abs() <= 0.05 * ideal,
+                (two - ideal).abs() <= (one - ideal).abs() + 0.05 * ideal,
                 "{name}, tenant {t}: {two:.4e} bit/s on two threads against {one:.4e} on one (ideal {ideal:.4e})"
             );
         }
