@@ -190,11 +190,13 @@ fn check_states_no_share_bound_where_one_of_four_tenants_or_more_is_above_half_t
 /// apps only as borrowing, which HTB serves only while no leaf anywhere has
 /// tokens of its own, and the rest passes its burst: 122.1 of a cap of 131.2
 /// Mbit/s beside five tenants of several apps each (the claims oracle, seed 28,
-/// against the 5% `check` stated). `check` states no share bound there, and the
-/// bound where the cap is above the share or the capped tenant has one app (declared
-/// or not).
+/// against the 5% `check` stated). A tenant of one app capped at 180.5 beside five
+/// such tenants got 168.0 (seed 95: 5.4%), its tokens passing its burst while it
+/// waited behind their sends. `check` states no share bound where any tenant's
+/// cap binds, of one app or several, and the bound where the cap is above the
+/// share.
 #[test]
-fn check_states_no_share_bound_where_a_tenant_of_several_apps_has_its_cap_bind() {
+fn check_states_no_share_bound_where_a_tenant_has_its_cap_bind() {
     let said = |cap: &str, apps: &str| {
         let p = parse_policy(
             &format!(
@@ -219,8 +221,7 @@ tenants:
         binding
             .approximate
             .iter()
-            .any(|l| l
-                .contains("a tenant of several apps has a max_rate at most its share: no bound")),
+            .any(|l| l.contains("a tenant has a max_rate at most its share: no bound")),
         "{binding:?}"
     );
     assert!(
@@ -230,14 +231,12 @@ tenants:
         "{bounds:?}"
     );
     let one = ", apps: [ { name: all } ]";
-    for (cap, apps) in [("251Mbit", apps), ("250Mbit", ""), ("250Mbit", one)] {
-        let (bounded, _) = said(cap, apps);
-        assert_eq!(
-            bounded.share_error_max,
-            Some(0.05),
-            "{cap}{apps}: {bounded:?}"
-        );
+    for apps in ["", one] {
+        let (binding, _) = said("250Mbit", apps);
+        assert_eq!(binding.share_error_max, None, "{apps}: {binding:?}");
     }
+    let (bounded, _) = said("251Mbit", apps);
+    assert_eq!(bounded.share_error_max, Some(0.05), "{bounded:?}");
 }
 
 /// With tenants of several priorities a less urgent tenant sends even on its
