@@ -297,11 +297,16 @@ impl Withheld {
 
 /// Each reason `policy` has to withhold the share bound.
 pub fn share_bound_withheld(policy: &Policy) -> Vec<Withheld> {
+    let rates = tree::backlogged_rates_bps(policy);
+    let layout = Layout::new(policy);
+    let tenant_rates: Vec<f64> = (0..policy.tenants.len())
+        .map(|t| rates[layout.tenant(TenantId(t as u16))])
+        .collect();
     let mut reasons = Vec::new();
-    if cap_binds(policy) {
+    if cap_binds(policy, &tenant_rates) {
         reasons.push(Withheld::CapBinds);
     }
-    if heavy_tenant_outpaced(policy) {
+    if heavy_tenant_outpaced(policy, &tenant_rates) {
         reasons.push(Withheld::HeavyTenant);
     }
     reasons
@@ -319,14 +324,16 @@ pub fn share_bound_withheld(policy: &Policy) -> Vec<Withheld> {
 /// 180.5 beside five such tenants, every app backlogged, get 168.0, 5.4% as a
 /// mean of its intervals (seed 95), where last stop's cases of one app had lost
 /// 2.0-2.6%.
-fn cap_binds(policy: &Policy) -> bool {
-    let rates = tree::backlogged_rates_bps(policy);
-    let layout = Layout::new(policy);
-    policy.tenants.iter().enumerate().any(|(t, tenant)| {
-        tenant.max_rate_bps.is_some_and(|max| {
-            rates[layout.tenant(TenantId(t as u16))] >= max as f64 * (1.0 - 1e-9)
+fn cap_binds(policy: &Policy, tenant_rates: &[f64]) -> bool {
+    policy
+        .tenants
+        .iter()
+        .zip(tenant_rates)
+        .any(|(tenant, &rate)| {
+            tenant
+                .max_rate_bps
+                .is_some_and(|max| rate >= max as f64 * (1.0 - 1e-9))
         })
-    })
 }
 
 /// What `check` says where [`cap_binds`].
@@ -346,13 +353,10 @@ const CAP_BINDS: &str = "tenants' shares with every tenant backlogged where a te
 /// above half the link in every case: with eight tenants at 56% of the link
 /// (1 Gbit/s and 300 Mbit/s), with four at 87% (600 Mbit/s); with three, none up
 /// to 96%.
-fn heavy_tenant_outpaced(policy: &Policy) -> bool {
-    let rates = tree::backlogged_rates_bps(policy);
-    let layout = Layout::new(policy);
+fn heavy_tenant_outpaced(policy: &Policy, tenant_rates: &[f64]) -> bool {
     let half = policy.link.rate_bps as f64 / 2.0;
-    policy.tenants.len() >= HEAVY_TENANT_FROM
-        && (0..policy.tenants.len())
-            .any(|t| rates[layout.tenant(TenantId(t as u16))] > half * (1.0 + 1e-9))
+    tenant_rates.len() >= HEAVY_TENANT_FROM
+        && tenant_rates.iter().any(|&rate| rate > half * (1.0 + 1e-9))
 }
 
 /// The fewest tenants for which [`heavy_tenant_outpaced`] withholds the bound.
