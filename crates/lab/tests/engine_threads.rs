@@ -50,7 +50,8 @@ traffic:
     ))
 }
 
-/// Runs `scenario` on `threads` engine threads; every self-check must pass.
+/// Runs `scenario` on `threads` engine threads; every self-check must pass in
+/// the first run whose engine kept up ([`common::kept_up`]).
 /// Returns each tenant's (mean throughput, mean ideal) after the first second.
 fn run_checked(scenario: &policy::Scenario, enforcer: &str, threads: usize) -> Vec<(f64, f64)> {
     let before = our_namespaces();
@@ -58,9 +59,14 @@ fn run_checked(scenario: &policy::Scenario, enforcer: &str, threads: usize) -> V
         engine_threads: threads,
         ..LabOptions::default()
     };
-    let record = lab::run(scenario, enforcer, &options, &mut |_| {})
-        .unwrap_or_else(|e| panic!("{enforcer} on {threads} thread(s): {e}"));
-    assert_nothing_left(&before);
+    let what = format!("{enforcer} on {threads} thread(s)");
+    let record = common::kept_up(&what, || {
+        let record = lab::run(scenario, enforcer, &options, &mut |_| {})
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_nothing_left(&before);
+        record
+    })
+    .unwrap_or_else(|| panic!("{what}: the engine fell behind {} times", common::ATTEMPTS));
     assert!(record.is_well_formed());
     assert_eq!(
         record.provenance.settings["engine_threads"],
