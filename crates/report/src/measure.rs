@@ -118,6 +118,41 @@ pub fn asked_demands_bps(scenario: &Scenario, path: &RpcPath) -> Vec<f64> {
         .collect()
 }
 
+/// The instants at which some traffic of `scenario` starts or stops, ascending:
+/// the ideal allocation is constant between two of them.
+pub fn traffic_boundaries(scenario: &Scenario) -> Vec<u64> {
+    let mut boundaries: Vec<u64> = scenario
+        .traffic
+        .iter()
+        .flat_map(|t| [t.start_ns, t.stop_ns])
+        .collect();
+    boundaries.sort_unstable();
+    boundaries.dedup();
+    boundaries
+}
+
+/// Which traffic of `scenario` runs at `at_ns`, in scenario order.
+pub fn active_at(scenario: &Scenario, at_ns: u64) -> Vec<bool> {
+    scenario
+        .traffic
+        .iter()
+        .map(|t| t.start_ns <= at_ns && at_ns < t.stop_ns)
+        .collect()
+}
+
+/// The ideal allocation while the traffic `active` marks runs, each of its flows
+/// asking for `demands_bps` of its traffic (scenario order).
+pub fn allocation_while(scenario: &Scenario, demands_bps: &[f64], active: &[bool]) -> Allocation {
+    let mut per_app: Vec<Vec<f64>> = vec![Vec::new(); scenario.policy.apps.len()];
+    for (i, t) in scenario.traffic.iter().enumerate() {
+        if active[i] {
+            let flows = t.kind.flows() as usize;
+            per_app[t.app.index()].extend(std::iter::repeat_n(demands_bps[i], flows));
+        }
+    }
+    ideal_allocation(&scenario.policy, &per_app)
+}
+
 /// Empty intervals with their ideal allocations and activity filled in, for the
 /// per-flow demand of each traffic in `demands_bps` (scenario order): what it asked
 /// for, or what it was measured to offer where a generator fell short.
@@ -127,30 +162,14 @@ pub fn intervals(
     classes: &[policy::AppId],
 ) -> Vec<Interval> {
     let policy = &scenario.policy;
-    let demands = demands_bps;
     let mut cache: BTreeMap<Vec<bool>, Allocation> = BTreeMap::new();
     let mut allocation_for = |active: &[bool]| -> Allocation {
         cache
             .entry(active.to_vec())
-            .or_insert_with(|| {
-                let mut per_app: Vec<Vec<f64>> = vec![Vec::new(); policy.apps.len()];
-                for (i, t) in scenario.traffic.iter().enumerate() {
-                    if active[i] {
-                        let flows = t.kind.flows() as usize;
-                        per_app[t.app.index()].extend(std::iter::repeat_n(demands[i], flows));
-                    }
-                }
-                ideal_allocation(policy, &per_app)
-            })
+            .or_insert_with(|| allocation_while(scenario, demands_bps, active))
             .clone()
     };
-    let mut boundaries: Vec<u64> = scenario
-        .traffic
-        .iter()
-        .flat_map(|t| [t.start_ns, t.stop_ns])
-        .collect();
-    boundaries.sort_unstable();
-    boundaries.dedup();
+    let boundaries = traffic_boundaries(scenario);
 
     let count = scenario.duration_ns.div_ceil(scenario.interval_ns);
     (0..count)
@@ -173,11 +192,7 @@ pub fn intervals(
             let length = (end_ns - start_ns) as f64;
             for piece in cuts.windows(2) {
                 let (from, to) = (piece[0], piece[1]);
-                let active: Vec<bool> = scenario
-                    .traffic
-                    .iter()
-                    .map(|t| t.start_ns <= from && from < t.stop_ns)
-                    .collect();
+                let active = active_at(scenario, from);
                 let allocation = allocation_for(&active);
                 let weight = (to - from) as f64 / length;
                 for (c, &app) in classes.iter().enumerate() {
