@@ -57,6 +57,9 @@ pub fn condition_holds(condition: Condition, scenario: &Scenario) -> bool {
         Condition::EveryTenantBacklogged => every_backlogged(),
         Condition::EveryTenantBackloggedFewTenants => few && every_backlogged(),
         Condition::EveryAppBackloggedFewTenants => few && every_backlogged() && every_app_busy(),
+        Condition::SteadySendersFewTenantsOwnCores => {
+            few && steady() && !udp_beside_a_core_mate(scenario)
+        }
         Condition::EveryTenantBackloggedOnEveryQueue => {
             let weights: Vec<u32> = policy.tenants.iter().map(|t| t.weight).collect();
             every_backlogged()
@@ -75,6 +78,30 @@ pub fn condition_holds(condition: Condition, scenario: &Scenario) -> bool {
                 )
         }
     }
+}
+
+/// Whether a tenant with udp traffic shares its engine core with another tenant,
+/// where the engine has several ([`sched::valve::core_mask`] places them).
+pub fn udp_beside_a_core_mate(scenario: &Scenario) -> bool {
+    let policy = &scenario.policy;
+    if policy.engine.cores <= 1 {
+        return false;
+    }
+    let core_of: Vec<u16> = sched::valve::core_mask(policy)
+        .iter()
+        .map(|cores| cores[0])
+        .collect();
+    scenario
+        .traffic
+        .iter()
+        .filter(|t| matches!(t.kind, TrafficKind::Udp { .. }))
+        .any(|t| {
+            let core = core_of[t.tenant.index()];
+            core_of
+                .iter()
+                .enumerate()
+                .any(|(other, &c)| other != t.tenant.index() && c == core)
+        })
 }
 
 /// Whether a udp flow of a split app asks for its split class's `max_rate` or

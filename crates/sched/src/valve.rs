@@ -905,6 +905,7 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
     // several cores a core's part of the link is another bucket of ΔT, refilled at
     // rates that reach the cores one recomputation, ΔT, after the demand they
     // follow (FlowValve's "propagation delay of token rate adjustment"): 2ΔT.
+    let steady = steady_senders(policy);
     let grain = Grain {
         sends: 2,
         ideal_ns: update_interval_ns(policy.link.rate_bps)
@@ -921,7 +922,7 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
             subject: Subject::Tenant,
             figure: Figure::RelErrorMean { grain },
             max: 0.05,
-            condition: Condition::SteadySendersFewTenants,
+            condition: steady,
         },
         Bound {
             subject: Subject::App,
@@ -930,7 +931,7 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
                 grain,
             },
             max: 0.12,
-            condition: Condition::SteadySendersFewTenants,
+            condition: steady,
         },
         Bound::over_cap(Subject::App, update_interval_ns(policy.link.rate_bps)),
         Bound::over_cap(Subject::Tenant, update_interval_ns(policy.link.rate_bps)),
@@ -938,6 +939,17 @@ pub fn bounds(policy: &Policy) -> Vec<Bound> {
     .into_iter()
     .filter(|b| !(split_app_on_shards(policy) && matches!(b.figure, Figure::AppErrorMean { .. })))
     .collect()
+}
+
+/// The condition of the share bounds with steady senders: on several engine
+/// cores, with no udp sender sharing its core (see
+/// [`Condition::SteadySendersFewTenantsOwnCores`]).
+fn steady_senders(policy: &Policy) -> Condition {
+    if policy.engine.cores > 1 {
+        Condition::SteadySendersFewTenantsOwnCores
+    } else {
+        Condition::SteadySendersFewTenants
+    }
 }
 
 /// Whether some app splits while the tenants run on several engine cores: there
@@ -981,7 +993,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
             } else {
                 format!(
                     "apps of a tenant that lives partly on lent tokens, with {}: each app can be off its ideal share by up to 12% of it, or 3% of its tenant's where that is more (a parent lends to whichever children borrow at the moment, which depends on the phase of their own token refills)",
-                    Condition::SteadySendersFewTenants.words()
+                    steady_senders(policy).words()
                 )
             },
             "split classes share their app by equal turns up to split.max_rate (max-min fair, as the ideal) rather than by a token rate of their own".into(),
@@ -993,7 +1005,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
     };
     if policy.engine.cores > 1 {
         out.approximate.push(format!(
-            "on {} engine cores: each tenant's subtree runs on one core ({} of them busy), behind that core's part of the link; the rates and the parts are recomputed every {:.1} ms from byte counters the cores add to, so unused tokens are lent across cores one interval late (within a core at once), and the error bounds allow 2 intervals instead of 1",
+            "on {} engine cores: each tenant's subtree runs on one core ({} of them busy), behind that core's part of the link; the rates and the parts are recomputed every {:.1} ms from byte counters the cores add to, so unused tokens are lent across cores one interval late (within a core at once), and the error bounds allow 2 intervals instead of 1; what a class held all through an interval counts as wanting more, so a udp sender whose datagrams wait behind a core mate's TSO sends is given more than it sends and the core mate takes the rest at once (a weight-1 TCP tenant beside a 66.9 Mbit/s udp sender on one of 4 cores got 64.2 Mbit/s against an ideal of 54.9), and the share bounds ask that no tenant with udp traffic share its core",
             policy.engine.cores,
             busy_cores(&core_mask(policy).iter().map(|m| m[0]).collect::<Vec<_>>()),
             update_interval_ns(policy.link.rate_bps) as f64 / 1e6

@@ -239,3 +239,50 @@ traffic:
         0.02,
     );
 }
+
+/// A udp sender below its guarantee whose datagrams wait behind its core mate's
+/// TSO sends all through each interval is counted as wanting more than it
+/// sends (a TCP tenant held back by its core's part needs that to grow), and
+/// its core mate, a weight-1 TCP tenant, takes the difference at once (the
+/// claims survey, seed 97, scenario seed 120334, against the 5% `check` stated).
+/// On several cores `check` now states no share bound where a udp sender shares
+/// its core, so every run here passes its `claims` check; one core and two hold
+/// every tenant within 2%.
+#[test]
+fn a_udp_sender_holding_packets_behind_a_tcp_core_mate_leaves_it_more_than_its_share() {
+    let text = |cores: u16| {
+        format!(
+            "policy:
+  link: {{ rate: 1Gbit, queues: 1 }}
+  engine: {{ cores: {cores} }}
+  tenants:
+    - {{ name: t0, weight: 4, min_rate: 143864kbit }}
+    - name: t1
+      apps:
+        - {{ name: a0, match: {{ proto: tcp, ports: [5000] }} }}
+        - {{ name: a1, match: {{ proto: tcp, ports: [5001] }} }}
+    - {{ name: t2, weight: 6 }}
+    - {{ name: t3, weight: 4 }}
+    - {{ name: t4, weight: 5 }}
+    - {{ name: t5, weight: 1 }}
+duration: 6500ms
+interval: 500ms
+traffic:
+  - {{ tenant: t0, kind: udp, rate: 65689kbit }}
+  - {{ tenant: t1, app: a0, kind: bulk, flows: 2 }}
+  - {{ tenant: t1, app: a1, kind: bulk }}
+  - {{ tenant: t2, kind: bulk, flows: 3 }}
+  - {{ tenant: t3, kind: bulk, flows: 4 }}
+  - {{ tenant: t4, kind: bulk, flows: 4 }}
+  - {{ tenant: t5, kind: bulk, flows: 4 }}
+"
+        )
+    };
+    for cores in [1, 2] {
+        assert_within(&text(cores), 0.02);
+    }
+    let on_four = errors(&text(4));
+    eprintln!("4 cores: {on_four:?}");
+    let (_, t1) = &on_four[1];
+    assert!(*t1 > 0.1, "t1 {:+.1}% off its ideal", t1 * 100.0);
+}
