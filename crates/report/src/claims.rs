@@ -132,13 +132,10 @@ pub fn split_flows_at_their_cap(scenario: &Scenario) -> bool {
 /// 19.6 under `htb`, 14.1 under `wf2q`: sim tests/steady_senders.rs).
 pub fn udp_backlog_drains(scenario: &Scenario) -> bool {
     let demands = measure::asked_demands_bps(scenario, &RpcPath::default());
-    let udp_only = |app: policy::AppId| {
-        scenario
-            .traffic
-            .iter()
-            .filter(|t| t.app == app)
-            .all(|t| matches!(t.kind, TrafficKind::Udp { .. }))
-    };
+    let mut udp_only = vec![true; scenario.policy.apps.len()];
+    for t in &scenario.traffic {
+        udp_only[t.app.index()] &= matches!(t.kind, TrafficKind::Udp { .. });
+    }
     let mut held = vec![false; scenario.policy.apps.len()];
     let starts = std::iter::once(0).chain(
         measure::traffic_boundaries(scenario)
@@ -155,7 +152,7 @@ pub fn udp_backlog_drains(scenario: &Scenario) -> bool {
             }
         }
         for (a, &asked_bps) in asked.iter().enumerate() {
-            if !udp_only(policy::AppId(a as u32)) {
+            if !udp_only[a] {
                 continue;
             }
             let short = asked_bps > allocation.app_bps[a] * (1.0 + 1e-9) + 1.0;
