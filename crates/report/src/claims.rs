@@ -38,7 +38,6 @@ pub fn condition_holds(condition: Condition, scenario: &Scenario) -> bool {
                 .traffic
                 .iter()
                 .all(|x| matches!(x.kind, TrafficKind::Bulk { .. } | TrafficKind::Udp { .. }))
-            && !split_flows_at_their_cap(scenario)
             && !udp_backlog_drains(scenario)
     };
     let every_backlogged = || no_cost && (0..policy.tenants.len()).all(backlogged);
@@ -102,25 +101,6 @@ pub fn udp_beside_a_core_mate(scenario: &Scenario) -> bool {
                 .enumerate()
                 .any(|(other, &c)| other != t.tenant.index() && c == core)
         })
-}
-
-/// Whether a udp flow of a split app asks for its split class's `max_rate` or
-/// more: its class, held at its cap, never empties, so the classes that hold
-/// packets fill the app's queue, and datagrams at constant gaps that find it
-/// full keep finding it full, which locks the app's other flows out while the
-/// link idles (9 flows of 40.2 Mbit/s over split classes capped at 39.05, alone
-/// on 300 Mbit/s, from 3 to 5 s: `valve` 207.8 Mbit/s, `htb` 197.5, `wf2q`
-/// 208.0; at exponential gaps, 300 under all three: sim tests/steady_senders.rs).
-pub fn split_flows_at_their_cap(scenario: &Scenario) -> bool {
-    let demands = measure::asked_demands_bps(scenario, &RpcPath::default());
-    scenario.traffic.iter().zip(demands).any(|(t, demand_bps)| {
-        matches!(t.kind, TrafficKind::Udp { .. })
-            && scenario
-                .policy
-                .app(t.app)
-                .split
-                .is_some_and(|split| demand_bps >= split.max_rate_bps as f64)
-    })
 }
 
 /// Whether an app of udp traffic only asks for more than its ideal in one phase

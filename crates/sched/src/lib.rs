@@ -327,11 +327,9 @@ pub enum Condition {
     /// Whatever the traffic.
     AnyTraffic,
     /// Bulk and udp traffic only (poisson and rpc offer a load that varies by
-    /// chance from one interval to the next), no engine cost, no udp flow of a
-    /// split app at its split class's cap or above
-    /// (`report::claims::split_flows_at_their_cap`), and no app of udp traffic
-    /// asking for more than its ideal in one phase and for no more in a later
-    /// one (`report::claims::udp_backlog_drains`).
+    /// chance from one interval to the next), no engine cost, and no app of udp
+    /// traffic asking for more than its ideal in one phase and for no more in a
+    /// later one (`report::claims::udp_backlog_drains`).
     SteadySenders,
     /// Every tenant's traffic is bulk, running from 0 to the end of the run, and
     /// no engine cost is asked (the engine's CPU is not what shares the link).
@@ -381,7 +379,7 @@ impl Condition {
         match self {
             Condition::AnyTraffic => "any traffic",
             Condition::SteadySenders => {
-                "bulk and udp traffic only, no udp flow of a split app asking for its split max_rate or more, no app of udp traffic asking for more than its ideal and later for no more (what it held then leaves above its ideal), and no engine cost"
+                "bulk and udp traffic only, no app of udp traffic asking for more than its ideal and later for no more (what it held then leaves above its ideal), and no engine cost"
             }
             Condition::EveryTenantBacklogged => {
                 "every tenant backlogged (all its traffic bulk, the whole run) and no engine cost"
@@ -393,10 +391,10 @@ impl Condition {
                 "every tenant backlogged (all its traffic bulk, the whole run), at most 8 tenants, and no engine cost"
             }
             Condition::SteadySendersFewTenants => {
-                "bulk and udp traffic only, no udp flow of a split app asking for its split max_rate or more, no app of udp traffic asking for more than its ideal and later for no more (what it held then leaves above its ideal), at most 8 tenants, and no engine cost"
+                "bulk and udp traffic only, no app of udp traffic asking for more than its ideal and later for no more (what it held then leaves above its ideal), at most 8 tenants, and no engine cost"
             }
             Condition::SteadySendersFewTenantsOwnCores => {
-                "bulk and udp traffic only, no udp flow of a split app asking for its split max_rate or more, no app of udp traffic asking for more than its ideal and later for no more (what it held then leaves above its ideal), at most 8 tenants, no tenant with udp traffic sharing its engine core with another tenant, and no engine cost"
+                "bulk and udp traffic only, no app of udp traffic asking for more than its ideal and later for no more (what it held then leaves above its ideal), at most 8 tenants, no tenant with udp traffic sharing its engine core with another tenant, and no engine cost"
             }
             Condition::EveryAppBackloggedFewTenants => {
                 "every app of every tenant backlogged (bulk traffic in each, a tenant's implicit default app included, the whole run), at most 8 tenants, and no engine cost"

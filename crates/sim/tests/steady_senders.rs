@@ -1,8 +1,7 @@
-//! What the condition of `valve`'s share bounds (`steady_senders_few_tenants`)
-//! leaves out, and why, measured: both were found by the claims survey (seed
-//! 95) as `valve` off its 5%, and both are the judgement's, not `valve`'s alone.
-//! Every run here passes every self-check, its `claims` check included: the
-//! condition does not hold, so no share bound is judged.
+//! Two files the claims survey (seed 95) found `valve` off its 5% on, with what
+//! the condition of its share bounds (`steady_senders_few_tenants`) leaves out,
+//! and what changed. Every run here passes every self-check, its `claims` check
+//! included.
 
 mod common;
 
@@ -62,30 +61,20 @@ fn parse(text: &str) -> policy::Scenario {
     policy::parse_scenario(text, "s.yaml", Path::new("."), &sched::registry::names()).unwrap()
 }
 
+/// Split classes held at their cap once filled the app's queue, and datagrams at
+/// constant gaps that found it full kept finding it full, locking the app's
+/// other flows out while the link idled (from 3 to 5 s: `valve` 207.8 Mbit/s,
+/// `htb` 197.5, `wf2q` 208.0, and `steady_senders` left such flows out). The
+/// app's queue now keeps room for a split class that holds nothing
+/// (sched::accounting), so the link is full at constant gaps as at exponential
+/// ones, and the share bounds judge the run: its `claims` check passes.
 #[test]
-fn steady_senders_ask_that_no_udp_flow_of_a_split_app_reach_its_cap() {
-    let at_cap = parse(&split_flows("udp", 39_680));
-    assert!(claims::split_flows_at_their_cap(&at_cap));
-    assert!(!claims::condition_holds(Condition::SteadySenders, &at_cap));
-    assert!(!claims::condition_holds(
-        Condition::SteadySendersFewTenants,
-        &at_cap
-    ));
-    // 38.5 Mbit/s at L3: its classes drain, and let the others in.
-    let under = parse(&split_flows("udp", 38_000));
-    assert!(!claims::split_flows_at_their_cap(&under));
+fn udp_flows_at_their_split_cap_share_the_link_at_constant_gaps() {
+    let scenario = parse(&split_flows("udp", 39_680));
     assert!(claims::condition_holds(
         Condition::SteadySendersFewTenants,
-        &under
+        &scenario
     ));
-}
-
-/// A split class held at its cap never empties, so the classes holding packets
-/// fill the app's queue, and datagrams at constant gaps that find it full keep
-/// finding it full: the app's other flows are locked out while the link idles.
-/// At exponential gaps each flow finds room in turn.
-#[test]
-fn udp_flows_at_their_split_cap_lock_each_other_out_at_constant_gaps() {
     for enforcer in ["valve", "htb", "wf2q"] {
         let constant = checked_run(&split_flows("udp", 39_680), enforcer);
         let (late, ideal) = mean_bps(&constant, 0, 3.0, 5.0);
@@ -98,7 +87,7 @@ fn udp_flows_at_their_split_cap_lock_each_other_out_at_constant_gaps() {
             ideal / 1e6
         );
         assert_eq!(ideal, LINK_BPS);
-        assert!(late < 0.9 * ideal, "{enforcer}: {late:.4e} bit/s");
+        assert!(late > 0.99 * ideal, "{enforcer}: {late:.4e} bit/s");
         assert!(
             late_poisson > 0.99 * ideal,
             "{enforcer}: {late_poisson:.4e} bit/s"

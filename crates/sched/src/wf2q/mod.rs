@@ -1197,7 +1197,12 @@ impl Wf2q {
             .fifo
             .pop_front(&mut self.slab)
             .expect("a filed class is backlogged");
-        self.accounting.release(&packet);
+        if self.is_split(class) {
+            let emptied = self.class[class].fifo.is_empty();
+            self.accounting.release_split(&packet, emptied);
+        } else {
+            self.accounting.release(&packet);
+        }
         self.classes.departed(&packet, ClassId(class as u32));
         let app = self.app_of(class);
         let v = self.bands[band].v;
@@ -1311,7 +1316,13 @@ impl Wf2q {
         if self.slab.is_full() {
             return self.refuse(packet);
         }
-        if let Err(reason) = self.accounting.admit(&packet) {
+        let admitted = if self.is_split(class) {
+            let holds = self.class.get(class).is_some_and(|c| !c.fifo.is_empty());
+            self.accounting.admit_split(&packet, holds)
+        } else {
+            self.accounting.admit(&packet)
+        };
+        if let Err(reason) = admitted {
             return Err((packet, reason));
         }
         while self.class.len() <= class {
