@@ -609,7 +609,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
             .into(),
     );
     out.ignored.push(
-        "weights and priorities of tenants and apps: below its limits, traffic leaves in arrival order, so a saturated link is shared by what each class keeps queued, not by the policy; a class's limit counts packets, so a sender of small packets beside TSO sends gets less than it offers, and can get less than its cap (in the lab, 400 Mbit/s of 1400-byte udp capped at 150 got 66 beside two TCP tenants)".into(),
+        "weights and priorities of tenants and apps: below its limits, traffic leaves in arrival order, so a saturated link is shared by what each class keeps queued, not by the policy; a class's limit counts packets, so a sender of small packets beside TSO sends gets less than it offers, and can get less than its cap (`wheel` in the lab: 400 Mbit/s of 1400-byte udp capped at 150 got 66 beside two TCP tenants)".into(),
     );
     out.exact.push(format!(
         "buffer caps (packet accounting at admission{})",
