@@ -6,23 +6,26 @@
 //! descriptor pool, so a neighbour's backlog, or a sibling app's, can never leave a
 //! class without a descriptor.
 //!
-//! Within an app, its split classes share its limit by a threshold: while `n` of
-//! them hold packets, those may fill the app's queue only up to n/(n+1) of its
-//! limit, and the rest is room for a split class that holds none. That is where
-//! shared-buffer switches' dynamic thresholds (Choudhury and Hahne, α = 1) settle
-//! with n busy queues, kept for the n together rather than per class, as a count
-//! per class would not fit the 48 bytes per class of issue 28. Without it, split
-//! classes held at their cap never emptied, filled the app's queue, and udp
-//! datagrams at constant gaps that found it full kept finding it full: of 9 flows
-//! of 40.2 Mbit/s in classes capped at 39.05 on a 300 Mbit/s link, arriving
-//! nanoseconds apart, 2-3 got through and the link sent 98-121 Mbit/s under
-//! `htb`, `valve` and `wf2q`; with 20 flows of 30 Mbit/s, 10 got 30 each and 10
-//! nothing. Not being per class, it is not per-class fairness: a flow offering
-//! little more than its part beside heavier ones can get 61% of it
-//! (`sched --test split_admission`).
+//! Within an app, its split classes share its limit by dynamic thresholds, as
+//! shared-buffer switches share theirs (Choudhury and Hahne, α = 1): a split class
+//! may hold at most as many packets as the app's queue has room left, so with n
+//! of them backlogged each settles at 1/(n+1) of the limit and there is always
+//! room for a class that holds none. Without that, split classes held at their
+//! cap never emptied, filled the app's queue, and udp datagrams at constant gaps
+//! that found it full kept finding it full: of 9 flows of 40.2 Mbit/s in classes
+//! capped at 39.05 on a 300 Mbit/s link, arriving nanoseconds apart, 2-3 got
+//! through and the link sent 98-121 Mbit/s under `htb`, `valve` and `wf2q`; with
+//! 20 flows of 30 Mbit/s, 10 got 30 each and 10 nothing (`sched --test
+//! split_admission`).
 
 use crate::{Packet, Refusal};
 use policy::{AppId, Policy, TenantId};
+
+/// Packets one split class may hold: its count is 16 bits, beside its app's index
+/// (`policy::limits::APPS_MAX` apps fit 16 bits too), so that the count costs no
+/// byte of the 48 per class of issue 28. Only an app limit above it, where no
+/// host limit is set, can reach it.
+pub const SPLIT_CLASS_PACKETS_MAX: u16 = u16::MAX;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TenantCounters {
@@ -109,19 +112,18 @@ impl Accounting {
         self.admit_within(packet, self.class_packets_max)
     }
 
-    /// [`Accounting::admit`] for a packet of a split class, which holds packets
-    /// already if `class_holds`: only up to the app's dynamic threshold then (see
-    /// the module docs).
-    pub fn admit_split(&mut self, packet: &Packet, class_holds: bool) -> Result<(), Refusal> {
-        let max = self.class_packets_max;
-        let app = &self.apps[packet.app.index()];
-        let within = if class_holds {
-            max - max / (app.split_held + 1)
+    /// [`Accounting::admit`] for a packet of a split class that holds
+    /// `class_packets`: only while it holds fewer than the app's queue has room
+    /// left (see the module docs), and fewer than [`SPLIT_CLASS_PACKETS_MAX`].
+    pub fn admit_split(&mut self, packet: &Packet, class_packets: u16) -> Result<(), Refusal> {
+        let within = if class_packets == SPLIT_CLASS_PACKETS_MAX {
+            0
         } else {
-            max
+            self.class_packets_max
+                .saturating_sub(u32::from(class_packets))
         };
         self.admit_within(packet, within)?;
-        if !class_holds {
+        if class_packets == 0 {
             let app = &mut self.apps[packet.app.index()];
             app.split_held += 1;
             app.split_held_peak = app.split_held_peak.max(app.split_held);

@@ -483,7 +483,11 @@ struct Leaf {
     /// deficit in the borrowing ring, which stays above −2³⁰ for packets and quanta
     /// of under 1 GiB, far from [`SPENDING`].
     deficit: i32,
-    app: u32,
+    /// Its app's index: `policy::limits::APPS_MAX` apps fit 16 bits.
+    app: u16,
+    /// Packets it holds, for its app's dynamic thresholds
+    /// ([`crate::accounting`]).
+    packets: u16,
 }
 
 impl Leaf {
@@ -494,7 +498,8 @@ impl Leaf {
             next: NONE,
             tail: NONE,
             deficit: SPENDING + split.quantum,
-            app: app.0,
+            app: u16::try_from(app.0).expect("apps fit 16 bits (policy::limits::APPS_MAX)"),
+            packets: 0,
         }
     }
 
@@ -993,9 +998,7 @@ impl Hierarchy {
             return Err((packet, Refusal::QueueFull));
         }
         let admitted = match x.checked_sub(fixed) {
-            Some(l) => self
-                .accounting
-                .admit_split(&packet, self.leaves[l].tail != NONE),
+            Some(l) => self.accounting.admit_split(&packet, self.leaves[l].packets),
             None => self.accounting.admit(&packet),
         };
         if let Err(reason) = admitted {
@@ -1016,6 +1019,7 @@ impl Hierarchy {
         if x >= fixed {
             let l = x - fixed;
             let leaf = &mut self.leaves[l];
+            leaf.packets += 1;
             let had_packets = leaf.tail != NONE;
             if had_packets {
                 self.slab_next[index as usize] = self.slab_next[leaf.tail as usize];
@@ -1246,6 +1250,7 @@ impl Hierarchy {
 
     /// Takes the first packet of leaf `l`'s circular FIFO.
     fn pop_leaf_packet(&mut self, l: usize) -> Packet {
+        self.leaves[l].packets -= 1;
         let tail = self.leaves[l].tail as usize;
         let index = self.slab_next[tail] as usize;
         if index == tail {
@@ -1253,6 +1258,7 @@ impl Hierarchy {
         } else {
             self.slab_next[tail] = self.slab_next[index];
         }
+        debug_assert_eq!(self.leaves[l].packets == 0, self.leaves[l].tail == NONE);
         self.free_slab(index)
     }
 
@@ -1268,7 +1274,7 @@ impl Hierarchy {
     /// since those tokens are its green deficit, paying them is the deficit's
     /// update: they never go below the debt floor of a [`Node`], one packet.
     fn pay_leaf(&mut self, l: usize, taken: LeafRing, packet: &Packet, now_ns: u64) -> bool {
-        let split = self.split[self.leaves[l].app as usize]
+        let split = self.split[usize::from(self.leaves[l].app)]
             .as_ref()
             .expect("a leaf's app splits");
         let leaf = &mut self.leaves[l];
@@ -1477,7 +1483,7 @@ impl Hierarchy {
         if leaf.tail == NONE || leaf.next != NONE {
             return;
         }
-        let split = self.split[leaf.app as usize]
+        let split = self.split[usize::from(leaf.app)]
             .as_ref()
             .expect("a leaf's app splits");
         let ctokens = leaf.ctokens_at(split, now_ns);
@@ -1488,7 +1494,7 @@ impl Hierarchy {
             }
             return;
         }
-        let x = self.layout.app(AppId(leaf.app));
+        let x = self.layout.app(AppId(u32::from(leaf.app)));
         self.link_leaf(x, l, leaf.ring());
         self.sync(x, now_ns);
     }
@@ -1499,7 +1505,7 @@ impl Hierarchy {
     /// for good (empty).
     fn leaf_sent(&mut self, l: usize, taken: LeafRing, turn_over: bool, now_ns: u64) {
         let leaf = self.leaves[l];
-        let app = leaf.app as usize;
+        let app = usize::from(leaf.app);
         let split = self.split[app].as_ref().expect("a leaf's app splits");
         let has_work = leaf.tail != NONE;
         let want = if !has_work {
@@ -1525,7 +1531,7 @@ impl Hierarchy {
             split.resume = l as u32;
         }
         let tail = split.tails[taken as usize] as usize;
-        let x = self.layout.app(AppId(leaf.app));
+        let x = self.layout.app(AppId(u32::from(leaf.app)));
         if leaf.next as usize == l {
             split.tails[taken as usize] = NONE;
             self.occupied[x] &= !(1 << taken.slot());
@@ -1543,7 +1549,7 @@ impl Hierarchy {
     /// front when it left the borrowing ring in the middle of its turn (see
     /// [`Hierarchy::link`]).
     fn link_leaf(&mut self, x: usize, l: usize, ring: LeafRing) {
-        let split = self.split[self.leaves[l].app as usize]
+        let split = self.split[usize::from(self.leaves[l].app)]
             .as_mut()
             .expect("a leaf's app splits");
         let resumes =

@@ -996,7 +996,7 @@ pub fn approximation(policy: &Policy) -> Approximation {
                     steady_senders(policy).words()
                 )
             },
-            "split classes share their app by equal turns up to split.max_rate (max-min fair, as the ideal) rather than by a token rate of their own, as far as the app's queue admits them: a packet of a split class that holds some already is admitted only below a threshold, so a udp flow offering little more than its part, beside heavier flows, can get as little as 61% of its part (never under half over 200 generated sets of flows; the link is kept full)".into(),
+            "split classes share their app by equal turns up to split.max_rate (max-min fair, as the ideal) rather than by a token rate of their own; the app's queue admits a split class's packet while the class holds fewer than the room left (dynamic thresholds), so each class that asks for more than its part keeps packets to send".into(),
         ],
         ignored: Vec::new(),
         // Measured worst 0.03% over random policies, all backlogged

@@ -331,7 +331,11 @@ struct ClassState {
     cap_t: u64,
     /// The next class in the same wheel slot.
     next: u32,
-    app: u32,
+    /// Its app's index: `policy::limits::APPS_MAX` apps fit 16 bits.
+    app: u16,
+    /// Packets a split class holds, for its app's dynamic thresholds
+    /// ([`crate::accounting`]); 0 for an app's own class.
+    packets: u16,
     fifo: List,
 }
 
@@ -817,7 +821,7 @@ impl Wf2q {
     }
 
     fn app_of(&self, class: usize) -> usize {
-        self.class[class].app as usize
+        usize::from(self.class[class].app)
     }
 
     fn band_of(&self, class: usize) -> usize {
@@ -1198,7 +1202,9 @@ impl Wf2q {
             .pop_front(&mut self.slab)
             .expect("a filed class is backlogged");
         if self.is_split(class) {
+            self.class[class].packets -= 1;
             let emptied = self.class[class].fifo.is_empty();
+            debug_assert_eq!(emptied, self.class[class].packets == 0);
             self.accounting.release_split(&packet, emptied);
         } else {
             self.accounting.release(&packet);
@@ -1317,8 +1323,8 @@ impl Wf2q {
             return self.refuse(packet);
         }
         let admitted = if self.is_split(class) {
-            let holds = self.class.get(class).is_some_and(|c| !c.fifo.is_empty());
-            self.accounting.admit_split(&packet, holds)
+            let packets = self.class.get(class).map_or(0, |c| c.packets);
+            self.accounting.admit_split(&packet, packets)
         } else {
             self.accounting.admit(&packet)
         };
@@ -1336,9 +1342,13 @@ impl Wf2q {
                 finish_v: 0,
                 cap_t: 0,
                 next: slab::NIL,
-                app,
+                app: u16::try_from(app).expect("apps fit 16 bits (policy::limits::APPS_MAX)"),
+                packets: 0,
                 fifo: List::EMPTY,
             });
+        }
+        if self.is_split(class) {
+            self.class[class].packets += 1;
         }
         let index = self.slab.insert(packet).expect("checked not full");
         let was_idle = self.class[class].fifo.is_empty();
