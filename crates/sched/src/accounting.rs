@@ -67,10 +67,6 @@ struct AppHeld {
     empty_at: u64,
     /// Whether it held nothing at the last [`Accounting::take_app_hungry`].
     empty_at_take: bool,
-    /// Its split classes that hold packets, and the most of them at once since
-    /// the last [`Accounting::take_split_peak`].
-    split_held: u32,
-    split_held_peak: u32,
     bytes: u64,
 }
 
@@ -93,8 +89,6 @@ impl Accounting {
                     emptied: true,
                     empty_at: 0,
                     empty_at_take: true,
-                    split_held: 0,
-                    split_held_peak: 0,
                     bytes: 0,
                 };
                 policy.apps.len()
@@ -122,13 +116,7 @@ impl Accounting {
             self.class_packets_max
                 .saturating_sub(u32::from(class_packets))
         };
-        self.admit_within(packet, within)?;
-        if class_packets == 0 {
-            let app = &mut self.apps[packet.app.index()];
-            app.split_held += 1;
-            app.split_held_peak = app.split_held_peak.max(app.split_held);
-        }
-        Ok(())
+        self.admit_within(packet, within)
     }
 
     fn admit_within(&mut self, packet: &Packet, app_packets_max: u32) -> Result<(), Refusal> {
@@ -191,24 +179,6 @@ impl Accounting {
         }
         tenant.buffered_bytes -= bytes;
         self.host_buffered_bytes -= bytes;
-    }
-
-    /// [`Accounting::release`] for a packet of a split class, which holds none
-    /// after it if `class_emptied`.
-    pub fn release_split(&mut self, packet: &Packet, class_emptied: bool) {
-        self.release(packet);
-        if class_emptied {
-            let app = &mut self.apps[packet.app.index()];
-            debug_assert!(app.split_held > 0);
-            app.split_held -= 1;
-        }
-    }
-
-    /// The most split classes of app `app` that held packets at once since the
-    /// last call; starts a new watch.
-    pub fn take_split_peak(&mut self, app: AppId) -> u32 {
-        let app = &mut self.apps[app.index()];
-        std::mem::replace(&mut app.split_held_peak, app.split_held)
     }
 
     /// Counts a turn of the link that this tree's packets did not take (on an

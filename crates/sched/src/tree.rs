@@ -436,6 +436,10 @@ struct SplitApp {
     /// The leaf that left the borrowing ring in the middle of its turn while still
     /// holding packets (see `Hierarchy::resumes`).
     resume: u32,
+    /// Its leaves that hold packets, and the most of them at once since the last
+    /// [`Hierarchy::take_split_peak`].
+    held: u32,
+    held_peak: u32,
 }
 
 /// The rings of a split app: a split class is green until it has spent its burst,
@@ -955,6 +959,8 @@ impl Hierarchy {
                         quantum: p.quantum_bytes.max(1) as i32,
                         tails: [NONE; 2],
                         resume: NONE,
+                        held: 0,
+                        held_peak: 0,
                     }
                 })
             })
@@ -1026,6 +1032,11 @@ impl Hierarchy {
                 self.slab_next[leaf.tail as usize] = index;
             } else {
                 self.slab_next[index as usize] = index;
+                let split = self.split[packet.app.index()]
+                    .as_mut()
+                    .expect("a leaf's app splits");
+                split.held += 1;
+                split.held_peak = split.held_peak.max(split.held);
             }
             leaf.tail = index;
             // A leaf that holds packets and is in no ring is over its ceil, and has
@@ -1173,12 +1184,7 @@ impl Hierarchy {
             None => (self.pop_node_packet(x), x),
         };
         self.backlog -= 1;
-        match leaf {
-            Some((l, _)) => self
-                .accounting
-                .release_split(&packet, self.leaves[l].tail == NONE),
-            None => self.accounting.release(&packet),
-        }
+        self.accounting.release(&packet);
         // The sender's refill then finds its class in the recent-departures cache
         // instead of missing in a split table of megabytes (86% of an enqueue at 1M
         // classes).
@@ -1255,6 +1261,8 @@ impl Hierarchy {
         let index = self.slab_next[tail] as usize;
         if index == tail {
             self.leaves[l].tail = NONE;
+            let app = usize::from(self.leaves[l].app);
+            self.split[app].as_mut().expect("a leaf's app splits").held -= 1;
         } else {
             self.slab_next[tail] = self.slab_next[index];
         }
@@ -1680,7 +1688,9 @@ impl Hierarchy {
     /// last call (0 for an app that does not split); starts a new watch from
     /// those that hold packets now.
     pub fn take_split_peak(&mut self, app: AppId) -> u32 {
-        self.accounting.take_split_peak(app)
+        self.split[app.index()].as_mut().map_or(0, |split| {
+            std::mem::replace(&mut split.held_peak, split.held)
+        })
     }
 
     /// Whether app `app` held packets all along since the last call, save for

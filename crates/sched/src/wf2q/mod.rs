@@ -1203,12 +1203,12 @@ impl Wf2q {
             .expect("a filed class is backlogged");
         if self.is_split(class) {
             self.class[class].packets -= 1;
-            let emptied = self.class[class].fifo.is_empty();
-            debug_assert_eq!(emptied, self.class[class].packets == 0);
-            self.accounting.release_split(&packet, emptied);
-        } else {
-            self.accounting.release(&packet);
+            debug_assert_eq!(
+                self.class[class].fifo.is_empty(),
+                self.class[class].packets == 0
+            );
         }
+        self.accounting.release(&packet);
         self.classes.departed(&packet, ClassId(class as u32));
         let app = self.app_of(class);
         let v = self.bands[band].v;
