@@ -1230,11 +1230,13 @@ impl Hierarchy {
                 }
             }
         }
-        for &y in &path[..depth] {
-            self.sync(y as usize, now_ns);
-        }
         if let Some((l, taken, turn_over)) = leaf {
             self.leaf_sent(l, taken, turn_over, now_ns);
+        }
+        // Every node on the path paid, so each is synced, once, deepest first: a
+        // node's rings then see its children's final places.
+        if depth > 0 {
+            self.sync_up(path[depth - 1] as usize, now_ns, depth);
         }
         debug_assert!(
             depth == 0 || self.queued_nested(path[depth - 1] as usize),
@@ -1416,7 +1418,13 @@ impl Hierarchy {
 
     /// Puts fixed node `x` in the rings its mode and backlog call for, and its
     /// ancestors too where that changes whether they have anything to send.
-    fn sync(&mut self, mut x: usize, now_ns: u64) {
+    fn sync(&mut self, x: usize, now_ns: u64) {
+        self.sync_up(x, now_ns, 0);
+    }
+
+    /// [`Hierarchy::sync`] that goes on to the parent whether or not `x` changed,
+    /// for `levels` levels: for the nodes on a dequeue's path, whose tokens changed.
+    fn sync_up(&mut self, mut x: usize, now_ns: u64, mut levels: usize) {
         while x != ROOT {
             let node = &self.nodes[x];
             let has_work = if node.holds == Holds::Fifo {
@@ -1472,9 +1480,10 @@ impl Hierarchy {
                     self.link(x, ring, want[ring]);
                 }
             }
-            if !changed {
+            if !changed && levels == 0 {
                 return;
             }
+            levels = levels.saturating_sub(1);
             x = self.nodes[x].parent as usize;
         }
     }
@@ -1507,10 +1516,10 @@ impl Hierarchy {
         self.sync(x, now_ns);
     }
 
-    /// [`Hierarchy::sync`] for leaf `l` after it sent from its app's ring `taken`,
-    /// where it was first: it stays, moving to the back if `turn_over`, or leaves
-    /// for the borrowing ring (its burst spent), for its event (over its ceil), or
-    /// for good (empty).
+    /// Puts leaf `l` in its app's rings after it sent from ring `taken`, where it
+    /// was first: it stays, moving to the back if `turn_over`, or leaves for the
+    /// borrowing ring (its burst spent), for its event (over its ceil), or for good
+    /// (empty). The dequeue then syncs its app, which was on the path.
     fn leaf_sent(&mut self, l: usize, taken: LeafRing, turn_over: bool, now_ns: u64) {
         let leaf = self.leaves[l];
         let app = usize::from(leaf.app);
@@ -1550,7 +1559,6 @@ impl Hierarchy {
         if let Some(ring) = want {
             self.link_leaf(x, l, ring);
         }
-        self.sync(x, now_ns);
     }
 
     /// Adds leaf `l` at the back of ring `ring` of its app, node `x`, or at the
