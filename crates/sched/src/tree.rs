@@ -70,7 +70,9 @@
 //! sent is forgiven. Green and yellow both change with time, so a node that
 //! is not green waits on a timing wheel of events (HTB's wait queue) for the time its
 //! tokens allow it again; an event whose time is no longer the node's is stale and
-//! skipped. Per packet: O(depth) ring and bucket updates plus O(1) event work (a
+//! skipped. Under [`Selection::AtEachNode`] a node that goes yellow by paying stays
+//! in its green ring until its turn there finds it still yellow ([`Stale`]), as most
+//! are green again by then. Per packet: O(depth) ring and bucket updates plus O(1) event work (a
 //! binary heap here took 44% of `valve`'s time at 1M classes: twenty levels of
 //! cache misses per pop).
 //!
@@ -132,6 +134,19 @@ pub enum Selection {
     AtEachNode,
     /// Green leaves anywhere before any borrowing, then the deepest lender (HTB).
     ByLevel,
+}
+
+/// Whether a sync under [`Selection::AtEachNode`] leaves a node that went yellow
+/// in its green ring. A node goes yellow only by paying, and most are green again
+/// by their next turn (a tenant at its share: after one packet of each of the
+/// others); leaving the ring and filing an event to come back was two ring updates
+/// and an event per packet for each of a packet's tenant and app. So it stays, and
+/// the dequeue that finds it first in its green ring and still yellow takes it out
+/// ([`Stale::Dropped`]) with its event, as the sync when it paid would have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stale {
+    Kept,
+    Dropped,
 }
 
 /// How a turn on own tokens (in a ring of a kind below [`BORROW`]) ends, when
@@ -708,6 +723,9 @@ pub struct Hierarchy {
     occupied: Vec<u32>,
     selection: Selection,
     green_turns: GreenTurns,
+    /// Whether a child of the root leaves its green ring as soon as it goes
+    /// yellow, whatever [`Stale`] says (see [`Hierarchy::keep_root_rings_exact`]).
+    exact_root_rings: bool,
     slab: Vec<Packet>,
     slab_next: Vec<u32>,
     free: u32,
@@ -978,6 +996,7 @@ impl Hierarchy {
             occupied: vec![0; layout.fixed()],
             selection,
             green_turns: GreenTurns::Forgiven,
+            exact_root_rings: false,
             slab: Vec::with_capacity(packets),
             slab_next: Vec::with_capacity(packets),
             free: NONE,
@@ -1168,6 +1187,20 @@ impl Hierarchy {
                 break;
             }
             let child = self.next_turn(x, ring);
+            if taken_green
+                && self.selection == Selection::AtEachNode
+                && self.mode(child as usize, now_ns).0 != Mode::Green
+            {
+                // A stale member of its green ring: out of it, with its event
+                // filed, and the walk starts again.
+                self.sync_up(child as usize, now_ns, 0, Stale::Dropped);
+                if self.occupied[ROOT] == 0 || (!LENDS && !self.root_has_own_tokens()) {
+                    return None;
+                }
+                (path, depth, lender, green, x) =
+                    ([NONE; DEPTH_MAX], 0, None, [false; DEPTH_MAX], ROOT);
+                continue;
+            }
             path[depth] = child;
             if taken_green {
                 lender = Some(depth);
@@ -1236,7 +1269,7 @@ impl Hierarchy {
         // Every node on the path paid, so each is synced, once, deepest first: a
         // node's rings then see its children's final places.
         if depth > 0 {
-            self.sync_up(path[depth - 1] as usize, now_ns, depth);
+            self.sync_up(path[depth - 1] as usize, now_ns, depth, Stale::Kept);
         }
         debug_assert!(
             depth == 0 || self.queued_nested(path[depth - 1] as usize),
@@ -1419,12 +1452,13 @@ impl Hierarchy {
     /// Puts fixed node `x` in the rings its mode and backlog call for, and its
     /// ancestors too where that changes whether they have anything to send.
     fn sync(&mut self, x: usize, now_ns: u64) {
-        self.sync_up(x, now_ns, 0);
+        self.sync_up(x, now_ns, 0, Stale::Kept);
     }
 
     /// [`Hierarchy::sync`] that goes on to the parent whether or not `x` changed,
     /// for `levels` levels: for the nodes on a dequeue's path, whose tokens changed.
-    fn sync_up(&mut self, mut x: usize, now_ns: u64, mut levels: usize) {
+    /// `stale`: whether a yellow node may stay in its green ring (see [`Stale`]).
+    fn sync_up(&mut self, mut x: usize, now_ns: u64, mut levels: usize, stale: Stale) {
         while x != ROOT {
             let node = &self.nodes[x];
             let has_work = if node.holds == Holds::Fifo {
@@ -1434,7 +1468,16 @@ impl Hierarchy {
             };
             let want = if has_work {
                 let (mode, event_ns) = self.mode(x, now_ns);
-                if event_ns < self.nodes[x].event_ns {
+                let stays_green = stale == Stale::Kept
+                    && self.selection == Selection::AtEachNode
+                    && mode == Mode::Yellow
+                    && self.nodes[x].rings[OWN].slot != NO_SLOT
+                    && (!self.exact_root_rings || self.nodes[x].parent as usize != ROOT);
+                if stays_green {
+                    // Short as when its event is filed, which its turn does if
+                    // it is still yellow then.
+                    self.nodes[x].short |= event_ns != NO_EVENT;
+                } else if event_ns < self.nodes[x].event_ns {
                     // Out of tokens or over its ceil: its event is when that ends.
                     self.nodes[x].short = true;
                     self.nodes[x].event_ns = event_ns;
@@ -1452,6 +1495,7 @@ impl Hierarchy {
                     (Selection::ByLevel, _) if below < BORROW => Some(below),
                     (Selection::ByLevel, Mode::Green) => Some(node.lend_kind),
                     (Selection::AtEachNode, Mode::Green) => Some(0),
+                    (Selection::AtEachNode, Mode::Yellow) if stays_green => Some(0),
                     (_, Mode::Yellow) => None,
                 };
                 let slot = |kind: u8| kind * PRIO_LEVELS as u8 + node.prio;
@@ -1658,6 +1702,16 @@ impl Hierarchy {
     /// How turns on own tokens end from now on ([`GreenTurns::Forgiven`] unless set).
     pub fn set_green_turns(&mut self, green_turns: GreenTurns) {
         self.green_turns = green_turns;
+    }
+
+    /// For a tree that dequeues on own tokens ([`Hierarchy::dequeue_own_tokens`]):
+    /// whether a child of the root may send so is read from the root's green rings
+    /// alone ([`Hierarchy::own_tokens_ready_ns`]), so none stays there stale. With
+    /// them stale, a core was asked for its next turn at once and passed it, and
+    /// a steady sender's core mate got 14.8% over its share (`sim --test
+    /// valve_cores`).
+    pub fn keep_root_rings_exact(&mut self) {
+        self.exact_root_rings = true;
     }
 
     /// Changes a fixed node's rate bucket, keeping the tokens it has earned so far.
