@@ -1183,7 +1183,18 @@ impl Hierarchy {
                 } else {
                     LeafRing::Borrowing
                 };
-                leaf = Some((self.next_leaf(x, taken), taken));
+                let Some(l) = self.next_leaf(x, taken, now_ns) else {
+                    // Every class of its borrowing ring was over its ceil: the app
+                    // has nothing to send, and the walk starts again.
+                    self.sync(x, now_ns);
+                    if self.occupied[ROOT] == 0 || (!LENDS && !self.root_has_own_tokens()) {
+                        return None;
+                    }
+                    (path, depth, lender, green, x) =
+                        ([NONE; DEPTH_MAX], 0, None, [false; DEPTH_MAX], ROOT);
+                    continue;
+                };
+                leaf = Some((l, taken));
                 break;
             }
             let child = self.next_turn(x, ring);
@@ -1383,23 +1394,45 @@ impl Hierarchy {
 
     /// [`Hierarchy::next_turn`] among the split classes of app node `x`: the leaf
     /// whose turn it is in `ring`.
-    fn next_leaf(&mut self, x: usize, ring: LeafRing) -> usize {
-        let split = self.split[self.layout.app_of(x).index()]
+    /// A class of the borrowing ring found over its ceil there (one that stayed
+    /// after its turn, see [`Hierarchy::leaf_sent`]) leaves it with its event, as
+    /// it would have when it sent; `None` when none of the ring is left.
+    fn next_leaf(&mut self, x: usize, ring: LeafRing, now_ns: u64) -> Option<usize> {
+        let app = self.layout.app_of(x).index();
+        let fixed = self.layout.fixed();
+        let split = self.split[app]
             .as_mut()
             .expect("an app holding leaves splits");
         let tail = split.tails[ring as usize];
         debug_assert_ne!(tail, NONE);
         let mut before = tail as usize;
         let mut leaf = self.leaves[before].next as usize;
-        if ring == LeafRing::Borrowing {
+        if ring == LeafRing::Green {
+            return Some(leaf);
+        }
+        loop {
             while self.leaves[leaf].deficit < 0 {
                 self.leaves[leaf].deficit += split.quantum;
                 before = leaf;
                 leaf = self.leaves[leaf].next as usize;
             }
-            split.tails[ring as usize] = before as u32;
+            let ctokens = self.leaves[leaf].ctokens_at(split, now_ns);
+            if ctokens >= 0 {
+                split.tails[ring as usize] = before as u32;
+                return Some(leaf);
+            }
+            let at_ns = now_ns + ceil_wait_ns(ctokens, split.ceil_bps);
+            self.events.push(at_ns, (fixed + leaf) as u32);
+            let next = self.leaves[leaf].next as usize;
+            self.leaves[leaf].next = NONE;
+            if next == leaf {
+                split.tails[ring as usize] = NONE;
+                self.occupied[x] &= !(1 << ring.slot());
+                return None;
+            }
+            self.leaves[before].next = next as u32;
+            leaf = next;
         }
-        leaf
     }
 
     /// Brings every node whose event is due to its current mode.
@@ -1569,9 +1602,19 @@ impl Hierarchy {
         let app = usize::from(leaf.app);
         let split = self.split[app].as_ref().expect("a leaf's app splits");
         let has_work = leaf.tail != NONE;
+        // Over its ceil at the end of a turn in the borrowing ring, it stays there:
+        // its turn comes again after every other class's, when most classes held
+        // at their ceil may send again, and [`Hierarchy::next_leaf`] takes it out
+        // if it still may not. Not in a tree whose root's rings are read as they
+        // are ([`Hierarchy::keep_root_rings_exact`]): a ring of such classes alone
+        // says its app has something to send.
+        let stays = turn_over
+            && taken == LeafRing::Borrowing
+            && !self.exact_root_rings
+            && leaf.ring() == LeafRing::Borrowing;
         let want = if !has_work {
             None
-        } else if leaf.ctokens < 0 {
+        } else if leaf.ctokens < 0 && !stays {
             let at_ns = now_ns + ceil_wait_ns(leaf.ctokens, split.ceil_bps);
             self.events.push(at_ns, (self.layout.fixed() + l) as u32);
             None
