@@ -149,6 +149,22 @@ enum Stale {
     Dropped,
 }
 
+/// Where a dequeue's walk ended ([`Hierarchy::walk`]).
+struct Walk {
+    /// The fixed nodes taken below the root, `depth` of them.
+    path: [u32; DEPTH_MAX],
+    depth: usize,
+    /// The split class taken, and from which of its app's rings.
+    leaf: Option<(usize, LeafRing)>,
+    /// Index in `path` of the lender, a split class's being `depth`; `None` when
+    /// the root lends.
+    lender: Option<usize>,
+    /// Which nodes on the path were taken green (from a ring below [`BORROW`]).
+    green: [bool; DEPTH_MAX],
+    /// The deepest fixed node taken.
+    x: usize,
+}
+
 /// How a turn on own tokens (in a ring of a kind below [`BORROW`]) ends, when
 /// a child's packet overdraws its DRR quantum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1160,69 +1176,14 @@ impl Hierarchy {
     #[inline]
     fn take<const LENDS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
         self.run_events(now_ns);
-        if self.occupied[ROOT] == 0 || (!LENDS && !self.root_has_own_tokens()) {
-            return None;
-        }
-        // The fixed nodes taken below the root, then the split class, if any.
-        let mut path = [NONE; DEPTH_MAX];
-        let mut depth = 0;
-        let mut leaf = None;
-        // Index in `path` of the lender, a split class's being `depth`; `None` when
-        // the root lends.
-        let mut lender = None;
-        // Which nodes on the path were taken green (from a ring below BORROW).
-        let mut green = [false; DEPTH_MAX];
-        let mut x = ROOT;
-        loop {
-            let ring = self.occupied[x].trailing_zeros() as usize;
-            let taken_green = ring < usize::from(BORROW) * PRIO_LEVELS;
-            if self.nodes[x].holds == Holds::Leaves {
-                let taken = if taken_green {
-                    lender = Some(depth);
-                    LeafRing::Green
-                } else {
-                    LeafRing::Borrowing
-                };
-                let Some(l) = self.next_leaf(x, taken, now_ns) else {
-                    // Every class of its borrowing ring was over its ceil: the app
-                    // has nothing to send, and the walk starts again.
-                    self.sync(x, now_ns);
-                    if self.occupied[ROOT] == 0 || (!LENDS && !self.root_has_own_tokens()) {
-                        return None;
-                    }
-                    (path, depth, lender, green, x) =
-                        ([NONE; DEPTH_MAX], 0, None, [false; DEPTH_MAX], ROOT);
-                    continue;
-                };
-                leaf = Some((l, taken));
-                break;
-            }
-            let child = self.next_turn(x, ring);
-            if taken_green
-                && self.selection == Selection::AtEachNode
-                && self.mode(child as usize, now_ns).0 != Mode::Green
-            {
-                // A stale member of its green ring: out of it, with its event
-                // filed, and the walk starts again.
-                self.sync_up(child as usize, now_ns, 0, Stale::Dropped);
-                if self.occupied[ROOT] == 0 || (!LENDS && !self.root_has_own_tokens()) {
-                    return None;
-                }
-                (path, depth, lender, green, x) =
-                    ([NONE; DEPTH_MAX], 0, None, [false; DEPTH_MAX], ROOT);
-                continue;
-            }
-            path[depth] = child;
-            if taken_green {
-                lender = Some(depth);
-                green[depth] = true;
-            }
-            depth += 1;
-            x = child as usize;
-            if self.nodes[x].holds == Holds::Fifo {
-                break;
-            }
-        }
+        let Walk {
+            path,
+            depth,
+            leaf,
+            lender,
+            green,
+            x,
+        } = self.walk::<LENDS>(now_ns)?;
         let (packet, class_node) = match leaf {
             Some((l, _)) => (self.pop_leaf_packet(l), self.layout.fixed() + l),
             None => (self.pop_node_packet(x), x),
@@ -1288,6 +1249,75 @@ impl Hierarchy {
         );
         debug_assert!(self.nothing_stranded());
         Some(Frame::whole(packet))
+    }
+
+    /// The walk of a dequeue from the root to the class whose packet leaves next,
+    /// where the root lends only if `LENDS`; `None` when nothing may send. On the
+    /// way, what stayed in a ring stale ([`Stale`], [`Hierarchy::leaf_sent`]) and
+    /// is still so leaves it, and the walk starts again.
+    fn walk<const LENDS: bool>(&mut self, now_ns: u64) -> Option<Walk> {
+        'walk: loop {
+            if self.occupied[ROOT] == 0 || (!LENDS && !self.root_has_own_tokens()) {
+                return None;
+            }
+            let mut path = [NONE; DEPTH_MAX];
+            let mut depth = 0;
+            let mut lender = None;
+            let mut green = [false; DEPTH_MAX];
+            let mut x = ROOT;
+            loop {
+                let ring = self.occupied[x].trailing_zeros() as usize;
+                let taken_green = ring < usize::from(BORROW) * PRIO_LEVELS;
+                if self.nodes[x].holds == Holds::Leaves {
+                    let taken = if taken_green {
+                        lender = Some(depth);
+                        LeafRing::Green
+                    } else {
+                        LeafRing::Borrowing
+                    };
+                    let Some(l) = self.next_leaf(x, taken, now_ns) else {
+                        // Every class of its borrowing ring was over its ceil: the
+                        // app has nothing to send.
+                        self.sync(x, now_ns);
+                        continue 'walk;
+                    };
+                    return Some(Walk {
+                        path,
+                        depth,
+                        leaf: Some((l, taken)),
+                        lender,
+                        green,
+                        x,
+                    });
+                }
+                let child = self.next_turn(x, ring);
+                if taken_green
+                    && self.selection == Selection::AtEachNode
+                    && self.mode(child as usize, now_ns).0 != Mode::Green
+                {
+                    // A stale member of its green ring: out of it, with its event.
+                    self.sync_up(child as usize, now_ns, 0, Stale::Dropped);
+                    continue 'walk;
+                }
+                path[depth] = child;
+                if taken_green {
+                    lender = Some(depth);
+                    green[depth] = true;
+                }
+                depth += 1;
+                x = child as usize;
+                if self.nodes[x].holds == Holds::Fifo {
+                    return Some(Walk {
+                        path,
+                        depth,
+                        leaf: None,
+                        lender,
+                        green,
+                        x,
+                    });
+                }
+            }
+        }
     }
 
     /// Takes the first packet of fixed node `x`'s FIFO.
