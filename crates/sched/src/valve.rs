@@ -602,8 +602,7 @@ impl Shard {
         let rate_bps = shared.core_rates_bps[usize::from(core)].load(Ordering::Relaxed);
         let mut link = Bucket::new(rate_bps, shared.interval_ns);
         link.cap = link_share_cap(policy, rate_bps, shared.interval_ns);
-        let mut tree = class_tree(policy, capacity);
-        tree.keep_root_rings_exact();
+        let tree = class_tree(policy, capacity);
         let mut shard = Shard {
             core,
             tree,
