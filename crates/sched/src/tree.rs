@@ -73,9 +73,9 @@
 //! skipped. Under [`Selection::AtEachNode`] an app that goes yellow by paying stays
 //! in its green ring until its turn there finds it still yellow ([`Stale`]), as most
 //! are green again by then, and so does a split class over its ceil after its turn
-//! in the borrowing ring ([`Hierarchy::leaf_sent`]). Per packet: O(depth) ring and bucket updates plus O(1) event work (a
-//! binary heap here took 44% of `valve`'s time at 1M classes: twenty levels of
-//! cache misses per pop).
+//! in the borrowing ring ([`Hierarchy::leaf_sent`]). Per packet: O(depth) ring and
+//! bucket updates plus O(1) event work (a binary heap here took 44% of `valve`'s
+//! time at 1M classes: twenty levels of cache misses per pop).
 //!
 //! ## Units
 //!
@@ -1428,10 +1428,10 @@ impl Hierarchy {
     }
 
     /// [`Hierarchy::next_turn`] among the split classes of app node `x`: the leaf
-    /// whose turn it is in `ring`.
-    /// A class of the borrowing ring found over its ceil there (one that stayed
-    /// after its turn, see [`Hierarchy::leaf_sent`]) leaves it with its event, as
-    /// it would have when it sent; `None` when none of the ring is left.
+    /// whose turn it is in `ring`. A class of the borrowing ring found over its
+    /// ceil there (one that stayed after its turn, see [`Hierarchy::leaf_sent`])
+    /// leaves it with its event, as it would have when it sent; `None` when none
+    /// of the ring is left.
     fn next_leaf(&mut self, x: usize, ring: LeafRing, now_ns: u64) -> Option<usize> {
         let app = self.layout.app_of(x).index();
         let fixed = self.layout.fixed();
