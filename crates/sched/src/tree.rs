@@ -1297,7 +1297,7 @@ impl Hierarchy {
                 }
                 let child = self.next_turn(x, ring);
                 if taken_green
-                    && self.selection == Selection::AtEachNode
+                    && self.keeps_stale_children(x)
                     && self.mode(child as usize, now_ns).0 != Mode::Green
                 {
                     // A stale member of its green ring: out of it, with its event.
@@ -1434,39 +1434,32 @@ impl Hierarchy {
     /// of the ring is left.
     fn next_leaf(&mut self, x: usize, ring: LeafRing, now_ns: u64) -> Option<usize> {
         let app = self.layout.app_of(x).index();
-        let fixed = self.layout.fixed();
-        let split = self.split[app]
-            .as_mut()
-            .expect("an app holding leaves splits");
-        let tail = split.tails[ring as usize];
-        debug_assert_ne!(tail, NONE);
-        let mut before = tail as usize;
-        let mut leaf = self.leaves[before].next as usize;
-        if ring == LeafRing::Green {
-            return Some(leaf);
-        }
         loop {
+            let split = self.split[app]
+                .as_mut()
+                .expect("an app holding leaves splits");
+            let tail = split.tails[ring as usize];
+            debug_assert_ne!(tail, NONE);
+            let mut before = tail as usize;
+            let mut leaf = self.leaves[before].next as usize;
+            if ring == LeafRing::Green {
+                return Some(leaf);
+            }
             while self.leaves[leaf].deficit < 0 {
                 self.leaves[leaf].deficit += split.quantum;
                 before = leaf;
                 leaf = self.leaves[leaf].next as usize;
             }
+            split.tails[ring as usize] = before as u32;
             let ctokens = self.leaves[leaf].ctokens_at(split, now_ns);
             if ctokens >= 0 {
-                split.tails[ring as usize] = before as u32;
                 return Some(leaf);
             }
-            let at_ns = now_ns + ceil_wait_ns(ctokens, split.ceil_bps);
-            self.events.push(at_ns, (fixed + leaf) as u32);
-            let next = self.leaves[leaf].next as usize;
-            self.leaves[leaf].next = NONE;
-            if next == leaf {
-                split.tails[ring as usize] = NONE;
-                self.occupied[x] &= !(1 << ring.slot());
+            let ceil_bps = split.ceil_bps;
+            self.wait_for_ceil(leaf, ctokens, ceil_bps, now_ns);
+            if self.unlink_first_leaf(x, leaf, ring) {
                 return None;
             }
-            self.leaves[before].next = next as u32;
-            leaf = next;
         }
     }
 
@@ -1517,6 +1510,12 @@ impl Hierarchy {
         }
     }
 
+    /// Whether the green rings of fixed node `x` may hold a child gone yellow
+    /// ([`Stale`]): a tenant's, under [`Selection::AtEachNode`].
+    fn keeps_stale_children(&self, x: usize) -> bool {
+        self.selection == Selection::AtEachNode && x != ROOT
+    }
+
     /// Puts fixed node `x` in the rings its mode and backlog call for, and its
     /// ancestors too where that changes whether they have anything to send.
     fn sync(&mut self, x: usize, now_ns: u64) {
@@ -1537,10 +1536,9 @@ impl Hierarchy {
             let want = if has_work {
                 let (mode, event_ns) = self.mode(x, now_ns);
                 let stays_green = stale == Stale::Kept
-                    && self.selection == Selection::AtEachNode
                     && mode == Mode::Yellow
                     && self.nodes[x].rings[OWN].slot != NO_SLOT
-                    && self.nodes[x].parent as usize != ROOT;
+                    && self.keeps_stale_children(self.nodes[x].parent as usize);
                 if stays_green {
                     // Short as when its event is filed, which its turn does if
                     // it is still yellow then.
@@ -1618,8 +1616,7 @@ impl Hierarchy {
         let ctokens = leaf.ctokens_at(split, now_ns);
         if ctokens < 0 {
             if !waiting {
-                let at_ns = now_ns + ceil_wait_ns(ctokens, split.ceil_bps);
-                self.events.push(at_ns, (self.layout.fixed() + l) as u32);
+                self.wait_for_ceil(l, ctokens, split.ceil_bps, now_ns);
             }
             return;
         }
@@ -1647,8 +1644,7 @@ impl Hierarchy {
         let want = if !has_work {
             None
         } else if leaf.ctokens < 0 && !stays {
-            let at_ns = now_ns + ceil_wait_ns(leaf.ctokens, split.ceil_bps);
-            self.events.push(at_ns, (self.layout.fixed() + l) as u32);
+            self.wait_for_ceil(l, leaf.ctokens, split.ceil_bps, now_ns);
             None
         } else {
             Some(leaf.ring())
@@ -1666,18 +1662,38 @@ impl Hierarchy {
         if has_work && taken == LeafRing::Borrowing && !turn_over {
             split.resume = l as u32;
         }
-        let tail = split.tails[taken as usize] as usize;
         let x = self.layout.app(AppId(u32::from(leaf.app)));
-        if leaf.next as usize == l {
-            split.tails[taken as usize] = NONE;
-            self.occupied[x] &= !(1 << taken.slot());
-        } else {
-            self.leaves[tail].next = leaf.next;
-        }
-        self.leaves[l].next = NONE;
+        self.unlink_first_leaf(x, l, taken);
         if let Some(ring) = want {
             self.link_leaf(x, l, ring);
         }
+    }
+
+    /// Takes leaf `l`, first in ring `ring` of its app, node `x`, out of it: the
+    /// one after it is first and the ring's last stays last. Whether the ring is
+    /// left empty.
+    fn unlink_first_leaf(&mut self, x: usize, l: usize, ring: LeafRing) -> bool {
+        let split = self.split[usize::from(self.leaves[l].app)]
+            .as_mut()
+            .expect("a leaf's app splits");
+        let tail = split.tails[ring as usize] as usize;
+        debug_assert_eq!(self.leaves[tail].next as usize, l, "the leaf is first");
+        let next = std::mem::replace(&mut self.leaves[l].next, NONE);
+        if next as usize == l {
+            split.tails[ring as usize] = NONE;
+            self.occupied[x] &= !(1 << ring.slot());
+            true
+        } else {
+            self.leaves[tail].next = next;
+            false
+        }
+    }
+
+    /// Files leaf `l`'s event for when its ceil tokens, `ctokens` at `now_ns`
+    /// (below zero), let it send again.
+    fn wait_for_ceil(&mut self, l: usize, ctokens: i64, ceil_bps: u64, now_ns: u64) {
+        let at_ns = now_ns + ceil_wait_ns(ctokens, ceil_bps);
+        self.events.push(at_ns, (self.layout.fixed() + l) as u32);
     }
 
     /// Adds leaf `l` at the back of ring `ring` of its app, node `x`, or at the

@@ -1322,7 +1322,8 @@ impl Wf2q {
         if self.slab.is_full() {
             return self.refuse(packet);
         }
-        let admitted = if self.is_split(class) {
+        let split = self.is_split(class);
+        let admitted = if split {
             let packets = self.class.get(class).map_or(0, |c| c.packets);
             self.accounting.admit_split(&packet, packets)
         } else {
@@ -1347,7 +1348,7 @@ impl Wf2q {
                 fifo: List::EMPTY,
             });
         }
-        if self.is_split(class) {
+        if split {
             self.class[class].packets += 1;
         }
         let index = self.slab.insert(packet).expect("checked not full");
