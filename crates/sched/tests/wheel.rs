@@ -25,7 +25,7 @@ fn backlogged(app: u32) -> Source {
 }
 
 /// Every tick around every power of two, against the definition: the level is the
-/// 7-bit group of the highest bit in which tick and elapsed differ.
+/// 6-bit group of the highest bit in which tick and elapsed differ.
 #[test]
 fn slot_math_at_power_of_two_boundaries() {
     let mut ticks = vec![0u64, 1, u64::MAX];
@@ -43,18 +43,18 @@ fn slot_math_at_power_of_two_boundaries() {
             assert_eq!(level, expected, "elapsed {elapsed:#x} tick {tick:#x}");
             assert!(level < LEVELS);
             let slot = slot_for(tick, level);
-            assert_eq!(slot as u64, (tick >> (SLOT_BITS * level as u32)) & 127);
+            assert_eq!(slot as u64, (tick >> (SLOT_BITS * level as u32)) & 63);
             // The slot's start is at or before the tick and after elapsed's block.
             let start = slot_start(elapsed, level, slot);
             assert!(start <= tick, "{start:#x} > {tick:#x}");
             assert!(level == 0 || start > elapsed, "{start:#x} <= {elapsed:#x}");
         }
     }
-    assert_eq!(level_for(127, 128), 1);
-    assert_eq!(level_for(128, 255), 0);
-    assert_eq!(level_for(16383, 16384), 2);
-    assert_eq!(level_for(0, 1 << 63), 9);
-    assert_eq!(slot_start(140, 1, 3), 384);
+    assert_eq!(level_for(63, 64), 1);
+    assert_eq!(level_for(64, 127), 0);
+    assert_eq!(level_for(4095, 4096), 2);
+    assert_eq!(level_for(0, 1 << 63), 10);
+    assert_eq!(slot_start(70, 1, 3), 192);
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! ticks that move a bucket whose classes share one tick as a whole.
 //!
 //! The levels are [`WheelSlots`](crate::wheel::timing::WheelSlots)'s, with its
-//! helpers: [`LEVELS`] of [`SLOTS`] buckets, a `u128` occupied bitmap per level found
-//! with trailing-zero counts, a class of tick t in the bucket of the highest 7-bit
+//! helpers: [`LEVELS`] of [`SLOTS`] buckets, a `u64` occupied bitmap per level found
+//! with trailing-zero counts, a class of tick t in the bucket of the highest 6-bit
 //! group in which t differs from the tick the queue stands at. So the order a class
 //! leaves in is the wheel's: by tick (a tick already passed counts as the current
 //! one), ties in the order the classes were filed. (A wheel files a tick's classes
@@ -35,9 +35,9 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// Levels whose buckets may keep their shared tick: a bucket of level l holds ticks
-/// that differ only in their low 7·l bits (the higher ones are the queue's tick's),
-/// so for l <= 4 the low 28 bits tell ticks apart.
-const SHARED_LEVELS: usize = 5;
+/// that differ only in their low 6·l bits (the higher ones are the queue's tick's),
+/// so for l <= 5 the low 30 bits tell ticks apart.
+const SHARED_LEVELS: usize = 6;
 const LOW_BITS: u32 = (SHARED_LEVELS as u32 - 1) * SLOT_BITS;
 const LOW_MASK: u32 = (1 << LOW_BITS) - 1;
 /// A bucket whose classes do not all share one tick (no tick's low bits are this).
@@ -63,13 +63,13 @@ const EMPTY: Bucket = Bucket {
 /// The buckets and bitmaps, with the classes' links kept by the caller ([`Links`]).
 pub(crate) struct Buckets {
     /// Level by level, up to the highest level anything was filed at: a level
-    /// holds ticks 128^level apart, and a queue whose classes are at most 2^28
-    /// ticks ahead (69 s at 256 ns) needs 4 of the 10 (`bench`'s million classes
-    /// of a 1 Gbit/s link are 120 ms ahead), so the rest would be 9 KB per queue
-    /// nothing uses: 0.27 B per class at 100k classes, over the 48 of issue 28's
+    /// holds ticks 64^level apart, and a queue whose classes are at most 2^24
+    /// ticks ahead (4.3 s at 256 ns) needs 4 of the 11 (`bench`'s million classes
+    /// of a 1 Gbit/s link are 120 ms ahead), so the rest would be 5.4 KB per queue
+    /// nothing uses: 0.16 B per class at 100k classes, over the 48 of issue 28's
     /// bar.
     buckets: Vec<Bucket>,
-    occupied: [u128; LEVELS],
+    occupied: [u64; LEVELS],
     elapsed: u64,
     len: usize,
 }
@@ -212,7 +212,7 @@ impl Buckets {
             }
             return;
         }
-        // The bucket's start has its tick's bits from 7·level up, `shared` the rest.
+        // The bucket's start has its tick's bits from 6·level up, `shared` the rest.
         let below = (1u64 << (level as u32 * SLOT_BITS)) - 1;
         let tick = self.elapsed | (u64::from(from.shared) & below);
         debug_assert_eq!(

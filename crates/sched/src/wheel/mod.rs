@@ -45,7 +45,7 @@
 //! - [`TICK_SHIFT_DEFAULT`] = 8: ticks of 256 ns, below one 1500-byte serialisation
 //!   at 40 Gbit/s (300 ns), so packets of different limited classes are ordered to
 //!   within less than one MTU time up to 40 Gbit/s. Finer ticks order more exactly
-//!   but put far EDTs on higher levels, costing one more cascade per 7 bits of
+//!   but put far EDTs on higher levels, costing one more cascade per 6 bits of
 //!   distance (a 50 Mbit/s class's 240 µs gap is ~2^10 ticks: one cascade); coarser
 //!   ticks release several packets of a tick back to back.
 //!

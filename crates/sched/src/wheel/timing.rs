@@ -1,13 +1,13 @@
 //! A hierarchical timing wheel over integer ticks (Varghese and Lauck's wheels, laid
-//! out as Tokio's timer wheel): [`LEVELS`] levels of 128 slots, level l's slots each
-//! span 128^l ticks, and one `u128` occupied bitmap per level, so finding the next
+//! out as Tokio's timer wheel): [`LEVELS`] levels of 64 slots, level l's slots each
+//! span 64^l ticks, and one `u64` occupied bitmap per level, so finding the next
 //! expiry is a find-first-set per level and nothing ever scans empty slots.
 //!
 //! The wheel sees only ticks; converting time to ticks is the caller's. Items are
 //! small integer ids (packet or class handles) chained in intrusive FIFO lists, so
 //! insert and remove are O(1) with no allocation after start-up.
 //!
-//! An item of tick t sits at the level of the highest 7-bit group in which t differs
+//! An item of tick t sits at the level of the highest 6-bit group in which t differs
 //! from `elapsed` (the tick the wheel has advanced to), in the slot that group names.
 //! So every item of a lower level expires before any item of a higher one, and within
 //! a level slots are ordered by index. When `elapsed` reaches a higher-level slot, its
@@ -26,18 +26,12 @@
 
 use crate::slab::NIL;
 
-/// Bits of tick resolved per level. 7 rather than Tokio's 6: `wheel` files each
-/// packet at its class's next free time, 2^20 ticks ahead for `bench`'s million
-/// classes of a 100 Gbit/s link, and 7-bit levels put that on level 2 instead of
-/// 3, one cascade (a cache miss on each packet's link) fewer: 1.44-1.53x of
-/// rte_sched to 1.53-1.60x in alternating runs (docs/results/bench.md). Wider
-/// levels cost more than they save: at 10 bits the cascades fell further but the
-/// pops, reading links last touched a level-1 slot (262 µs) earlier, rose more.
-pub const SLOT_BITS: u32 = 7;
-/// Slots per level: one `u128` occupied bitmap.
+/// Bits of tick resolved per level.
+pub const SLOT_BITS: u32 = 6;
+/// Slots per level: one `u64` occupied bitmap.
 pub const SLOTS: usize = 1 << SLOT_BITS;
-/// 10 levels of 7 bits cover every `u64` tick, so no item is ever clamped.
-pub const LEVELS: usize = 10;
+/// 11 levels of 6 bits cover every `u64` tick, so no item is ever clamped.
+pub const LEVELS: usize = 11;
 
 const _: () = assert!(LEVELS as u32 * SLOT_BITS >= u64::BITS);
 
@@ -109,7 +103,7 @@ struct Fifo {
 /// ([`Links`]); every method takes the links it works on.
 pub struct WheelSlots {
     slots: Vec<Fifo>,
-    occupied: [u128; LEVELS],
+    occupied: [u64; LEVELS],
     elapsed: u64,
     len: usize,
 }
@@ -316,7 +310,7 @@ mod invariants {
     #[should_panic(expected = "a cascade moves an item down")]
     fn a_tick_changed_while_its_item_waits_trips_the_cascade() {
         let mut wheel = TimingWheel::new(1);
-        // On level 1, so the pop below cascades it.
+        // On level 2, so the pop below cascades it.
         wheel.insert(0, 1 << 12);
         wheel.links[0].tick = 1 << 20;
         wheel.pop_expired(u64::MAX);
