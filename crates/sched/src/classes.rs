@@ -48,8 +48,8 @@ fn mix(word: u64) -> u64 {
 }
 
 /// Bits of the recent-departures cache's index: 256 entries of 16 bytes (4 KB)
-/// stay in L1. A burst of 32 departures refilled together (`bench --burst 32`, the
-/// engine's bursts) overwrites about 2 of its own entries in 256 (6%) against 7 in
+/// stay in L1. A burst of 32 departures refilled together (`bench --burst 32`; the
+/// simulator's bulk sends) overwrites about 2 of its own entries in 256 (6%) against 7 in
 /// 64 (21%), each then a miss in the split table: `htb` at 1M classes, bursts of
 /// 32, 0.51-0.53x of rte_sched to 0.56-0.58x; one pair at a time, no change. 4 KB
 /// more per enforcer is 0.03 B per class at 100k classes (`valve` 47.98 of its 48).
