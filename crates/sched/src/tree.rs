@@ -1270,7 +1270,7 @@ impl Hierarchy {
             let mut lender = None;
             let mut green = [false; DEPTH_MAX];
             let mut x = ROOT;
-            loop {
+            let leaf = loop {
                 let ring = self.occupied[x].trailing_zeros() as usize;
                 let taken_green = ring < usize::from(BORROW) * PRIO_LEVELS;
                 if self.nodes[x].holds == Holds::Leaves {
@@ -1286,14 +1286,7 @@ impl Hierarchy {
                         self.sync(x, now_ns);
                         continue 'walk;
                     };
-                    return Some(Walk {
-                        path,
-                        depth,
-                        leaf: Some((l, taken)),
-                        lender,
-                        green,
-                        x,
-                    });
+                    break Some((l, taken));
                 }
                 let child = self.next_turn(x, ring);
                 if taken_green
@@ -1312,16 +1305,17 @@ impl Hierarchy {
                 depth += 1;
                 x = child as usize;
                 if self.nodes[x].holds == Holds::Fifo {
-                    return Some(Walk {
-                        path,
-                        depth,
-                        leaf: None,
-                        lender,
-                        green,
-                        x,
-                    });
+                    break None;
                 }
-            }
+            };
+            return Some(Walk {
+                path,
+                depth,
+                leaf,
+                lender,
+                green,
+                x,
+            });
         }
     }
 
