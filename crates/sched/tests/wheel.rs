@@ -58,7 +58,7 @@ fn slot_math_at_power_of_two_boundaries() {
 }
 
 #[test]
-fn wheel_releases_in_tick_order_fifo_within_a_tick() {
+fn wheel_releases_in_tick_order_fifo_within_a_tick_with_their_tags() {
     let mut ticks: Vec<u64> = Vec::new();
     for bit in [0u32, 5, 6, 7, 11, 12, 13, 17, 18, 24, 30, 36, 40] {
         let p = 1u64 << bit;
@@ -66,7 +66,7 @@ fn wheel_releases_in_tick_order_fifo_within_a_tick() {
     }
     let mut wheel = TimingWheel::new(ticks.len());
     for (item, &tick) in ticks.iter().enumerate() {
-        wheel.insert(item as u32, tick);
+        wheel.insert(item as u32, tick, !(item as u32));
     }
     let mut expected: Vec<(u64, u32)> = ticks
         .iter()
@@ -79,6 +79,7 @@ fn wheel_releases_in_tick_order_fifo_within_a_tick() {
         match wheel.pop_expired(next) {
             Some((item, tick)) => {
                 assert!(next <= tick);
+                assert_eq!(wheel.tag(item), !item, "the tag it was filed with");
                 got.push((tick, item));
             }
             None => assert!(wheel.next_tick().unwrap() > next, "no progress"),
@@ -91,13 +92,13 @@ fn wheel_releases_in_tick_order_fifo_within_a_tick() {
 #[test]
 fn wheel_holds_what_is_not_due() {
     let mut wheel = TimingWheel::new(4);
-    wheel.insert(0, 1000);
-    wheel.insert(1, 100);
+    wheel.insert(0, 1000, 0);
+    wheel.insert(1, 100, 0);
     assert_eq!(wheel.pop_expired(99), None);
     assert_eq!(wheel.pop_expired(100), Some((1, 100)));
     assert_eq!(wheel.pop_expired(999), None);
     // Inserted after the wheel moved: a past tick expires at once.
-    wheel.insert(2, 5);
+    wheel.insert(2, 5, 0);
     assert_eq!(wheel.pop_expired(999).map(|(item, _)| item), Some(2));
     assert_eq!(wheel.pop_expired(5000), Some((0, 1000)));
     assert_eq!(wheel.next_tick(), None);
@@ -304,7 +305,7 @@ mod invariants {
             let mut now = 0u64;
             for (item, &(delay, step, pops)) in ops.iter().enumerate() {
                 let tick = now + delay;
-                wheel.insert(item as u32, tick);
+                wheel.insert(item as u32, tick, 0);
                 reference.push((tick, item as u32));
                 now += step;
                 for _ in 0..pops {

@@ -71,11 +71,13 @@ pub trait Links {
     fn set_tick(&mut self, item: u32, tick: u64);
 }
 
-/// An item's link when the wheel owns them: one 16-byte record per item.
+/// An item's link when the wheel owns them, and the caller's tag for it: one
+/// 16-byte record per item, the tag filling what would be its padding.
 #[derive(Clone, Copy)]
 struct Link {
     tick: u64,
     next: u32,
+    tag: u32,
 }
 
 impl Links for Vec<Link> {
@@ -255,7 +257,8 @@ impl WheelSlots {
     }
 }
 
-/// A wheel that keeps its items' links itself, for item ids `0..items`.
+/// A wheel that keeps its items' links itself, for item ids `0..items`, each with
+/// a 32-bit tag of the caller's beside its link.
 pub struct TimingWheel {
     slots: WheelSlots,
     links: Vec<Link>,
@@ -267,7 +270,14 @@ impl TimingWheel {
         assert!(items < NIL as usize);
         TimingWheel {
             slots: WheelSlots::new(),
-            links: vec![Link { tick: 0, next: NIL }; items],
+            links: vec![
+                Link {
+                    tick: 0,
+                    next: NIL,
+                    tag: 0
+                };
+                items
+            ],
         }
     }
 
@@ -279,9 +289,17 @@ impl TimingWheel {
         self.slots.is_empty()
     }
 
-    /// Files `item` to expire at `tick`; a tick already passed expires at once.
-    pub fn insert(&mut self, item: u32, tick: u64) {
+    /// Files `item` with `tag` to expire at `tick`; a tick already passed expires
+    /// at once.
+    #[inline]
+    pub fn insert(&mut self, item: u32, tick: u64, tag: u32) {
+        self.links[item as usize].tag = tag;
         self.slots.insert(&mut self.links, item, tick);
+    }
+
+    /// The tag `item` was last filed with.
+    pub fn tag(&self, item: u32) -> u32 {
+        self.links[item as usize].tag
     }
 
     /// A lower bound of the earliest item's tick: exact when that item is on level 0,
@@ -297,6 +315,7 @@ impl TimingWheel {
 
     /// Removes and returns the earliest item if its tick is at most `now_tick`, with
     /// its tick.
+    #[inline]
     pub fn pop_expired(&mut self, now_tick: u64) -> Option<(u32, u64)> {
         self.slots.pop_expired(&mut self.links, now_tick)
     }
@@ -311,7 +330,7 @@ mod invariants {
     fn a_tick_changed_while_its_item_waits_trips_the_cascade() {
         let mut wheel = TimingWheel::new(1);
         // On level 2, so the pop below cascades it.
-        wheel.insert(0, 1 << 12);
+        wheel.insert(0, 1 << 12, 0);
         wheel.links[0].tick = 1 << 20;
         wheel.pop_expired(u64::MAX);
     }
