@@ -524,15 +524,15 @@ mod tests {
     fn drive(policy: &Policy, tree: &mut Hierarchy, ops: &[Op]) -> Vec<(u64, u64, bool)> {
         let mut events = Vec::new();
         let (mut now, mut free) = (0, 0);
-        let send = |tree: &mut Hierarchy, now: &mut u64, free: &mut u64, events: &mut Vec<_>| {
-            if *now < *free {
+        let send = |tree: &mut Hierarchy, now: u64, free: &mut u64, events: &mut Vec<_>| {
+            if now < *free {
                 return false;
             }
-            let Some(frame) = tree.dequeue(*now) else {
+            let Some(frame) = tree.dequeue(now) else {
                 return false;
             };
-            events.push((*now, frame.packet.handle, true));
-            *free = *now + policy::wire::serialisation_ns(frame.bytes, policy.link.rate_bps);
+            events.push((now, frame.packet.handle, true));
+            *free = now + policy::wire::serialisation_ns(frame.bytes, policy.link.rate_bps);
             true
         };
         for (handle, &(step, app, len_bytes, flow, dequeues)) in ops.iter().enumerate() {
@@ -552,12 +552,12 @@ mod tests {
                 events.push((now, handle as u64, false));
             }
             for _ in 0..dequeues {
-                send(tree, &mut now, &mut free, &mut events);
+                send(tree, now, &mut free, &mut events);
             }
         }
         while tree.backlog_packets() > 0 {
             now = now.max(free);
-            if !send(tree, &mut now, &mut free, &mut events) {
+            if !send(tree, now, &mut free, &mut events) {
                 now = tree
                     .next_ready_ns(now)
                     .expect("a tree that holds packets names a time")
@@ -585,7 +585,7 @@ mod tests {
             let capacity = crate::Capacity { classes: 64, packets: 128, ..crate::Capacity::default() };
             let mut with = Hierarchy::new(&policy, &params, &split, capacity, Selection::ByLevel);
             let mut without =
-                Hierarchy::without_stand_ins(&policy, &params, &split, capacity, Selection::ByLevel);
+                Hierarchy::with_stand_ins(&policy, &params, &split, capacity, Selection::ByLevel, false);
             prop_assert_eq!(drive(&policy, &mut with, &ops), drive(&policy, &mut without, &ops));
         }
     }

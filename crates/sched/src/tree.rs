@@ -980,26 +980,14 @@ impl Hierarchy {
         bounds: crate::Capacity,
         selection: Selection,
     ) -> Self {
-        let stand_ins = selection == Selection::ByLevel;
-        Self::with_stand_ins(policy, params, split_params, bounds, selection, stand_ins)
-    }
-
-    /// [`Hierarchy::new`] where every tenant keeps its node, for the tests that
-    /// hold a tenant's stand-in to sending as the tenant's own node does.
-    #[cfg(test)]
-    pub(crate) fn without_stand_ins(
-        policy: &Policy,
-        params: &[NodeParams],
-        split_params: &[Option<SplitParams>],
-        bounds: crate::Capacity,
-        selection: Selection,
-    ) -> Self {
-        Self::with_stand_ins(policy, params, split_params, bounds, selection, false)
+        Self::with_stand_ins(policy, params, split_params, bounds, selection, true)
     }
 
     /// [`Hierarchy::new`]; `stand_ins`: whether a tenant's only app may stand in
-    /// for it (see the module docs).
-    fn with_stand_ins(
+    /// for it where that is exact, under [`Selection::ByLevel`] (see the module
+    /// docs). The tests that hold a stand-in to the tenant's own node build the
+    /// tree without them too.
+    pub(crate) fn with_stand_ins(
         policy: &Policy,
         params: &[NodeParams],
         split_params: &[Option<SplitParams>],
@@ -1028,6 +1016,7 @@ impl Hierarchy {
                 Holds::Fifo
             };
             let stands_in = stand_ins
+                && selection == Selection::ByLevel
                 && policy.tenant(app.tenant).apps.len() == 1
                 && stands_in_for(&params[x], &params[tenant]);
             let mut node = if stands_in {
