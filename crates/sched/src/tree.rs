@@ -1127,9 +1127,12 @@ impl Hierarchy {
             leaf.tail = index;
             // A leaf that holds packets and is in no ring is over its ceil, and has
             // its event pending.
-            let waiting = had_packets && leaf.next == NONE;
+            let in_ring = leaf.next != NONE;
+            let waiting = had_packets && !in_ring;
             self.count_queued(self.layout.app(packet.app));
-            self.sync_leaf(l, now_ns, waiting);
+            if !in_ring {
+                self.sync_leaf(l, now_ns, waiting);
+            }
         } else {
             let node = &mut self.nodes[x];
             if node.tail == NONE {
@@ -1226,7 +1229,9 @@ impl Hierarchy {
     /// [`Hierarchy::dequeue`], where the root lends only if `LENDS`.
     #[inline]
     fn take<const LENDS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
-        self.run_events(now_ns);
+        if self.events.pending != 0 {
+            self.run_events(now_ns);
+        }
         let Walk {
             path,
             depth,
