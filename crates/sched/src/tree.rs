@@ -1130,6 +1130,8 @@ impl Hierarchy {
             let in_ring = leaf.next != NONE;
             let waiting = had_packets && !in_ring;
             self.count_queued(self.layout.app(packet.app));
+            // One in a ring stays there until it sends; the call to find that out
+            // cost `htb` 19 instructions a pair.
             if !in_ring {
                 self.sync_leaf(l, now_ns, waiting);
             }
@@ -1229,6 +1231,8 @@ impl Hierarchy {
     /// [`Hierarchy::dequeue`], where the root lends only if `LENDS`.
     #[inline]
     fn take<const LENDS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
+        // Most dequeues find no event pending, and the call alone cost `htb` 17
+        // of its 1044 instructions a pair.
         if self.events.pending != 0 {
             self.run_events(now_ns);
         }
