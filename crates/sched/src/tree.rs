@@ -1125,15 +1125,13 @@ impl Hierarchy {
                 split.held_peak = split.held_peak.max(split.held);
             }
             leaf.tail = index;
-            // A leaf that holds packets and is in no ring is over its ceil, and has
-            // its event pending.
             let in_ring = leaf.next != NONE;
-            let waiting = had_packets && !in_ring;
             self.count_queued(self.layout.app(packet.app));
-            // One in a ring stays there until it sends; the call to find that out
-            // cost `htb` 19 instructions a pair.
+            // One in a ring stays there until it sends (the call to find that out
+            // cost `htb` 19 instructions a pair); one that held packets outside any
+            // ring is over its ceil, with its event pending.
             if !in_ring {
-                self.sync_leaf(l, now_ns, waiting);
+                self.sync_leaf(l, now_ns, had_packets);
             }
         } else {
             let node = &mut self.nodes[x];
@@ -1233,7 +1231,7 @@ impl Hierarchy {
     fn take<const LENDS: bool>(&mut self, now_ns: u64) -> Option<Frame> {
         // Most dequeues find no event pending, and the call alone cost `htb` 17
         // of its 1044 instructions a pair.
-        if self.events.pending != 0 {
+        if !self.events.is_empty() {
             self.run_events(now_ns);
         }
         let Walk {
