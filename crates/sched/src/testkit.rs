@@ -87,7 +87,7 @@ pub fn drive_link(
                 if frame.last {
                     queued[source_of_handle(frame.packet.handle)] -= 1;
                 }
-                now += (u64::from(frame.bytes) * 8 * 1_000_000_000).div_ceil(rate_bps);
+                now += policy::wire::serialisation_ns(frame.bytes, rate_bps);
             }
             None => match enforcer.next_ready_ns(now) {
                 Some(at) => now = at.max(now + 1),
