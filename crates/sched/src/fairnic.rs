@@ -1410,6 +1410,18 @@ pub fn approximation(policy: &Policy) -> Approximation {
         "or within a {} send and four periods of its rate where that is more: its buckets, two periods on each core and in its pool, start empty and may run full",
         policy::format_size(u64::from(TSO_BYTES_MAX))
     );
+    // The ideal moves a tenant by the priorities, app caps and split classes that
+    // fairnic ignores, so a share error in numbers is only true without them: a
+    // tenant of five split classes capped at 40 Mbit/s took 555 of 2 Gbit/s against
+    // its ideal of 200, and its neighbours ran 24% under theirs.
+    let follows = shares_follow_weights(policy);
+    let held = |bound: String| {
+        if follows {
+            format!(": {bound}")
+        } else {
+            String::new()
+        }
+    };
     let cores = policy.engine.cores.max(1);
     let tenants = policy.tenants.len();
     let shared_cores = if usize::from(cores) < tenants {
@@ -1426,14 +1438,20 @@ pub fn approximation(policy: &Policy) -> Approximation {
         ],
         approximate: vec![
             format!(
-                "weights and guarantees of tenants with every tenant backlogged: local tokens per engine core at base rates (policy.md's ideal with all backlogged); a tenant's cores without traffic leave theirs to its cores with traffic, so its flow count does not matter: each tenant within {:.0}% of its ideal over any steady interval of {over} or more, from the second after a tenant starts or stops ({grain})",
-                SHARE_ERROR_MAX * 100.0
+                "weights and guarantees of tenants with every tenant backlogged: local tokens per engine core at base rates (policy.md's ideal with all backlogged); a tenant's cores without traffic leave theirs to its cores with traffic, so its flow count does not matter{}",
+                held(format!(
+                    "each tenant within {:.0}% of its ideal over any steady interval of {over} or more, from the second after a tenant starts or stops ({grain})",
+                    SHARE_ERROR_MAX * 100.0
+                ))
             ),
             format!(
-                "what idle tenants leave: a shared pool, handed to the backlogged tenants by weight (capped ones up to their caps) through AIMD allowances over periods of {}: each tenant within {:.0}% of its ideal over any steady interval of {over} or more, from the second after a tenant starts or stops: the allowances take up to one to converge, and a returning tenant takes back what its full buckets hold ({grain}; and since the pool goes in whole sends, within a send per period, {}, where that is more: a stealer whose share of the pool is a few sends a period or less gets up to that much more or less, as a weight-2 tenant beside weights 44 to 807 did, 359 Mbit/s against 148)",
+                "what idle tenants leave: a shared pool, handed to the backlogged tenants by weight (capped ones up to their caps) through AIMD allowances over periods of {}{}",
                 format_time(period_ns),
-                STEAL_SHARE_ERROR_MAX * 100.0,
-                format_rate(f64::from(TSO_BYTES_MAX) * 8.0 / STEAL_GRAIN_PERIODS / (period_ns as f64 / 1e9)),
+                held(format!(
+                    "each tenant within {:.0}% of its ideal over any steady interval of {over} or more, from the second after a tenant starts or stops: the allowances take up to one to converge, and a returning tenant takes back what its full buckets hold ({grain}; and since the pool goes in whole sends, within a send per period, {}, where that is more: a stealer whose share of the pool is a few sends a period or less gets up to that much more or less, as a weight-2 tenant beside weights 44 to 807 did, 359 Mbit/s against 148)",
+                    STEAL_SHARE_ERROR_MAX * 100.0,
+                    format_rate(f64::from(TSO_BYTES_MAX) * 8.0 / STEAL_GRAIN_PERIODS / (period_ns as f64 / 1e9)),
+                ))
             ),
             format!(
                 "bursts: a core's tokens hold two periods of its rate, and its tenant's pool two periods of its base rate, so a tenant back from idle may send four periods of its base rate at once beyond its share, or its cap ({} for a tenant at the link rate)",
@@ -1450,10 +1468,10 @@ pub fn approximation(policy: &Policy) -> Approximation {
         // With every tenant backlogged each lives on its own tokens: the error is the
         // rounding of base rates per core, and the first two periods filling the
         // buckets; the simulator's generated runs hold it (crates/sim/tests/fairnic.rs).
-        share_error_max: shares_follow_weights(policy).then_some(SHARE_ERROR_MAX),
+        share_error_max: follows.then_some(SHARE_ERROR_MAX),
     };
-    if !shares_follow_weights(policy) {
-        out.approximate.push("tenants' shares with every tenant backlogged: no bound for this policy, whose tenant priorities, app caps or split classes the ideal follows and fairnic ignores".into());
+    if !follows {
+        out.approximate.push("tenants' shares, backlogged or taking what idle tenants leave: no bound for this policy, whose tenant priorities, app caps or split classes the ideal follows and fairnic ignores".into());
     }
     for t in &policy.tenants {
         if let Some(min) = t.min_rate_bps {
@@ -1813,5 +1831,26 @@ mod tests {
         fairnic.enqueue(0, packet).unwrap();
         fairnic.held += 1;
         fairnic.dequeue(1_000_000);
+    }
+
+    /// A share error in numbers only where the ideal's tenant shares follow what
+    /// fairnic enforces: one beside split classes it ignores was false (a tenant
+    /// 24% under its ideal while `check` said 10%).
+    #[test]
+    fn tenant_share_errors_are_stated_only_where_shares_follow_weights() {
+        let stated = |yaml: &str| {
+            let policy = policy::parse_policy(yaml, "p.yaml").unwrap();
+            approximation(&policy)
+                .approximate
+                .iter()
+                .filter(|line| line.contains("% of its ideal"))
+                .count()
+        };
+        let plain = "link: { rate: 2Gbit }\ntenants:\n  - { name: a, weight: 2 }\n  - { name: b, max_rate: 9Mbit }\n";
+        assert_eq!(stated(plain), 2);
+        let split = format!(
+            "{plain}  - name: e\n    apps:\n      - {{ name: cdn, split: {{ by: destination, max_rate: 40Mbit }} }}\n"
+        );
+        assert_eq!(stated(&split), 0);
     }
 }
